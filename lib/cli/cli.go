@@ -1,0 +1,138 @@
+// Package cli holds the conventions every mempo command shares: urfave/cli apps
+// with an example in --help, "-" for stdin/stdout, formats chosen by file
+// extension, one clear error line with exit status 1, atomic outputs and
+// progress lines that appear only when stderr is a terminal.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+)
+
+// Exit statuses shared by all commands.
+const (
+	ExitBadInput    = 1 // bad input, bad flags, failed I/O
+	ExitNotBuiltYet = 2 // a command or subcommand that does not exist yet
+)
+
+// App builds a urfave/cli app with the project's help layout: the usage line,
+// then an example block that shows a working invocation.
+func App(name, usage, example string) *ucli.App {
+	app := &ucli.App{
+		Name:                   name,
+		Usage:                  usage,
+		Description:            "Example:\n   " + strings.ReplaceAll(strings.TrimSpace(example), "\n", "\n   "),
+		UseShortOptionHandling: true,
+		HideHelpCommand:        true,
+		Version:                Version,
+		ExitErrHandler:         func(*ucli.Context, error) {}, // Main reports errors itself
+	}
+	return app
+}
+
+// Version is stamped by the Makefile with -ldflags; "dev" otherwise.
+var Version = "dev"
+
+// Main runs app on os.Args and exits: status 0 on success, otherwise one line
+// "name: message" on stderr and the status carried by the error (1 by default).
+func Main(app *ucli.App) {
+	os.Exit(run(app, os.Args, os.Stderr))
+}
+
+func run(app *ucli.App, args []string, stderr io.Writer) int {
+	err := app.Run(args)
+	if err == nil {
+		return 0
+	}
+	code := ExitBadInput
+	var ec ucli.ExitCoder
+	if errors.As(err, &ec) {
+		code = ec.ExitCode()
+	}
+	msg := strings.TrimSpace(err.Error())
+	if msg != "" {
+		if i := strings.IndexByte(msg, '\n'); i >= 0 && code != ExitNotBuiltYet {
+			msg = msg[:i]
+		}
+		fmt.Fprintf(stderr, "%s: %s\n", app.Name, msg)
+	}
+	return code
+}
+
+// NotBuiltYet is the action of a command that is planned but not written: it
+// says what the command will do and exits with status 2. It never fakes output.
+func NotBuiltYet(what string) ucli.ActionFunc {
+	return func(*ucli.Context) error {
+		return ucli.Exit("not built yet: "+what, ExitNotBuiltYet)
+	}
+}
+
+// Format returns "jsonl" or "parquet" for a path, chosen by its extension;
+// "-" (stdin/stdout) is JSONL. Anything else is an error naming the path.
+func Format(path string) (string, error) {
+	if path == "-" {
+		return "jsonl", nil
+	}
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".jsonl", ".ndjson", ".json":
+		return "jsonl", nil
+	case ".parquet":
+		return "parquet", nil
+	}
+	return "", fmt.Errorf("%s: unknown file format (want .jsonl or .parquet)", path)
+}
+
+// Open opens path for reading; "-" is stdin (closing it is a no-op).
+func Open(path string) (io.ReadCloser, error) {
+	if path == "-" {
+		return io.NopCloser(os.Stdin), nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, unwrapPathError(err))
+	}
+	return f, nil
+}
+
+func unwrapPathError(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// InputError names the file, the row (1-based; 0 when unknown) and the field
+// that made an input unusable.
+type InputError struct {
+	File  string
+	Row   int
+	Field string
+	Err   error
+}
+
+func (e *InputError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Row > 0 {
+		fmt.Fprintf(&b, ": row %d", e.Row)
+	}
+	if e.Field != "" {
+		fmt.Fprintf(&b, ": field %q", e.Field)
+	}
+	fmt.Fprintf(&b, ": %v", e.Err)
+	return b.String()
+}
+
+func (e *InputError) Unwrap() error { return e.Err }
+
+// BadInput builds an InputError with a formatted message.
+func BadInput(file string, row int, field, format string, args ...any) error {
+	return &InputError{File: file, Row: row, Field: field, Err: fmt.Errorf(format, args...)}
+}
