@@ -72,7 +72,7 @@ func (s *DocStore) Len() int64 { return s.n }
 // Get returns the passage with internal row number row (0-based).
 func (s *DocStore) Get(row int64) (Doc, error) {
 	var d Doc
-	if err := s.get.QueryRow(row + 1).Scan(&d.ID, &d.Title, &d.Contents); err != nil {
+	if err := s.get.QueryRow(row+1).Scan(&d.ID, &d.Title, &d.Contents); err != nil {
 		return d, fmt.Errorf("docstore: row %d: %w", row, err)
 	}
 	return d, nil
