@@ -1,0 +1,292 @@
+package model
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+)
+
+// kvCache holds every layer's keys and values (after RoPE) for a set of
+// slots: slot s owns rows [s·capacity, (s+1)·capacity) of k[l] and v[l].
+type kvCache struct {
+	k, v     []Tensor
+	capacity int
+}
+
+func (m *Model) newCache(slots, capacity int) *kvCache {
+	c := &kvCache{capacity: capacity}
+	kvd := m.a.kvHeads * m.a.headDim
+	for l := 0; l < m.a.layers; l++ {
+		c.k = append(c.k, m.be.Zeros(slots*capacity, kvd))
+		c.v = append(c.v, m.be.Zeros(slots*capacity, kvd))
+	}
+	return c
+}
+
+func (c *kvCache) free(be Backend) {
+	for l := range c.k {
+		be.Free(c.k[l])
+		be.Free(c.v[l])
+	}
+}
+
+// copySlot copies the first n cached positions of slot src to slot dst.
+func (c *kvCache) copySlot(be Backend, dst, src, n int) {
+	for l := range c.k {
+		be.Copy(be.View(c.k[l], dst*c.capacity, n), be.View(c.k[l], src*c.capacity, n))
+		be.Copy(be.View(c.v[l], dst*c.capacity, n), be.View(c.v[l], src*c.capacity, n))
+	}
+}
+
+// Request is one prompt to continue N times (N ≤ 0 means 1). Sample i of a
+// request draws its randomness from a generator seeded by (Seed, i) alone, so
+// its tokens do not depend on which other rows share the batch.
+type Request struct {
+	Prompt []int
+	N      int
+	Seed   uint64
+}
+
+// GenerateOptions controls decoding. Temperature 0 (the zero value) is greedy.
+type GenerateOptions struct {
+	MaxTokens int
+	Sampling  SampleParams
+	// EOS ids end a row (the EOS token is kept in the output, with its
+	// log-prob) unless IgnoreEOS.
+	EOS       []int
+	IgnoreEOS bool
+	// StopIDs end a row when its output ends with one of these id sequences.
+	StopIDs [][]int
+	// StopStrings end a row when Decode(output) contains one of them; the
+	// token that completed the string is kept (no text is cut: the ids stay
+	// the exact record of what was sampled).
+	StopStrings []string
+	Decode      func(ids []int) string
+}
+
+// Generation is one continuation. LogProbs[i] is log p(IDs[i] | prompt,
+// IDs[:i]) under the model at temperature 1 with no filters, the policy the
+// RL ratio needs; SampleLogProbs[i] is the log-probability under the
+// distribution the token was drawn from (temperature, top-k, top-p applied;
+// 0 when greedy). Finish is "eos", "stop" or "length".
+type Generation struct {
+	Request, Sample int
+	IDs             []int
+	LogProbs        []float32
+	SampleLogProbs  []float32
+	Finish          string
+}
+
+type genRow struct {
+	req, sample, slot, promptLen int
+	rng                          *rand.Rand
+	gen                          *Generation
+	done                         bool
+	text                         int // bytes of decoded text already checked for stop strings
+}
+
+// Generate continues every request N times, all rows decoded together in one
+// batch with a KV cache. Each request's prompt is prefilled once (all prompts
+// packed into one forward) and its cache copied to the slots of its other
+// samples. The result has one Generation per row, request-major.
+func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, error) {
+	if opts.MaxTokens < 0 {
+		return nil, fmt.Errorf("model: negative max tokens")
+	}
+	if len(opts.StopStrings) > 0 && opts.Decode == nil {
+		return nil, fmt.Errorf("model: stop strings need a Decode function")
+	}
+	be := m.be
+	var rows []*genRow
+	maxPrompt := 0
+	for r, q := range reqs {
+		if len(q.Prompt) == 0 {
+			return nil, fmt.Errorf("model: request %d has an empty prompt", r)
+		}
+		for t, id := range q.Prompt {
+			if id < 0 || id >= m.a.vocab {
+				return nil, fmt.Errorf("model: request %d position %d: token id %d outside the vocabulary [0, %d)", r, t, id, m.a.vocab)
+			}
+		}
+		maxPrompt = max(maxPrompt, len(q.Prompt))
+		n := max(q.N, 1)
+		for s := 0; s < n; s++ {
+			rows = append(rows, &genRow{req: r, sample: s, slot: len(rows), promptLen: len(q.Prompt),
+				rng: rand.New(rand.NewPCG(q.Seed, uint64(s))),
+				gen: &Generation{Request: r, Sample: s}})
+		}
+	}
+	out := make([]*Generation, len(rows))
+	for i, r := range rows {
+		out[i] = r.gen
+	}
+	if len(rows) == 0 || opts.MaxTokens == 0 {
+		for _, r := range rows {
+			r.gen.Finish = "length"
+		}
+		return out, nil
+	}
+	capacity := maxPrompt + opts.MaxTokens
+	cache := m.newCache(len(rows), capacity)
+	defer cache.free(be)
+
+	// Prefill: one packed forward over the distinct prompts, each written to
+	// the slot of its request's first row.
+	b := &batch{cache: cache}
+	first := map[int]*genRow{}
+	var lastRows []int
+	for _, r := range rows {
+		if r.sample != 0 {
+			continue
+		}
+		first[r.req] = r
+		p := reqs[r.req].Prompt
+		b.seqs = append(b.seqs, AttnSeq{Q: len(b.ids), N: len(p), K: r.slot * capacity})
+		for t, id := range p {
+			b.ids = append(b.ids, id)
+			b.pos = append(b.pos, t)
+		}
+		lastRows = append(lastRows, len(b.ids)-1)
+	}
+	logits := m.lastLogits(b, lastRows)
+	// Every row samples its first token from its request's prefill logits.
+	rowLogits := be.Zeros(len(rows), m.a.vocab)
+	src := make([]int, len(rows))
+	reqIndex := map[int]int{}
+	for _, r := range rows {
+		if r.sample == 0 {
+			reqIndex[r.req] = len(reqIndex)
+		}
+	}
+	for i, r := range rows {
+		src[i] = reqIndex[r.req]
+		if r.sample != 0 {
+			cache.copySlot(be, r.slot, first[r.req].slot, r.promptLen)
+		}
+	}
+	be.GatherRows(rowLogits, logits, src)
+	m.free(logits)
+	m.sampleInto(rows, rowLogits, opts)
+	m.free(rowLogits)
+
+	for {
+		var active []*genRow
+		for _, r := range rows {
+			if !r.done {
+				active = append(active, r)
+			}
+		}
+		if len(active) == 0 {
+			break
+		}
+		// One decoding step: each active row feeds its last token.
+		b := &batch{cache: cache}
+		for i, r := range active {
+			n := len(r.gen.IDs)
+			pos := r.promptLen + n - 1
+			b.ids = append(b.ids, r.gen.IDs[n-1])
+			b.pos = append(b.pos, pos)
+			b.seqs = append(b.seqs, AttnSeq{Q: i, N: 1, K: r.slot * capacity, Past: pos})
+		}
+		all := make([]int, len(active))
+		for i := range all {
+			all[i] = i
+		}
+		logits := m.lastLogits(b, all)
+		m.sampleInto(active, logits, opts)
+		m.free(logits)
+	}
+	return out, nil
+}
+
+// lastLogits runs the layers over b and returns the logits of the given rows.
+func (m *Model) lastLogits(b *batch, rows []int) Tensor {
+	x, _ := m.trunk(b, false)
+	if len(rows) != x.Rows() {
+		sel := m.be.Zeros(len(rows), m.a.hidden)
+		m.be.GatherRows(sel, x, rows)
+		m.free(x)
+		x = sel
+	}
+	logits, xn, rstd := m.head(x)
+	m.free(x, xn, rstd)
+	return logits
+}
+
+// sampleInto draws the next token of each row from its row of logits and
+// marks rows that are finished.
+func (m *Model) sampleInto(rows []*genRow, logits Tensor, opts GenerateOptions) {
+	params := make([]SampleParams, len(rows))
+	u := make([]float64, len(rows))
+	for i, r := range rows {
+		params[i] = opts.Sampling
+		u[i] = r.rng.Float64() // drawn even when greedy, so the stream is the same either way
+	}
+	got := m.be.Sample(logits, params, u)
+	for i, r := range rows {
+		g := r.gen
+		g.IDs = append(g.IDs, got[i].ID)
+		g.LogProbs = append(g.LogProbs, got[i].LogProb)
+		g.SampleLogProbs = append(g.SampleLogProbs, got[i].SampleLogProb)
+		switch {
+		case !opts.IgnoreEOS && containsInt(opts.EOS, got[i].ID):
+			g.Finish = "eos"
+		case endsWithAny(g.IDs, opts.StopIDs):
+			g.Finish = "stop"
+		case len(opts.StopStrings) > 0 && r.stopText(opts):
+			g.Finish = "stop"
+		case len(g.IDs) >= opts.MaxTokens:
+			g.Finish = "length"
+		default:
+			continue
+		}
+		r.done = true
+	}
+}
+
+// stopText decodes the output and looks for a stop string in the part that
+// could contain a new occurrence.
+func (r *genRow) stopText(opts GenerateOptions) bool {
+	text := opts.Decode(r.gen.IDs)
+	longest := 0
+	for _, s := range opts.StopStrings {
+		longest = max(longest, len(s))
+	}
+	from := max(0, min(r.text, len(text))-longest)
+	r.text = len(text)
+	for _, s := range opts.StopStrings {
+		if s != "" && strings.Contains(text[from:], s) {
+			return true
+		}
+	}
+	return false
+}
+
+func containsInt(xs []int, x int) bool {
+	for _, v := range xs {
+		if v == x {
+			return true
+		}
+	}
+	return false
+}
+
+func endsWithAny(ids []int, stops [][]int) bool {
+	for _, s := range stops {
+		if len(s) == 0 || len(s) > len(ids) {
+			continue
+		}
+		tail := ids[len(ids)-len(s):]
+		match := true
+		for i := range s {
+			if tail[i] != s[i] {
+				match = false
+				break
+			}
+		}
+		if match {
+			return true
+		}
+	}
+	return false
+}

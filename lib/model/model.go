@@ -1,0 +1,599 @@
+// Package model is the Qwen2-family decoder (Qwen2, Qwen2.5, Qwen3 dense) that
+// MemPO trains: forward to logits and token log-probs over packed batches of
+// sequences of different lengths, backward of a weighted sum of token
+// log-probs to every parameter (optionally recomputing each layer's
+// activations), and batched KV-cache generation with seeded sampling.
+//
+// The model is written once over the Backend interface (backend.go); CPU
+// (cpu.go) is the OpenBLAS implementation. Parameters and gradients are
+// exchanged by Hugging Face name as flat float32 slices, so the update stage
+// can run AdamW per parameter and write a checkpoint with checkpoint.Save.
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/mempo/mempo/lib/checkpoint"
+)
+
+// arch is the shape of the network, taken from checkpoint.Config.
+type arch struct {
+	vocab, hidden, inter, layers, heads, kvHeads, headDim int
+	theta                                                 float64
+	eps                                                   float32
+	tied, qkvBias, oBias, qkNorm                          bool
+}
+
+func (a *arch) validate() error {
+	switch {
+	case a.vocab <= 0 || a.hidden <= 0 || a.inter <= 0 || a.layers <= 0 || a.heads <= 0 || a.kvHeads <= 0 || a.headDim <= 0:
+		return fmt.Errorf("model: non-positive size in config (vocab %d, hidden %d, intermediate %d, layers %d, heads %d, kv heads %d, head dim %d)",
+			a.vocab, a.hidden, a.inter, a.layers, a.heads, a.kvHeads, a.headDim)
+	case a.heads%a.kvHeads != 0:
+		return fmt.Errorf("model: %d attention heads not a multiple of %d kv heads", a.heads, a.kvHeads)
+	case a.headDim%2 != 0:
+		return fmt.Errorf("model: odd head dim %d (RoPE needs pairs)", a.headDim)
+	}
+	return nil
+}
+
+// paramSpec lists every parameter with its Hugging Face name and its shape as
+// a matrix (vectors are 1×n), in model order.
+func (a *arch) paramSpecs() []paramSpec {
+	H, I, V, hd := a.hidden, a.inter, a.vocab, a.headDim
+	q, kv := a.heads*hd, a.kvHeads*hd
+	out := []paramSpec{{"model.embed_tokens.weight", V, H}}
+	for l := 0; l < a.layers; l++ {
+		p := fmt.Sprintf("model.layers.%d.", l)
+		add := func(name string, r, c int) { out = append(out, paramSpec{p + name, r, c}) }
+		add("input_layernorm.weight", 1, H)
+		add("self_attn.q_proj.weight", q, H)
+		add("self_attn.k_proj.weight", kv, H)
+		add("self_attn.v_proj.weight", kv, H)
+		if a.qkvBias {
+			add("self_attn.q_proj.bias", 1, q)
+			add("self_attn.k_proj.bias", 1, kv)
+			add("self_attn.v_proj.bias", 1, kv)
+		}
+		add("self_attn.o_proj.weight", H, q)
+		if a.oBias {
+			add("self_attn.o_proj.bias", 1, H)
+		}
+		if a.qkNorm {
+			add("self_attn.q_norm.weight", 1, hd)
+			add("self_attn.k_norm.weight", 1, hd)
+		}
+		add("post_attention_layernorm.weight", 1, H)
+		add("mlp.gate_proj.weight", I, H)
+		add("mlp.up_proj.weight", I, H)
+		add("mlp.down_proj.weight", H, I)
+	}
+	out = append(out, paramSpec{"model.norm.weight", 1, H})
+	if !a.tied {
+		out = append(out, paramSpec{"lm_head.weight", V, H})
+	}
+	return out
+}
+
+type paramSpec struct {
+	name       string
+	rows, cols int
+}
+
+// layerW holds one layer's parameters (or their gradients): nil for absent
+// biases and norms.
+type layerW struct {
+	inNorm, wq, wk, wv, bq, bk, bv, wo, bo, qNorm, kNorm, postNorm, wg, wu, wd Tensor
+}
+
+// weights is every parameter (or gradient) of the model.
+type weights struct {
+	embed, norm, head Tensor // head == embed when tied
+	layers            []layerW
+	byName            map[string]Tensor
+}
+
+func (a *arch) bind(byName map[string]Tensor) *weights {
+	w := &weights{byName: byName, layers: make([]layerW, a.layers)}
+	w.embed = byName["model.embed_tokens.weight"]
+	w.norm = byName["model.norm.weight"]
+	w.head = w.embed
+	if !a.tied {
+		w.head = byName["lm_head.weight"]
+	}
+	for l := range w.layers {
+		p := fmt.Sprintf("model.layers.%d.", l)
+		g := func(n string) Tensor { return byName[p+n] }
+		w.layers[l] = layerW{
+			inNorm: g("input_layernorm.weight"), postNorm: g("post_attention_layernorm.weight"),
+			wq: g("self_attn.q_proj.weight"), wk: g("self_attn.k_proj.weight"), wv: g("self_attn.v_proj.weight"),
+			bq: g("self_attn.q_proj.bias"), bk: g("self_attn.k_proj.bias"), bv: g("self_attn.v_proj.bias"),
+			wo: g("self_attn.o_proj.weight"), bo: g("self_attn.o_proj.bias"),
+			qNorm: g("self_attn.q_norm.weight"), kNorm: g("self_attn.k_norm.weight"),
+			wg: g("mlp.gate_proj.weight"), wu: g("mlp.up_proj.weight"), wd: g("mlp.down_proj.weight"),
+		}
+	}
+	return w
+}
+
+// Model is a Qwen2-family decoder on one backend. It is not safe for
+// concurrent use: one forward, backward or generation at a time.
+type Model struct {
+	a      arch
+	cfg    *checkpoint.Config
+	be     Backend
+	specs  []paramSpec
+	params *weights
+	grads  *weights // nil until the first backward
+
+	// Recompute makes the training forward keep only each layer's input
+	// and recompute the layer's activations during the backward: memory
+	// of one layer instead of all, for about a third more compute.
+	Recompute bool
+}
+
+func newModel(a arch, be Backend, tensors map[string][]float32) (*Model, error) {
+	if err := a.validate(); err != nil {
+		return nil, err
+	}
+	m := &Model{a: a, be: be, specs: a.paramSpecs()}
+	byName := map[string]Tensor{}
+	for _, s := range m.specs {
+		data, ok := tensors[s.name]
+		if !ok {
+			return nil, fmt.Errorf("model: missing parameter %s", s.name)
+		}
+		if len(data) != s.rows*s.cols {
+			return nil, fmt.Errorf("model: parameter %s has %d values, want %d×%d", s.name, len(data), s.rows, s.cols)
+		}
+		byName[s.name] = be.FromHost(data, s.rows, s.cols)
+	}
+	for name := range tensors {
+		if _, ok := byName[name]; !ok {
+			if name == "lm_head.weight" && a.tied {
+				continue // some tied checkpoints store the copy anyway
+			}
+			return nil, fmt.Errorf("model: unexpected parameter %s", name)
+		}
+	}
+	m.params = a.bind(byName)
+	return m, nil
+}
+
+// Backend is the backend the model's tensors live on.
+func (m *Model) Backend() Backend { return m.be }
+
+// VocabSize is the number of token ids the model scores.
+func (m *Model) VocabSize() int { return m.a.vocab }
+
+// ParamNames lists the parameters by Hugging Face name, in model order (tied
+// models have no lm_head.weight: the embedding serves both).
+func (m *Model) ParamNames() []string {
+	out := make([]string, len(m.specs))
+	for i, s := range m.specs {
+		out[i] = s.name
+	}
+	return out
+}
+
+// ParamShape is the Hugging Face shape of a parameter ([n] for vectors).
+func (m *Model) ParamShape(name string) []int {
+	for _, s := range m.specs {
+		if s.name == name {
+			if s.rows == 1 {
+				return []int{s.cols}
+			}
+			return []int{s.rows, s.cols}
+		}
+	}
+	return nil
+}
+
+// Param copies a parameter to host memory.
+func (m *Model) Param(name string) []float32 {
+	t := m.params.byName[name]
+	if t == nil {
+		return nil
+	}
+	return m.be.ToHost(t, nil)
+}
+
+// SetParam replaces a parameter's values (after an optimizer step).
+func (m *Model) SetParam(name string, data []float32) error {
+	t := m.params.byName[name]
+	if t == nil {
+		return fmt.Errorf("model: no parameter %s", name)
+	}
+	if len(data) != t.Rows()*t.Cols() {
+		return fmt.Errorf("model: parameter %s has %d values, got %d", name, t.Rows()*t.Cols(), len(data))
+	}
+	src := m.be.FromHost(data, t.Rows(), t.Cols())
+	m.be.Copy(t, src)
+	m.be.Free(src)
+	return nil
+}
+
+// Params copies every parameter to host memory, by Hugging Face name: the
+// map checkpoint.Save takes.
+func (m *Model) Params() map[string][]float32 {
+	out := map[string][]float32{}
+	for _, s := range m.specs {
+		out[s.name] = m.Param(s.name)
+	}
+	return out
+}
+
+// Grads copies the accumulated gradients to host memory by Hugging Face name
+// (zeros before any backward). For tied models the embedding's gradient holds
+// both its uses.
+func (m *Model) Grads() map[string][]float32 {
+	m.ensureGrads()
+	out := map[string][]float32{}
+	for _, s := range m.specs {
+		out[s.name] = m.be.ToHost(m.grads.byName[s.name], nil)
+	}
+	return out
+}
+
+// ZeroGrads resets the accumulated gradients.
+func (m *Model) ZeroGrads() {
+	if m.grads == nil {
+		return
+	}
+	for _, t := range m.grads.byName {
+		m.be.Fill(t, 0)
+	}
+}
+
+func (m *Model) ensureGrads() {
+	if m.grads != nil {
+		return
+	}
+	byName := map[string]Tensor{}
+	for _, s := range m.specs {
+		byName[s.name] = m.be.Zeros(s.rows, s.cols)
+	}
+	m.grads = m.a.bind(byName)
+}
+
+func (m *Model) attnShape() AttnShape {
+	return AttnShape{Heads: m.a.heads, KVHeads: m.a.kvHeads, HeadDim: m.a.headDim,
+		Scale: float32(1 / math.Sqrt(float64(m.a.headDim)))}
+}
+
+// batch is one forward's input: tokens packed back to back, their positions,
+// and where each sequence's queries and keys are.
+type batch struct {
+	ids, pos []int
+	seqs     []AttnSeq
+	cache    *kvCache // nil: attend within the packed k, v (training)
+}
+
+// acts are one layer's activations, kept for the backward.
+type acts struct {
+	x, xn1, rstd1       Tensor
+	qPre, kPre          Tensor // q, k before the per-head norm (QKNorm only)
+	rstdQ, rstdK        Tensor
+	q, k, v, att, lse   Tensor
+	h, xn2, rstd2       Tensor
+	gate, up, act, outp Tensor
+}
+
+func (m *Model) free(ts ...Tensor) {
+	for _, t := range ts {
+		if t != nil {
+			m.be.Free(t)
+		}
+	}
+}
+
+func (a *acts) release(m *Model, keepInput bool) {
+	m.free(a.xn1, a.rstd1, a.qPre, a.kPre, a.rstdQ, a.rstdK, a.q, a.k, a.v, a.att, a.lse, a.h, a.xn2, a.rstd2, a.gate, a.up, a.act)
+	if !keepInput {
+		m.free(a.x)
+	}
+}
+
+// layerForward runs layer l on x (rows of the batch) and returns its
+// activations; a.outp is the layer's output.
+func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
+	be, A, W := m.be, &m.a, &m.params.layers[l]
+	R, H := x.Rows(), A.hidden
+	qd, kvd := A.heads*A.headDim, A.kvHeads*A.headDim
+	a := &acts{x: x}
+	a.xn1, a.rstd1 = be.Zeros(R, H), be.Zeros(R, 1)
+	be.RMSNorm(a.xn1, a.rstd1, x, W.inNorm, A.eps)
+	proj := func(w, bias Tensor, cols int) Tensor {
+		t := be.Zeros(R, cols)
+		be.MatMul(t, a.xn1, w, false, true, 1, 0)
+		if bias != nil {
+			be.AddBias(t, bias)
+		}
+		return t
+	}
+	a.q, a.k, a.v = proj(W.wq, W.bq, qd), proj(W.wk, W.bk, kvd), proj(W.wv, W.bv, kvd)
+	if A.qkNorm {
+		// Qwen3 normalizes each head's q and k over head_dim before RoPE.
+		a.qPre, a.kPre = a.q, a.k
+		a.q, a.k = be.Zeros(R, qd), be.Zeros(R, kvd)
+		a.rstdQ, a.rstdK = be.Zeros(R*A.heads, 1), be.Zeros(R*A.kvHeads, 1)
+		be.RMSNorm(a.q, a.rstdQ, a.qPre, W.qNorm, A.eps)
+		be.RMSNorm(a.k, a.rstdK, a.kPre, W.kNorm, A.eps)
+	}
+	be.RoPE(a.q, b.pos, A.headDim, A.theta, false)
+	be.RoPE(a.k, b.pos, A.headDim, A.theta, false)
+	keys, vals := a.k, a.v
+	if b.cache != nil {
+		// Append this batch's keys and values to each sequence's cache
+		// slot, then attend over the slot.
+		for _, s := range b.seqs {
+			be.Copy(be.View(b.cache.k[l], s.K+s.Past, s.N), be.View(a.k, s.Q, s.N))
+			be.Copy(be.View(b.cache.v[l], s.K+s.Past, s.N), be.View(a.v, s.Q, s.N))
+		}
+		keys, vals = b.cache.k[l], b.cache.v[l]
+	}
+	a.att, a.lse = be.Zeros(R, qd), be.Zeros(R, A.heads)
+	be.Attention(a.att, a.lse, a.q, keys, vals, b.seqs, m.attnShape())
+	a.h = be.Zeros(R, H)
+	be.MatMul(a.h, a.att, W.wo, false, true, 1, 0)
+	if W.bo != nil {
+		be.AddBias(a.h, W.bo)
+	}
+	be.Add(a.h, x)
+	a.xn2, a.rstd2 = be.Zeros(R, H), be.Zeros(R, 1)
+	be.RMSNorm(a.xn2, a.rstd2, a.h, W.postNorm, A.eps)
+	a.gate, a.up, a.act = be.Zeros(R, A.inter), be.Zeros(R, A.inter), be.Zeros(R, A.inter)
+	be.MatMul(a.gate, a.xn2, W.wg, false, true, 1, 0)
+	be.MatMul(a.up, a.xn2, W.wu, false, true, 1, 0)
+	be.SwiGLU(a.act, a.gate, a.up)
+	a.outp = be.Zeros(R, H)
+	be.MatMul(a.outp, a.act, W.wd, false, true, 1, 0)
+	be.Add(a.outp, a.h)
+	return a
+}
+
+// layerBackward takes dy = dL/d(layer output), accumulates the layer's
+// weight gradients and returns dL/d(layer input).
+func (m *Model) layerBackward(l int, dy Tensor, a *acts, b *batch) Tensor {
+	be, A, W, G := m.be, &m.a, &m.params.layers[l], &m.grads.layers[l]
+	R, H := dy.Rows(), A.hidden
+	qd, kvd := A.heads*A.headDim, A.kvHeads*A.headDim
+
+	// MLP: out = h + down(silu(gate)·up), gate/up = xn2·Wᵀ.
+	dact := be.Zeros(R, A.inter)
+	be.MatMul(dact, dy, W.wd, false, false, 1, 0)
+	be.MatMul(G.wd, dy, a.act, true, false, 1, 1)
+	dgate, dup := be.Zeros(R, A.inter), be.Zeros(R, A.inter)
+	be.SwiGLUBackward(dgate, dup, dact, a.gate, a.up)
+	m.free(dact)
+	dxn2 := be.Zeros(R, H)
+	be.MatMul(dxn2, dgate, W.wg, false, false, 1, 0)
+	be.MatMul(dxn2, dup, W.wu, false, false, 1, 1)
+	be.MatMul(G.wg, dgate, a.xn2, true, false, 1, 1)
+	be.MatMul(G.wu, dup, a.xn2, true, false, 1, 1)
+	m.free(dgate, dup)
+	dh := be.Zeros(R, H)
+	be.RMSNormBackward(dh, G.postNorm, dxn2, a.h, W.postNorm, a.rstd2)
+	be.Add(dh, dy) // the residual path
+	m.free(dxn2)
+
+	// Attention: h = x + o_proj(attn(rope(q), rope(k), v)).
+	if G.bo != nil {
+		be.SumRows(G.bo, dh)
+	}
+	datt := be.Zeros(R, qd)
+	be.MatMul(datt, dh, W.wo, false, false, 1, 0)
+	be.MatMul(G.wo, dh, a.att, true, false, 1, 1)
+	dq, dk, dv := be.Zeros(R, qd), be.Zeros(R, kvd), be.Zeros(R, kvd)
+	be.AttentionBackward(dq, dk, dv, datt, a.q, a.k, a.v, a.att, a.lse, b.seqs, m.attnShape())
+	m.free(datt)
+	// RoPE is a rotation: its backward is the rotation by the opposite angle.
+	be.RoPE(dq, b.pos, A.headDim, A.theta, true)
+	be.RoPE(dk, b.pos, A.headDim, A.theta, true)
+	if A.qkNorm {
+		be.RMSNormBackward(dq, G.qNorm, dq, a.qPre, W.qNorm, a.rstdQ)
+		be.RMSNormBackward(dk, G.kNorm, dk, a.kPre, W.kNorm, a.rstdK)
+	}
+	if G.bq != nil {
+		be.SumRows(G.bq, dq)
+		be.SumRows(G.bk, dk)
+		be.SumRows(G.bv, dv)
+	}
+	dxn1 := be.Zeros(R, H)
+	be.MatMul(dxn1, dq, W.wq, false, false, 1, 0)
+	be.MatMul(dxn1, dk, W.wk, false, false, 1, 1)
+	be.MatMul(dxn1, dv, W.wv, false, false, 1, 1)
+	be.MatMul(G.wq, dq, a.xn1, true, false, 1, 1)
+	be.MatMul(G.wk, dk, a.xn1, true, false, 1, 1)
+	be.MatMul(G.wv, dv, a.xn1, true, false, 1, 1)
+	m.free(dq, dk, dv)
+	dx := be.Zeros(R, H)
+	be.RMSNormBackward(dx, G.inNorm, dxn1, a.x, W.inNorm, a.rstd1)
+	be.Add(dx, dh)
+	m.free(dxn1, dh)
+	return dx
+}
+
+// packed builds a training batch from whole sequences.
+func (m *Model) packed(seqs [][]int) (*batch, error) {
+	b := &batch{}
+	for i, s := range seqs {
+		if len(s) == 0 {
+			return nil, fmt.Errorf("model: sequence %d is empty", i)
+		}
+		b.seqs = append(b.seqs, AttnSeq{Q: len(b.ids), N: len(s), K: len(b.ids)})
+		for t, id := range s {
+			if id < 0 || id >= m.a.vocab {
+				return nil, fmt.Errorf("model: sequence %d position %d: token id %d outside the vocabulary [0, %d)", i, t, id, m.a.vocab)
+			}
+			b.ids = append(b.ids, id)
+			b.pos = append(b.pos, t)
+		}
+	}
+	return b, nil
+}
+
+// trunk embeds b.ids and runs every layer. With keep, it returns each
+// layer's activations (only the inputs when Recompute is set); the result is
+// the last layer's output.
+func (m *Model) trunk(b *batch, keep bool) (Tensor, []*acts) {
+	be := m.be
+	x := be.Zeros(len(b.ids), m.a.hidden)
+	be.Embedding(x, m.params.embed, b.ids)
+	var saved []*acts
+	for l := 0; l < m.a.layers; l++ {
+		a := m.layerForward(l, x, b)
+		out := a.outp
+		switch {
+		case keep && m.Recompute:
+			a.release(m, true)
+			saved = append(saved, &acts{x: x})
+		case keep:
+			saved = append(saved, a)
+		default:
+			a.release(m, false)
+		}
+		x = out
+	}
+	return x, saved
+}
+
+// head applies the final norm and the LM head: logits of every row of x.
+func (m *Model) head(x Tensor) (logits, xn, rstd Tensor) {
+	be := m.be
+	R := x.Rows()
+	xn, rstd = be.Zeros(R, m.a.hidden), be.Zeros(R, 1)
+	be.RMSNorm(xn, rstd, x, m.params.norm, m.a.eps)
+	logits = be.Zeros(R, m.a.vocab)
+	be.MatMul(logits, xn, m.params.head, false, true, 1, 0)
+	return logits, xn, rstd
+}
+
+// Logits returns the logits of every position of each sequence, [T_b·V] row
+// major: row t scores the token after ids[:t+1]. Sequences are packed into one
+// batch and never attend to each other.
+func (m *Model) Logits(seqs [][]int) ([][]float32, error) {
+	b, err := m.packed(seqs)
+	if err != nil {
+		return nil, err
+	}
+	x, _ := m.trunk(b, false)
+	logits, xn, rstd := m.head(x)
+	m.free(x, xn, rstd)
+	host := m.be.ToHost(logits, nil)
+	m.free(logits)
+	out := make([][]float32, len(seqs))
+	for i, s := range b.seqs {
+		out[i] = host[s.Q*m.a.vocab : (s.Q+s.N)*m.a.vocab]
+	}
+	return out, nil
+}
+
+// targets are the next-token targets of a packed batch: row t of a sequence
+// predicts its token t+1; the last row of each sequence has none (−1).
+func targets(b *batch) []int {
+	t := make([]int, len(b.ids))
+	for _, s := range b.seqs {
+		for i := 0; i < s.N; i++ {
+			t[s.Q+i] = -1
+			if i+1 < s.N {
+				t[s.Q+i] = b.ids[s.Q+i+1]
+			}
+		}
+	}
+	return t
+}
+
+// logProbsOut unpacks per-row log-probs into per-sequence slices aligned with
+// the input: lp[b][t] = log p(ids[t] | ids[:t]) and lp[b][0] = 0.
+func logProbsOut(b *batch, rows []float32) [][]float32 {
+	out := make([][]float32, len(b.seqs))
+	for i, s := range b.seqs {
+		o := make([]float32, s.N)
+		for t := 1; t < s.N; t++ {
+			o[t] = rows[s.Q+t-1]
+		}
+		out[i] = o
+	}
+	return out
+}
+
+// LogProbs returns, for each sequence, log p(ids[t] | ids[:t]) for t ≥ 1 and
+// 0 at t = 0 (no context), under the model at temperature 1.
+func (m *Model) LogProbs(seqs [][]int) ([][]float32, error) {
+	b, err := m.packed(seqs)
+	if err != nil {
+		return nil, err
+	}
+	x, _ := m.trunk(b, false)
+	logits, xn, rstd := m.head(x)
+	m.free(x, xn, rstd)
+	R := len(b.ids)
+	lp, lse := m.be.Zeros(R, 1), m.be.Zeros(R, 1)
+	m.be.TokenLogProbs(lp, lse, logits, targets(b))
+	rows := m.be.ToHost(lp, nil)
+	m.free(logits, lp, lse)
+	return logProbsOut(b, rows), nil
+}
+
+// Backward computes L = −Σ_b Σ_{t≥1} weights[b][t]·log p(ids[t] | ids[:t])
+// over the sequences (weights[b][0] is ignored; len(weights[b]) = len(seqs[b]))
+// and adds dL/dθ into the gradients (see Grads, ZeroGrads). It returns L and
+// the token log-probs in LogProbs' layout.
+func (m *Model) Backward(seqs [][]int, weights [][]float32) (float64, [][]float32, error) {
+	if len(weights) != len(seqs) {
+		return 0, nil, fmt.Errorf("model: %d weight rows for %d sequences", len(weights), len(seqs))
+	}
+	for i := range seqs {
+		if len(weights[i]) != len(seqs[i]) {
+			return 0, nil, fmt.Errorf("model: sequence %d has %d tokens and %d weights", i, len(seqs[i]), len(weights[i]))
+		}
+	}
+	b, err := m.packed(seqs)
+	if err != nil {
+		return 0, nil, err
+	}
+	m.ensureGrads()
+	be := m.be
+	x, saved := m.trunk(b, true)
+	logits, xn, rstd := m.head(x)
+	R := len(b.ids)
+	tg := targets(b)
+	lp, lse := be.Zeros(R, 1), be.Zeros(R, 1)
+	be.TokenLogProbs(lp, lse, logits, tg)
+	rows := be.ToHost(lp, nil)
+	dlp := make([]float32, R)
+	var loss float64
+	for i, s := range b.seqs {
+		for t := 1; t < s.N; t++ {
+			w := weights[i][t]
+			loss -= float64(w) * float64(rows[s.Q+t-1])
+			dlp[s.Q+t-1] = -w
+		}
+	}
+	// dL/dlogits overwrites the logits.
+	be.TokenLogProbsBackward(logits, logits, lse, tg, dlp)
+	m.free(lp, lse)
+	dxn := be.Zeros(R, m.a.hidden)
+	be.MatMul(dxn, logits, m.params.head, false, false, 1, 0)
+	be.MatMul(m.grads.head, logits, xn, true, false, 1, 1)
+	m.free(logits)
+	dx := be.Zeros(R, m.a.hidden)
+	be.RMSNormBackward(dx, m.grads.norm, dxn, x, m.params.norm, rstd)
+	m.free(dxn, xn, rstd, x)
+	for l := m.a.layers - 1; l >= 0; l-- {
+		a := saved[l]
+		if m.Recompute {
+			a = m.layerForward(l, a.x, b)
+			m.free(a.outp)
+		}
+		ndx := m.layerBackward(l, dx, a, b)
+		m.free(dx)
+		a.release(m, false)
+		dx = ndx
+	}
+	be.EmbeddingBackward(m.grads.embed, dx, b.ids)
+	m.free(dx)
+	return loss, logProbsOut(b, rows), nil
+}
