@@ -1,0 +1,378 @@
+package tokenizer
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// byteChar is GPT-2's bytes_to_unicode table: each byte becomes a printable
+// character, so byte-level BPE vocabularies are ordinary strings. charByte is
+// its inverse.
+var (
+	byteChar [256]rune
+	charByte = map[rune]byte{}
+)
+
+func init() {
+	n := 0
+	for b := 0; b < 256; b++ {
+		if (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF) {
+			byteChar[b] = rune(b)
+		} else {
+			byteChar[b] = rune(256 + n)
+			n++
+		}
+		charByte[byteChar[b]] = byte(b)
+	}
+}
+
+// byteLevelString maps the bytes of s to the byte-level alphabet.
+func byteLevelString(s string) string {
+	var b strings.Builder
+	b.Grow(2 * len(s))
+	for i := 0; i < len(s); i++ {
+		b.WriteRune(byteChar[s[i]])
+	}
+	return b.String()
+}
+
+// model turns one pre-token into ids. When byteLevel is set, piece is raw
+// text that the ByteLevel pre-tokenizer would have mapped to its alphabet.
+type model interface {
+	tokenize(piece string, byteLevel bool, dst []int, sc *scratch) []int
+	vocabulary() map[string]int
+}
+
+const noRank = ^uint32(0)
+
+// bpeModel is HF's BPE model.
+type bpeModel struct {
+	vocab  map[string]int
+	merges map[uint64]uint64 // a<<32|b → rank<<32|new id
+	// byteIDs[b] is the id of byte b's byte-level character, or -1.
+	byteIDs             [256]int32
+	allBytes            bool
+	unk                 int // -1 without an unk token
+	fuseUnk             bool
+	byteFallback        bool
+	ignoreMerges        bool
+	prefix, suffix      string // continuing_subword_prefix, end_of_word_suffix
+	cache               *bpeCache
+	heapThreshold       int // words longer than this use the heap merge loop
+	disableCacheForTest bool
+}
+
+func (m *bpeModel) vocabulary() map[string]int { return m.vocab }
+
+func (m *bpeModel) init() {
+	m.allBytes = m.prefix == "" && m.suffix == ""
+	for b := 0; b < 256; b++ {
+		if id, ok := m.vocab[string(byteChar[b])]; ok {
+			m.byteIDs[b] = int32(id)
+		} else {
+			m.byteIDs[b] = -1
+			m.allBytes = false
+		}
+	}
+	m.cache = &bpeCache{m: make(map[string][]int32), limit: 200_000}
+	if m.heapThreshold == 0 {
+		m.heapThreshold = 48
+	}
+}
+
+// pair returns the rank and result of merging a and b, or noRank.
+func (m *bpeModel) pair(a, b int32) (uint32, int32) {
+	v, ok := m.merges[uint64(uint32(a))<<32|uint64(uint32(b))]
+	if !ok {
+		return noRank, -1
+	}
+	return uint32(v >> 32), int32(uint32(v))
+}
+
+func (m *bpeModel) tokenize(piece string, byteLevel bool, dst []int, sc *scratch) []int {
+	if piece == "" {
+		return dst
+	}
+	if byteLevel && len(piece) == 1 && m.allBytes && !m.ignoreMerges {
+		return append(dst, int(m.byteIDs[piece[0]]))
+	}
+	if ids, ok := m.cache.get(piece); ok && !m.disableCacheForTest {
+		for _, id := range ids {
+			dst = append(dst, int(id))
+		}
+		return dst
+	}
+	var word []int32
+	if byteLevel && m.allBytes && !m.ignoreMerges {
+		word = sc.word[:0]
+		for i := 0; i < len(piece); i++ {
+			word = append(word, m.byteIDs[piece[i]])
+		}
+	} else {
+		s := piece
+		if byteLevel {
+			s = byteLevelString(piece)
+		}
+		if m.ignoreMerges {
+			if id, ok := m.vocab[s]; ok {
+				return append(dst, id)
+			}
+		}
+		word = m.initialSymbols(s, sc.word[:0])
+	}
+	word = m.merge(word, sc)
+	sc.word = word[:0]
+	if len(piece) <= 256 && !m.disableCacheForTest {
+		m.cache.put(piece, word)
+	}
+	for _, id := range word {
+		dst = append(dst, int(id))
+	}
+	return dst
+}
+
+// initialSymbols splits a word into characters and looks them up, with HF's
+// handling of subword prefixes, suffixes, byte fallback and unknowns.
+func (m *bpeModel) initialSymbols(w string, word []int32) []int32 {
+	pendingUnk := false
+	flush := func() {
+		if pendingUnk {
+			word = append(word, int32(m.unk))
+			pendingUnk = false
+		}
+	}
+	for i := 0; i < len(w); {
+		_, n := utf8.DecodeRuneInString(w[i:])
+		s := w[i : i+n]
+		if m.prefix != "" && i > 0 {
+			s = m.prefix + s
+		}
+		if m.suffix != "" && i+n == len(w) {
+			s += m.suffix
+		}
+		i += n
+		if id, ok := m.vocab[s]; ok {
+			flush()
+			word = append(word, int32(id))
+			continue
+		}
+		if m.byteFallback {
+			ids := make([]int32, 0, len(s))
+			for k := 0; k < len(s); k++ {
+				id, ok := m.vocab[fmt.Sprintf("<0x%02X>", s[k])]
+				if !ok {
+					ids = nil
+					break
+				}
+				ids = append(ids, int32(id))
+			}
+			if ids != nil {
+				flush()
+				word = append(word, ids...)
+				continue
+			}
+		}
+		if m.unk >= 0 {
+			// Without fuse_unk every unknown character is its own unk;
+			// with it, a run of unknowns becomes one.
+			if pendingUnk && !m.fuseUnk {
+				word = append(word, int32(m.unk))
+			}
+			pendingUnk = true
+		}
+		// With no unk token HF drops the character.
+	}
+	flush()
+	return word
+}
+
+// merge applies the merges to word by rank, lowest first, leftmost among
+// equal ranks: the order of HF's priority queue.
+func (m *bpeModel) merge(word []int32, sc *scratch) []int32 {
+	if len(word) < 2 {
+		return word
+	}
+	if len(word) > m.heapThreshold {
+		return m.mergeHeap(word, sc)
+	}
+	ranks, news := sc.ranks[:0], sc.news[:0]
+	for i := 0; i+1 < len(word); i++ {
+		r, nw := m.pair(word[i], word[i+1])
+		ranks = append(ranks, r)
+		news = append(news, nw)
+	}
+	for {
+		best, bi := noRank, -1
+		for i, r := range ranks {
+			if r < best {
+				best, bi = r, i
+			}
+		}
+		if bi < 0 {
+			break
+		}
+		word[bi] = news[bi]
+		word = append(word[:bi+1], word[bi+2:]...)
+		ranks = append(ranks[:bi], ranks[bi+1:]...)
+		news = append(news[:bi], news[bi+1:]...)
+		if bi > 0 {
+			ranks[bi-1], news[bi-1] = m.pair(word[bi-1], word[bi])
+		}
+		if bi < len(word)-1 {
+			ranks[bi], news[bi] = m.pair(word[bi], word[bi+1])
+		}
+	}
+	sc.ranks, sc.news = ranks[:0], news[:0]
+	return word
+}
+
+// mergeHeap is HF's Word::merge_all: a min-heap of candidate merges over a
+// linked list of symbols, O(n log n) for long words.
+func (m *bpeModel) mergeHeap(word []int32, sc *scratch) []int32 {
+	n := len(word)
+	prev := make([]int32, n)
+	next := make([]int32, n)
+	alive := make([]bool, n)
+	for i := range word {
+		prev[i], next[i], alive[i] = int32(i-1), int32(i+1), true
+	}
+	next[n-1] = -1
+	h := mergeHeap(sc.heap[:0])
+	for i := 0; i+1 < n; i++ {
+		if r, nw := m.pair(word[i], word[i+1]); r != noRank {
+			h.push(heapItem{r, int32(i), nw})
+		}
+	}
+	for len(h) > 0 {
+		top := h.pop()
+		p := top.pos
+		if !alive[p] || next[p] < 0 {
+			continue
+		}
+		q := next[p]
+		// Skip entries made stale by an earlier merge.
+		if r, nw := m.pair(word[p], word[q]); r == noRank || nw != top.new {
+			continue
+		}
+		word[p] = top.new
+		alive[q] = false
+		next[p] = next[q]
+		if next[q] >= 0 {
+			prev[next[q]] = p
+		}
+		if prev[p] >= 0 {
+			if r, nw := m.pair(word[prev[p]], word[p]); r != noRank {
+				h.push(heapItem{r, prev[p], nw})
+			}
+		}
+		if next[p] >= 0 {
+			if r, nw := m.pair(word[p], word[next[p]]); r != noRank {
+				h.push(heapItem{r, p, nw})
+			}
+		}
+	}
+	sc.heap = h[:0]
+	out := word[:0]
+	for i := 0; i < n; i++ {
+		if alive[i] {
+			out = append(out, word[i])
+		}
+	}
+	return out
+}
+
+type heapItem struct {
+	rank uint32
+	pos  int32
+	new  int32
+}
+
+func (a heapItem) less(b heapItem) bool {
+	return a.rank < b.rank || (a.rank == b.rank && a.pos < b.pos)
+}
+
+// mergeHeap is a binary min-heap of heapItems ordered by (rank, pos).
+type mergeHeap []heapItem
+
+func (h *mergeHeap) push(x heapItem) {
+	*h = append(*h, x)
+	s := *h
+	for i := len(s) - 1; i > 0; {
+		p := (i - 1) / 2
+		if !s[i].less(s[p]) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func (h *mergeHeap) pop() heapItem {
+	s := *h
+	top := s[0]
+	last := len(s) - 1
+	s[0] = s[last]
+	s = s[:last]
+	for i := 0; ; {
+		l, r, small := 2*i+1, 2*i+2, i
+		if l < len(s) && s[l].less(s[small]) {
+			small = l
+		}
+		if r < len(s) && s[r].less(s[small]) {
+			small = r
+		}
+		if small == i {
+			break
+		}
+		s[i], s[small] = s[small], s[i]
+		i = small
+	}
+	*h = s
+	return top
+}
+
+// bpeCache maps pre-tokens to their ids. Like HF's cache it stops growing
+// at its limit rather than evicting, which keeps lookups lock-light.
+type bpeCache struct {
+	mu    sync.RWMutex
+	m     map[string][]int32
+	limit int
+}
+
+func (c *bpeCache) get(k string) ([]int32, bool) {
+	c.mu.RLock()
+	v, ok := c.m[k]
+	c.mu.RUnlock()
+	return v, ok
+}
+
+func (c *bpeCache) put(k string, ids []int32) {
+	c.mu.Lock()
+	if len(c.m) < c.limit {
+		if _, ok := c.m[k]; !ok {
+			c.m[strings.Clone(k)] = append([]int32(nil), ids...)
+		}
+	}
+	c.mu.Unlock()
+}
+
+// wordLevelModel is HF's WordLevel model: one vocabulary lookup per
+// pre-token, unknown words become the unk token.
+type wordLevelModel struct {
+	vocab map[string]int
+	unk   int
+}
+
+func (m *wordLevelModel) vocabulary() map[string]int { return m.vocab }
+
+func (m *wordLevelModel) tokenize(piece string, byteLevel bool, dst []int, _ *scratch) []int {
+	if byteLevel {
+		piece = byteLevelString(piece)
+	}
+	if id, ok := m.vocab[piece]; ok {
+		return append(dst, id)
+	}
+	return append(dst, m.unk)
+}

@@ -1,0 +1,386 @@
+package tokenizer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/text/unicode/norm"
+)
+
+// Options tune loading.
+type Options struct {
+	// Impl selects the regex implementation of Split pre-tokenizers.
+	Impl Impl
+}
+
+// Load reads a Hugging Face tokenizer.json. path is the file itself or a
+// model directory that contains one.
+func Load(path string) (*Tokenizer, error) { return LoadWith(path, Options{}) }
+
+// LoadWith is Load with options.
+func LoadWith(path string, opt Options) (*Tokenizer, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, "tokenizer.json")
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	t, err := Parse(data, opt)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return t, nil
+}
+
+type fileJSON struct {
+	AddedTokens   []AddedToken    `json:"added_tokens"`
+	Normalizer    json.RawMessage `json:"normalizer"`
+	PreTokenizer  json.RawMessage `json:"pre_tokenizer"`
+	PostProcessor json.RawMessage `json:"post_processor"`
+	Decoder       json.RawMessage `json:"decoder"`
+	Model         json.RawMessage `json:"model"`
+}
+
+// component is the common shape of normalizer/pre_tokenizer/decoder entries.
+type component struct {
+	Type string `json:"type"`
+	// Sequence members.
+	Normalizers   []json.RawMessage `json:"normalizers"`
+	Pretokenizers []json.RawMessage `json:"pretokenizers"`
+	Decoders      []json.RawMessage `json:"decoders"`
+	Processors    []json.RawMessage `json:"processors"`
+	// Split.
+	Pattern  *struct{ Regex, String *string } `json:"pattern"`
+	Behavior string                           `json:"behavior"`
+	Invert   bool                             `json:"invert"`
+	// ByteLevel.
+	AddPrefixSpace bool  `json:"add_prefix_space"`
+	UseRegex       *bool `json:"use_regex"`
+}
+
+func isNull(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+// jsonError turns encoding/json errors into a line that says where.
+func jsonError(data []byte, err error) error {
+	var se *json.SyntaxError
+	if errors.As(err, &se) && se.Error() == "unexpected end of JSON input" {
+		return fmt.Errorf("invalid JSON: unexpected end of input at byte %d (truncated file?)", se.Offset)
+	}
+	if errors.As(err, &se) {
+		line := 1 + bytes.Count(data[:min(int(se.Offset), len(data))], []byte("\n"))
+		return fmt.Errorf("invalid JSON at byte %d (line %d): %v", se.Offset, line, se)
+	}
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		return fmt.Errorf("field %q: JSON %s where %s was expected", te.Field, te.Value, te.Type)
+	}
+	if err.Error() == "unexpected end of JSON input" {
+		return errors.New("invalid JSON: unexpected end of input (truncated file?)")
+	}
+	return fmt.Errorf("invalid JSON: %v", err)
+}
+
+// Parse builds a Tokenizer from the bytes of a tokenizer.json.
+func Parse(data []byte, opt Options) (*Tokenizer, error) {
+	var f fileJSON
+	if err := json.Unmarshal(data, &f); err != nil {
+		return nil, jsonError(data, err)
+	}
+	if isNull(f.Model) {
+		return nil, errors.New(`no "model" section`)
+	}
+	t := &Tokenizer{}
+	var err error
+	if t.model, err = parseModel(f.Model); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if !isNull(f.Normalizer) {
+		if t.normalizer, err = parseNormalizer(f.Normalizer); err != nil {
+			return nil, fmt.Errorf("normalizer: %w", err)
+		}
+	}
+	if !isNull(f.PreTokenizer) {
+		if err = parsePreTokenizer(f.PreTokenizer, opt.Impl, &t.pre, true); err != nil {
+			return nil, fmt.Errorf("pre_tokenizer: %w", err)
+		}
+	}
+	if !isNull(f.PostProcessor) {
+		if err = checkPostProcessor(f.PostProcessor); err != nil {
+			return nil, fmt.Errorf("post_processor: %w", err)
+		}
+	}
+	if !isNull(f.Decoder) {
+		if t.byteLevelDecoder, err = parseDecoder(f.Decoder); err != nil {
+			return nil, fmt.Errorf("decoder: %w", err)
+		}
+	}
+	if err := t.setup(f.AddedTokens); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func parseModel(raw json.RawMessage) (model, error) {
+	var m struct {
+		Type                    string          `json:"type"`
+		Vocab                   map[string]int  `json:"vocab"`
+		Merges                  json.RawMessage `json:"merges"`
+		UnkToken                *string         `json:"unk_token"`
+		Dropout                 *float64        `json:"dropout"`
+		ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
+		EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
+		FuseUnk                 bool            `json:"fuse_unk"`
+		ByteFallback            bool            `json:"byte_fallback"`
+		IgnoreMerges            bool            `json:"ignore_merges"`
+	}
+	if err := json.Unmarshal(raw, &m); err != nil {
+		return nil, jsonError(raw, err)
+	}
+	if m.Type == "" {
+		// HF's untagged form: a model with merges is BPE.
+		if !isNull(m.Merges) {
+			m.Type = "BPE"
+		} else {
+			return nil, errors.New(`"type" is missing`)
+		}
+	}
+	if m.Vocab == nil {
+		return nil, fmt.Errorf("%s model has no \"vocab\"", m.Type)
+	}
+	for tok, id := range m.Vocab {
+		if id < 0 {
+			return nil, fmt.Errorf("vocab: token %q has negative id %d", tok, id)
+		}
+	}
+	switch m.Type {
+	case "BPE":
+		if isNull(m.Merges) {
+			return nil, errors.New(`BPE model has no "merges"`)
+		}
+		if m.Dropout != nil && *m.Dropout > 0 {
+			return nil, fmt.Errorf("BPE dropout %g is not supported (encoding would be random)", *m.Dropout)
+		}
+		b := &bpeModel{vocab: m.Vocab, unk: -1, fuseUnk: m.FuseUnk, byteFallback: m.ByteFallback, ignoreMerges: m.IgnoreMerges}
+		if m.ContinuingSubwordPrefix != nil {
+			b.prefix = *m.ContinuingSubwordPrefix
+		}
+		if m.EndOfWordSuffix != nil {
+			b.suffix = *m.EndOfWordSuffix
+		}
+		if m.UnkToken != nil {
+			id, ok := m.Vocab[*m.UnkToken]
+			if !ok {
+				return nil, fmt.Errorf("unk_token %q is not in the vocab", *m.UnkToken)
+			}
+			b.unk = id
+		}
+		pairs, err := parseMerges(m.Merges)
+		if err != nil {
+			return nil, err
+		}
+		b.merges = make(map[uint64]uint64, len(pairs))
+		for rank, p := range pairs {
+			a, ok := m.Vocab[p[0]]
+			if !ok {
+				return nil, fmt.Errorf("merges[%d]: %q is not in the vocab", rank, p[0])
+			}
+			c, ok := m.Vocab[p[1]]
+			if !ok {
+				return nil, fmt.Errorf("merges[%d]: %q is not in the vocab", rank, p[1])
+			}
+			right := p[1]
+			if len(b.prefix) <= len(right) {
+				right = right[len(b.prefix):]
+			}
+			nw, ok := m.Vocab[p[0]+right]
+			if !ok {
+				return nil, fmt.Errorf("merges[%d]: merged token %q is not in the vocab", rank, p[0]+right)
+			}
+			b.merges[uint64(a)<<32|uint64(c)] = uint64(rank)<<32 | uint64(nw)
+		}
+		b.init()
+		return b, nil
+	case "WordLevel":
+		if m.UnkToken == nil {
+			return nil, errors.New("WordLevel model without unk_token is not supported (HF fails on every unknown word)")
+		}
+		id, ok := m.Vocab[*m.UnkToken]
+		if !ok {
+			return nil, fmt.Errorf("unk_token %q is not in the vocab", *m.UnkToken)
+		}
+		return &wordLevelModel{vocab: m.Vocab, unk: id}, nil
+	}
+	return nil, fmt.Errorf("model type %q is not supported (BPE and WordLevel are)", m.Type)
+}
+
+// parseMerges reads both encodings HF writes: ["a b", ...] (before
+// tokenizers 0.20) and [["a", "b"], ...].
+func parseMerges(raw json.RawMessage) ([][2]string, error) {
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return nil, fmt.Errorf("merges: %v", jsonError(raw, err))
+	}
+	out := make([][2]string, len(items))
+	for i, it := range items {
+		it = bytes.TrimSpace(it)
+		if len(it) > 0 && it[0] == '"' {
+			var s string
+			if err := json.Unmarshal(it, &s); err != nil {
+				return nil, fmt.Errorf("merges[%d]: %v", i, err)
+			}
+			parts := strings.Split(s, " ")
+			if len(parts) != 2 {
+				return nil, fmt.Errorf("merges[%d]: %q is not two tokens separated by one space", i, s)
+			}
+			out[i] = [2]string{parts[0], parts[1]}
+			continue
+		}
+		var pair []string
+		if err := json.Unmarshal(it, &pair); err != nil || len(pair) != 2 {
+			return nil, fmt.Errorf("merges[%d]: want \"a b\" or [\"a\", \"b\"], got %.40s", i, it)
+		}
+		out[i] = [2]string{pair[0], pair[1]}
+	}
+	return out, nil
+}
+
+func parseNormalizer(raw json.RawMessage) (normalizer, error) {
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return nil, jsonError(raw, err)
+	}
+	switch c.Type {
+	case "NFC":
+		return normForm{norm.NFC}, nil
+	case "NFD":
+		return normForm{norm.NFD}, nil
+	case "NFKC":
+		return normForm{norm.NFKC}, nil
+	case "NFKD":
+		return normForm{norm.NFKD}, nil
+	case "Lowercase":
+		return lowercase{}, nil
+	case "Sequence":
+		var seq normSequence
+		for i, r := range c.Normalizers {
+			n, err := parseNormalizer(r)
+			if err != nil {
+				return nil, fmt.Errorf("Sequence[%d]: %w", i, err)
+			}
+			seq = append(seq, n)
+		}
+		return seq, nil
+	}
+	return nil, fmt.Errorf("normalizer type %q is not supported (NFC, NFD, NFKC, NFKD, Lowercase and Sequence are)", c.Type)
+}
+
+// parsePreTokenizer appends the steps of a pre_tokenizer to p. ByteLevel must
+// come last: after it the pieces are byte-level strings, which this package
+// keeps as raw bytes until the model looks them up.
+func parsePreTokenizer(raw json.RawMessage, impl Impl, p *pipeline, last bool) error {
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return jsonError(raw, err)
+	}
+	if p.byteLevel {
+		return fmt.Errorf("%s after ByteLevel is not supported (ByteLevel must be the last pre-tokenizer)", c.Type)
+	}
+	switch c.Type {
+	case "Sequence":
+		for i, r := range c.Pretokenizers {
+			if err := parsePreTokenizer(r, impl, p, last && i == len(c.Pretokenizers)-1); err != nil {
+				return fmt.Errorf("Sequence[%d]: %w", i, err)
+			}
+		}
+		return nil
+	case "Split":
+		if c.Pattern == nil || (c.Pattern.Regex == nil && c.Pattern.String == nil) {
+			return errors.New(`Split without a "pattern" {"Regex": ...} or {"String": ...}`)
+		}
+		b, err := parseBehavior(c.Behavior)
+		if err != nil {
+			return fmt.Errorf("Split: %w", err)
+		}
+		var m matcher
+		if c.Pattern.Regex != nil {
+			if m, err = newRegexMatcher(*c.Pattern.Regex, impl); err != nil {
+				return fmt.Errorf("Split: %w", err)
+			}
+		} else {
+			m = literalMatcher{*c.Pattern.String}
+		}
+		p.steps = append(p.steps, pipeStep{split: &splitStep{m: m, behavior: b, invert: c.Invert}})
+		return nil
+	case "ByteLevel":
+		if !last {
+			return errors.New("ByteLevel before other pre-tokenizers is not supported (it must be the last)")
+		}
+		if c.AddPrefixSpace {
+			p.steps = append(p.steps, pipeStep{prefixSpace: true})
+		}
+		if c.UseRegex == nil || *c.UseRegex { // HF's default is true
+			m, err := newRegexMatcher(gpt2Pattern, impl)
+			if err != nil {
+				return err
+			}
+			p.steps = append(p.steps, pipeStep{split: &splitStep{m: m, behavior: behIsolated}})
+		}
+		p.byteLevel = true
+		return nil
+	case "Whitespace":
+		p.steps = append(p.steps, pipeStep{split: &splitStep{m: wordMatcher{}, behavior: behRemoved, invert: true}})
+		return nil
+	case "WhitespaceSplit":
+		p.steps = append(p.steps, pipeStep{split: &splitStep{m: spaceMatcher{}, behavior: behRemoved}})
+		return nil
+	}
+	return fmt.Errorf("pre-tokenizer type %q is not supported (Sequence, Split, ByteLevel, Whitespace and WhitespaceSplit are)", c.Type)
+}
+
+// checkPostProcessor accepts the post-processors whose only effect is on
+// offsets or on add_special_tokens=True encodings; this package always
+// encodes as add_special_tokens=False.
+func checkPostProcessor(raw json.RawMessage) error {
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return jsonError(raw, err)
+	}
+	switch c.Type {
+	case "ByteLevel", "TemplateProcessing", "RobertaProcessing", "BertProcessing":
+		return nil
+	case "Sequence":
+		for i, r := range c.Processors {
+			if err := checkPostProcessor(r); err != nil {
+				return fmt.Errorf("Sequence[%d]: %w", i, err)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("post-processor type %q is not supported", c.Type)
+}
+
+// parseDecoder reports whether the decoder is ByteLevel, the only one
+// supported besides none (tokens joined by spaces, as HF does).
+func parseDecoder(raw json.RawMessage) (bool, error) {
+	var c component
+	if err := json.Unmarshal(raw, &c); err != nil {
+		return false, jsonError(raw, err)
+	}
+	if c.Type == "ByteLevel" {
+		return true, nil
+	}
+	return false, fmt.Errorf("decoder type %q is not supported (ByteLevel is)", c.Type)
+}
