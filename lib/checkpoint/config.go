@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/mempo/mempo/lib/cli"
 )
@@ -588,15 +589,15 @@ func (c *Config) ConfigJSON(dtype string) ([]byte, error) {
 		m["head_dim"] = c.HeadDim
 	}
 	m["max_position_embeddings"] = c.MaxPositions
-	m["rope_theta"] = c.RopeTheta
-	m["rope_parameters"] = map[string]any{"rope_theta": c.RopeTheta, "rope_type": "default"}
-	m["rms_norm_eps"] = c.RMSNormEps
+	m["rope_theta"] = floatJSON(c.RopeTheta)
+	m["rope_parameters"] = map[string]any{"rope_theta": floatJSON(c.RopeTheta), "rope_type": "default"}
+	m["rms_norm_eps"] = floatJSON(c.RMSNormEps)
 	m["tie_word_embeddings"] = c.TieWordEmbeddings
 	if c.ModelType == "qwen3" {
 		m["attention_bias"] = c.AttentionBias
 	}
 	m["hidden_act"] = "silu"
-	m["initializer_range"] = c.InitializerRange
+	m["initializer_range"] = floatJSON(c.InitializerRange)
 	m["use_sliding_window"] = false
 	if _, had := m["sliding_window"]; !had {
 		m["sliding_window"] = nil
@@ -659,6 +660,21 @@ func (c *Config) GenerationConfigJSON() ([]byte, error) {
 		m["eos_token_id"] = ids
 	}
 	return marshalIndent(m)
+}
+
+// floatJSON spells a float the way Python's json does (1000000.0, 1e-06),
+// so Python reads it back as a float, not an int.
+func floatJSON(x float64) json.Number {
+	var s string
+	if ax := math.Abs(x); ax != 0 && (ax < 1e-4 || ax >= 1e16) {
+		s = strconv.FormatFloat(x, 'e', -1, 64)
+	} else {
+		s = strconv.FormatFloat(x, 'f', -1, 64)
+	}
+	if !strings.ContainsAny(s, ".eEnN") {
+		s += ".0"
+	}
+	return json.Number(s)
 }
 
 func intPtrJSON(p *int) any {
@@ -733,7 +749,7 @@ func Preset(name string) (*Config, error) {
 	// config.json it would make the embedding row a padding_idx that
 	// transformers never trains.
 	c.Generation = map[string]any{"pad_token_id": 151643, "bos_token_id": bos}
-	c.Raw = map[string]any{"attention_dropout": 0.0, "use_cache": true}
+	c.Raw = map[string]any{"attention_dropout": json.Number("0.0"), "use_cache": true}
 	if c.ModelType == "qwen2" {
 		c.Raw["max_window_layers"] = c.NumLayers
 	}
