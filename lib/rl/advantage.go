@@ -1,0 +1,307 @@
+// Package rl is the pure math of MemPO's learning stage, on plain Go slices:
+// trajectory and memory advantages (GRPO group z-scores, paper Eq. 9 and
+// DESIGN.md §4), the memory reward helper (Eq. 4–5), verl's clipped policy
+// loss with dual clip, the KL estimators k1/k2/k3, and the loss aggregation
+// modes (Eq. 10 and verl's agg_loss) with the per-token derivatives
+// dL/dlogp that the update stage feeds back through the model.
+//
+// The package knows nothing about models, tokenizers or files. The update
+// command computes log-probs with lib/model, calls Loss here to get one
+// coefficient per generated token, and backpropagates the weighted sum
+// Σ coef_t · logp_t through the model. A CUDA backend can mirror every
+// function token by token; all arithmetic is done in float64.
+package rl
+
+import (
+	"errors"
+	"fmt"
+	"math"
+)
+
+// StdMode selects the standard deviation used by the group z-scores.
+type StdMode int
+
+const (
+	// StdUnbiased divides the sum of squared deviations by N−1, as
+	// torch.std does in verl's GRPO advantage (reference-impls §4.1). It is
+	// the default: the paper writes "std" without saying which, and its
+	// training framework (verl, through MEM1/Search-R1) uses torch.std.
+	StdUnbiased StdMode = iota
+	// StdPopulation divides by N.
+	StdPopulation
+)
+
+// MemPool selects the pool over which memory rewards are z-scored.
+type MemPool int
+
+const (
+	// PoolTask z-scores R^M over every memory block of every rollout of the
+	// task (mempo-paper §2.3, the default).
+	PoolTask MemPool = iota
+	// PoolStep z-scores R^M over the memory blocks of the same step index
+	// across the rollouts of the task.
+	PoolStep
+)
+
+// NonFinitePolicy says what to do with a NaN or ±Inf reward.
+type NonFinitePolicy int
+
+const (
+	// NonFiniteError refuses the batch with an error naming the trajectory
+	// (the default: a non-finite reward is a bug upstream).
+	NonFiniteError NonFinitePolicy = iota
+	// NonFiniteZero replaces the reward by 0 and counts it in
+	// Advantages.Replaced.
+	NonFiniteZero
+)
+
+// AdvConfig holds the advantage knobs. Use DefaultAdvConfig and change
+// fields; the zero value turns std normalization and the memory advantage
+// off.
+type AdvConfig struct {
+	Eps       float64         // added to the std in the denominator (1e-6)
+	NormStd   bool            // divide by std (GRPO); false = mean-centering only (Dr.GRPO)
+	Std       StdMode         // unbiased (N−1, verl) or population std
+	MemPool   MemPool         // pool for the A^M z-score
+	MemAdv    bool            // add α·A^M to the <mem> tokens; false = plain GRPO ablation
+	Alpha     float64         // weight α of A^M on <mem> tokens (1)
+	NonFinite NonFinitePolicy // NaN/Inf rewards: error or replace by 0
+}
+
+// DefaultAdvConfig returns the defaults of DESIGN.md §4: ε = 1e-6, std
+// normalization on with the unbiased std, memory advantage on with α = 1,
+// pooled per task, non-finite rewards are an error.
+func DefaultAdvConfig() AdvConfig {
+	return AdvConfig{Eps: 1e-6, NormStd: true, Std: StdUnbiased, MemPool: PoolTask, MemAdv: true, Alpha: 1}
+}
+
+// TrajReward is what the advantage stage needs of one trajectory.
+type TrajReward struct {
+	ID   string    // names the trajectory in errors (e.g. "task7/3")
+	Task string    // group key: one group per task (all G rollouts share it)
+	RT   float64   // trajectory reward R^T
+	RM   []float64 // memory reward R^M of each step; NaN = undefined (no gold, no <mem>)
+}
+
+// AdvStats summarises an advantage computation for the run log.
+type AdvStats struct {
+	TaskMean, TaskStd float64 // A^T over trajectories (population std)
+	MemMean, MemStd   float64 // A^M over the defined memory blocks
+	RewardTaskMean    float64 // mean R^T (after replacement)
+	RewardMemMean     float64 // mean R^M over the defined memory blocks
+	MemBlocks         int     // memory blocks with a defined R^M
+}
+
+// Advantages is the result of ComputeAdvantages, in input order.
+type Advantages struct {
+	Task     []float64   // A^T per trajectory
+	Mem      [][]float64 // A^M per trajectory and step; 0 where R^M is undefined
+	Replaced int         // rewards replaced by 0 under NonFiniteZero
+	Stats    AdvStats
+}
+
+// ComputeAdvantages computes A^T (group z-score of R^T over the trajectories
+// sharing a Task) and A^M (z-score of the defined R^M over the pool chosen by
+// cfg.MemPool). A group or pool whose values are all equal, or that has a
+// single member, gets 0 for all its members. NaN in RM means "undefined":
+// the block is left out of its pool and gets A^M = 0. ±Inf in RM and any
+// non-finite RT follow cfg.NonFinite.
+func ComputeAdvantages(trajs []TrajReward, cfg AdvConfig) (*Advantages, error) {
+	if !(cfg.Eps >= 0) || math.IsInf(cfg.Eps, 0) {
+		return nil, fmt.Errorf("rl: advantage eps must be finite and ≥ 0, got %v", cfg.Eps)
+	}
+	if math.IsNaN(cfg.Alpha) || math.IsInf(cfg.Alpha, 0) {
+		return nil, fmt.Errorf("rl: advantage alpha must be finite, got %v", cfg.Alpha)
+	}
+	out := &Advantages{Task: make([]float64, len(trajs)), Mem: make([][]float64, len(trajs))}
+	rt := make([]float64, len(trajs))
+	rm := make([][]float64, len(trajs))
+	for i, tr := range trajs {
+		r := tr.RT
+		if math.IsNaN(r) || math.IsInf(r, 0) {
+			if cfg.NonFinite != NonFiniteZero {
+				return nil, fmt.Errorf("rl: trajectory %q (task %q): non-finite trajectory reward %v", tr.ID, tr.Task, r)
+			}
+			r = 0
+			out.Replaced++
+		}
+		rt[i] = r
+		rm[i] = make([]float64, len(tr.RM))
+		out.Mem[i] = make([]float64, len(tr.RM))
+		for t, m := range tr.RM {
+			if math.IsInf(m, 0) {
+				if cfg.NonFinite != NonFiniteZero {
+					return nil, fmt.Errorf("rl: trajectory %q (task %q) step %d: non-finite memory reward %v", tr.ID, tr.Task, t, m)
+				}
+				m = 0
+				out.Replaced++
+			}
+			rm[i][t] = m
+		}
+	}
+
+	// A^T: one group per task, in order of first appearance (deterministic).
+	groups := map[string][]int{}
+	var order []string
+	for i, tr := range trajs {
+		if _, ok := groups[tr.Task]; !ok {
+			order = append(order, tr.Task)
+		}
+		groups[tr.Task] = append(groups[tr.Task], i)
+	}
+	vals := make([]float64, 0, 16)
+	for _, key := range order {
+		idx := groups[key]
+		vals = vals[:0]
+		for _, i := range idx {
+			vals = append(vals, rt[i])
+		}
+		z := zscore(vals, cfg)
+		for k, i := range idx {
+			out.Task[i] = z[k]
+		}
+	}
+
+	// A^M: pools keyed by task (and step index for PoolStep).
+	type ref struct{ i, t int }
+	type pkey struct {
+		task string
+		step int
+	}
+	pools := map[pkey][]ref{}
+	var porder []pkey
+	for i, tr := range trajs {
+		for t := range rm[i] {
+			if math.IsNaN(rm[i][t]) {
+				continue
+			}
+			k := pkey{task: tr.Task}
+			if cfg.MemPool == PoolStep {
+				k.step = t
+			}
+			if _, ok := pools[k]; !ok {
+				porder = append(porder, k)
+			}
+			pools[k] = append(pools[k], ref{i, t})
+		}
+	}
+	for _, k := range porder {
+		refs := pools[k]
+		vals = vals[:0]
+		for _, r := range refs {
+			vals = append(vals, rm[r.i][r.t])
+		}
+		z := zscore(vals, cfg)
+		for n, r := range refs {
+			out.Mem[r.i][r.t] = z[n]
+		}
+	}
+
+	// Stats for the log.
+	out.Stats.RewardTaskMean, _ = meanStd(rt, StdPopulation)
+	out.Stats.TaskMean, out.Stats.TaskStd = meanStd(out.Task, StdPopulation)
+	var defR, defA []float64
+	for i := range rm {
+		for t, m := range rm[i] {
+			if !math.IsNaN(m) {
+				defR = append(defR, m)
+				defA = append(defA, out.Mem[i][t])
+			}
+		}
+	}
+	out.Stats.MemBlocks = len(defR)
+	out.Stats.RewardMemMean, _ = meanStd(defR, StdPopulation)
+	out.Stats.MemMean, out.Stats.MemStd = meanStd(defA, StdPopulation)
+	return out, nil
+}
+
+// meanStd returns the mean and std of v (0, 0 for an empty slice; std 0 for
+// a single value).
+func meanStd(v []float64, mode StdMode) (mean, std float64) {
+	n := len(v)
+	if n == 0 {
+		return 0, 0
+	}
+	s := 0.0
+	for _, x := range v {
+		s += x
+	}
+	mean = s / float64(n)
+	if n == 1 {
+		return mean, 0
+	}
+	ss := 0.0
+	for _, x := range v {
+		d := x - mean
+		ss += d * d
+	}
+	den := float64(n)
+	if mode == StdUnbiased {
+		den = float64(n - 1)
+	}
+	return mean, math.Sqrt(ss / den)
+}
+
+// zscore returns (v−mean)/(std+eps), or v−mean when std normalization is
+// off. All-equal values (including a single value) give exact zeros: the
+// test is on the values themselves, because a mean of equal values can
+// differ from them in the last bit and leave a tiny residue.
+func zscore(v []float64, cfg AdvConfig) []float64 {
+	z := make([]float64, len(v))
+	if len(v) <= 1 {
+		return z
+	}
+	equal := true
+	for _, x := range v[1:] {
+		if x != v[0] {
+			equal = false
+			break
+		}
+	}
+	if equal {
+		return z
+	}
+	mean, std := meanStd(v, cfg.Std)
+	if std == 0 {
+		return z
+	}
+	for i, x := range v {
+		if cfg.NormStd {
+			z[i] = (x - mean) / (std + cfg.Eps)
+		} else {
+			z[i] = x - mean
+		}
+	}
+	return z
+}
+
+// ErrMemSpan reports a <mem> span outside the generated tokens.
+var ErrMemSpan = errors.New("rl: <mem> span out of range")
+
+// TokenAdvantages writes the advantage of each of one step's n generated
+// tokens into dst (grown as needed) and returns it: tokens in the <mem> span
+// [memStart, memEnd) get aT + α·aM (Eq. 9; the <mem> and </mem> tag tokens
+// are meant to be inside the span), every other generated token gets aT.
+// memStart < 0 or memStart == memEnd means the step has no <mem> block. With
+// cfg.MemAdv off every token gets aT. Observation tokens are not generated
+// tokens and must not be passed.
+func (cfg AdvConfig) TokenAdvantages(dst []float32, n, memStart, memEnd int, aT, aM float64) ([]float32, error) {
+	if cap(dst) < n {
+		dst = make([]float32, n)
+	}
+	dst = dst[:n]
+	hasMem := memStart >= 0 && memStart != memEnd
+	if hasMem && (memStart > memEnd || memEnd > n) {
+		return nil, fmt.Errorf("%w: [%d, %d) with %d generated tokens", ErrMemSpan, memStart, memEnd, n)
+	}
+	for i := range dst {
+		dst[i] = float32(aT)
+	}
+	if hasMem && cfg.MemAdv {
+		v := float32(aT + cfg.Alpha*aM)
+		for i := memStart; i < memEnd; i++ {
+			dst[i] = v
+		}
+	}
+	return dst, nil
+}
