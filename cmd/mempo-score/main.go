@@ -13,9 +13,16 @@ import (
 var subcommands []*ucli.Command
 
 func main() {
+	cli.Main(newApp())
+}
+
+func newApp() *ucli.App {
 	app := cli.App("mempo-score", "EM/F1 tables and plots from rollouts and update metrics",
-		"mempo-score --rollouts rollouts.parquet --out scores.parquet --report report/")
-	app.Action = cli.NotBuiltYet("mempo-score will compute EM, F1, token and memory metrics with confidence intervals and write scores.parquet, a markdown table and plots")
+		"mempo-score --rollouts mempo.parquet --rollouts grpo.parquet --metrics mempo-metrics.parquet --metrics grpo-metrics.parquet \\\n"+
+			"    --out scores.parquet --report report/")
+	app.Flags = scoreFlags
+	app.Action = scoreAction
+	app.DisableSliceFlagSeparator = true // file names may contain commas
 	app.Commands = subcommands
-	cli.Main(app)
+	return app
 }

@@ -1,0 +1,151 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/records"
+)
+
+// Config is one mempo-score invocation.
+type Config struct {
+	Rollouts  []string // rollouts files (Parquet or JSONL; "-" is stdin)
+	Labels    []string // run labels, one per rollouts file; empty: each file's name stem
+	Metrics   []string // update metrics files; paired with the labels when there are as many as rollouts files, else labelled by their own stem
+	Out       string   // scores file (Parquet or JSONL)
+	ReportDir string   // when set: table.md and PNG plots go here
+	Options
+}
+
+// Stem is a file's base name without its extension(s) .parquet/.jsonl/.json;
+// "-" is "stdin".
+func Stem(path string) string {
+	if path == "-" {
+		return "stdin"
+	}
+	base := filepath.Base(path)
+	for _, ext := range []string{".parquet", ".jsonl", ".ndjson", ".json"} {
+		if strings.HasSuffix(strings.ToLower(base), ext) && len(base) > len(ext) {
+			return base[:len(base)-len(ext)]
+		}
+	}
+	return base
+}
+
+// Labels resolves the run label of every rollouts file: the given labels, or
+// each file's name stem. Two files may share an explicit label (shards of one
+// run, scored together) but not a defaulted one.
+func Labels(files, labels []string) ([]string, error) {
+	if len(labels) > 0 {
+		if len(labels) != len(files) {
+			return nil, fmt.Errorf("got %d --label values for %d rollouts files (give one per file, in order)", len(labels), len(files))
+		}
+		for i, l := range labels {
+			if strings.TrimSpace(l) == "" {
+				return nil, fmt.Errorf("--label %d is empty", i+1)
+			}
+		}
+		return labels, nil
+	}
+	out := make([]string, len(files))
+	seen := map[string]string{}
+	for i, f := range files {
+		out[i] = Stem(f)
+		if prev, ok := seen[out[i]]; ok {
+			return nil, fmt.Errorf("%s and %s both default to the run label %q; name the runs with --label", prev, f, out[i])
+		}
+		seen[out[i]] = f
+	}
+	return out, nil
+}
+
+// Run scores the rollouts, writes the scores file, prints the markdown table
+// on stdout and, with a report directory, writes table.md and the plots. The
+// paths of the report files written are returned.
+func Run(cfg Config, stdout io.Writer) ([]string, error) {
+	if len(cfg.Rollouts) == 0 {
+		return nil, fmt.Errorf("no rollouts files (--rollouts FILE, repeatable)")
+	}
+	if cfg.Out == "" {
+		return nil, fmt.Errorf("no scores file (--out scores.parquet)")
+	}
+	if _, err := cli.Format(cfg.Out); err != nil {
+		return nil, err
+	}
+	labels, err := Labels(cfg.Rollouts, cfg.Labels)
+	if err != nil {
+		return nil, err
+	}
+	acc := NewAccumulator(cfg.Options)
+	prog := cli.NewProgress()
+	total := 0
+	for i, path := range cfg.Rollouts {
+		n := 0
+		err := records.Each(path, func(_ int, r *records.Rollout) error {
+			acc.Add(labels[i], r)
+			n++
+			total++
+			prog.Printf("%s: %d trajectories", path, n)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("%s: no trajectories", path)
+		}
+	}
+	prog.Done("scored %d trajectories from %d files", total, len(cfg.Rollouts))
+
+	var updates []RunUpdates
+	for i, path := range cfg.Metrics {
+		label := Stem(path)
+		if len(cfg.Metrics) == len(cfg.Rollouts) {
+			label = labels[i]
+		}
+		rows, err := records.ReadFile[records.Update](path)
+		if err != nil {
+			return nil, err
+		}
+		if len(rows) == 0 {
+			return nil, fmt.Errorf("%s: no update rows", path)
+		}
+		updates = append(updates, RunUpdates{Run: label, Updates: rows})
+	}
+
+	scores := acc.Scores()
+	if err := records.WriteFile(cfg.Out, scores); err != nil {
+		return nil, err
+	}
+	table := Markdown(scores, acc.Runs())
+	if _, err := io.WriteString(stdout, table); err != nil {
+		return nil, err
+	}
+	if cfg.ReportDir == "" {
+		return nil, nil
+	}
+	if err := os.MkdirAll(cfg.ReportDir, 0o755); err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.ReportDir, err)
+	}
+	written := []string{filepath.Join(cfg.ReportDir, "table.md")}
+	if err := cli.WriteFileAtomic(written[0], []byte(table)); err != nil {
+		return nil, err
+	}
+	ps, err := KPlots(cfg.ReportDir, scores, acc.Runs())
+	written = append(written, ps...)
+	if err != nil {
+		return written, err
+	}
+	if len(updates) > 0 {
+		ps, err = UpdatePlots(cfg.ReportDir, updates)
+		written = append(written, ps...)
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
