@@ -21,6 +21,9 @@ func New(cfg *checkpoint.Config, tensors map[string][]float32, be Backend) (*Mod
 	if cfg == nil {
 		return nil, fmt.Errorf("model: nil config")
 	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("model: config: %w", err)
+	}
 	if be == nil {
 		be = NewCPU()
 	}

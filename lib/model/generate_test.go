@@ -1,0 +1,263 @@
+package model
+
+import (
+	"math"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// checkTeacherForced verifies that every row's decode-time log-probs equal
+// the teacher-forced log-probs of prompt+output: this proves each KV-cache
+// slot (including ones copied from a shared prefill) held the right keys.
+func checkTeacherForced(t *testing.T, m *Model, prompt []int, g *Generation) {
+	t.Helper()
+	full := append(append([]int(nil), prompt...), g.IDs...)
+	tf, err := m.LogProbs([][]int{full})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, lp := range g.LogProbs {
+		if d := math.Abs(float64(lp - tf[0][len(prompt)+i])); d > 1e-4 {
+			t.Fatalf("request %d sample %d token %d: decode log-prob %g, teacher-forced %g", g.Request, g.Sample, i, lp, tf[0][len(prompt)+i])
+		}
+	}
+}
+
+func sameGeneration(t *testing.T, what string, a, b *Generation) {
+	t.Helper()
+	if !equalInts(a.IDs, b.IDs) || a.Finish != b.Finish {
+		t.Fatalf("%s: ids %v (%s) vs %v (%s)", what, a.IDs, a.Finish, b.IDs, b.Finish)
+	}
+	for i := range a.LogProbs {
+		if math.Abs(float64(a.LogProbs[i]-b.LogProbs[i])) > 1e-4 || math.Abs(float64(a.SampleLogProbs[i]-b.SampleLogProbs[i])) > 1e-4 {
+			t.Fatalf("%s: log-probs differ at %d", what, i)
+		}
+	}
+}
+
+func TestBatchedSamplingEqualsAlone(t *testing.T) {
+	m := loadFixture(t, "qwen3-qknorm-bias-untied")
+	long := []int{5, 17, 99, 230, 8, 64, 3, 3, 200, 41, 77, 12}
+	short := []int{300, 2, 150}
+	opts := GenerateOptions{MaxTokens: 20, Sampling: SampleParams{Temperature: 0.9, TopP: 0.95, TopK: 50}, IgnoreEOS: true}
+	both, err := m.Generate([]Request{{Prompt: long, N: 3, Seed: 11}, {Prompt: short, Seed: 12}}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(both) != 4 {
+		t.Fatalf("%d generations, want 4", len(both))
+	}
+	aloneLong, _ := m.Generate([]Request{{Prompt: long, N: 3, Seed: 11}}, opts)
+	aloneShort, _ := m.Generate([]Request{{Prompt: short, Seed: 12}}, opts)
+	for i := 0; i < 3; i++ {
+		sameGeneration(t, "long prompt sample", both[i], aloneLong[i])
+		checkTeacherForced(t, m, long, both[i])
+	}
+	sameGeneration(t, "short prompt", both[3], aloneShort[0])
+	checkTeacherForced(t, m, short, both[3])
+	// The samples of one prompt must differ from each other (independent
+	// streams), or the shared prefill would be suspect.
+	if equalInts(both[0].IDs, both[1].IDs) && equalInts(both[1].IDs, both[2].IDs) {
+		t.Error("three samples of one prompt are identical")
+	}
+	// Reproducible: the same seeds give the same tokens, another seed others.
+	again, _ := m.Generate([]Request{{Prompt: long, N: 3, Seed: 11}, {Prompt: short, Seed: 12}}, opts)
+	for i := range again {
+		sameGeneration(t, "rerun", again[i], both[i])
+	}
+	other, _ := m.Generate([]Request{{Prompt: long, N: 1, Seed: 99}}, opts)
+	if equalInts(other[0].IDs, both[0].IDs) {
+		t.Error("another seed gave the same sample")
+	}
+	for _, g := range both {
+		for i, slp := range g.SampleLogProbs {
+			// Temperature < 1 and filters sharpen: the sampled token is at
+			// least as likely under the sampling distribution.
+			if slp > 0 || slp < g.LogProbs[i]-1e-4 && g.LogProbs[i] > -3 {
+				t.Errorf("sample log-prob %g vs policy log-prob %g", slp, g.LogProbs[i])
+			}
+		}
+	}
+}
+
+func TestTopK1IsGreedy(t *testing.T) {
+	m := loadFixture(t, "qwen2-untied-gqa4")
+	g := openGolden(t, "qwen2-untied-gqa4")
+	prompt, want := g.ids(t, "greedy.prompt"), g.ids(t, "greedy.output")
+	got, err := m.Generate([]Request{{Prompt: prompt, N: 2, Seed: 4}},
+		GenerateOptions{MaxTokens: len(want), Sampling: SampleParams{Temperature: 1.3, TopK: 1}, IgnoreEOS: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range got {
+		if !equalInts(r.IDs, want) {
+			t.Fatalf("top-k 1 gave %v, greedy is %v", r.IDs, want)
+		}
+		for _, s := range r.SampleLogProbs {
+			if s != 0 {
+				t.Fatalf("top-k 1 sample log-prob %g, want 0", s)
+			}
+		}
+	}
+}
+
+func TestStopConditions(t *testing.T) {
+	m := loadFixture(t, "qwen2-tied-gqa1")
+	g := openGolden(t, "qwen2-tied-gqa1")
+	prompt, want := g.ids(t, "greedy.prompt"), g.ids(t, "greedy.output")
+	gen := func(opts GenerateOptions) *Generation {
+		t.Helper()
+		out, err := m.Generate([]Request{{Prompt: prompt}}, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out[0]
+	}
+	// EOS: pretend the 5th greedy token is EOS.
+	r := gen(GenerateOptions{MaxTokens: 32, EOS: []int{want[4]}})
+	if r.Finish != "eos" || !equalInts(r.IDs, want[:firstIndex(want, want[4])+1]) {
+		t.Errorf("eos: %v %s", r.IDs, r.Finish)
+	}
+	r = gen(GenerateOptions{MaxTokens: 32, EOS: []int{want[4]}, IgnoreEOS: true})
+	if r.Finish != "length" || len(r.IDs) != 32 {
+		t.Errorf("ignore eos: %d tokens, %s", len(r.IDs), r.Finish)
+	}
+	// Stop on an id sequence.
+	r = gen(GenerateOptions{MaxTokens: 32, StopIDs: [][]int{{want[6], want[7]}}})
+	if r.Finish != "stop" || len(r.IDs) > 8 || !equalInts(r.IDs[len(r.IDs)-2:], want[6:8]) {
+		t.Errorf("stop ids: %v %s", r.IDs, r.Finish)
+	}
+	// Stop on decoded text (a stand-in decoder: one letter per id).
+	decode := func(ids []int) string {
+		var b strings.Builder
+		for _, id := range ids {
+			b.WriteByte(byte('a' + id%26))
+		}
+		return b.String()
+	}
+	stop := decode(want[9:12])
+	r = gen(GenerateOptions{MaxTokens: 32, StopStrings: []string{stop}, Decode: decode})
+	if r.Finish != "stop" || !strings.Contains(decode(r.IDs), stop) || strings.Contains(decode(r.IDs[:len(r.IDs)-1]), stop) {
+		t.Errorf("stop string %q: %q %s", stop, decode(r.IDs), r.Finish)
+	}
+	r = gen(GenerateOptions{MaxTokens: 5})
+	if r.Finish != "length" || !equalInts(r.IDs, want[:5]) {
+		t.Errorf("max tokens: %v %s", r.IDs, r.Finish)
+	}
+	if _, err := m.Generate([]Request{{Prompt: nil}}, GenerateOptions{MaxTokens: 1}); err == nil {
+		t.Error("empty prompt accepted")
+	}
+	if _, err := m.Generate([]Request{{Prompt: []int{320}}}, GenerateOptions{MaxTokens: 1}); err == nil {
+		t.Error("out-of-vocabulary prompt accepted")
+	}
+}
+
+func firstIndex(xs []int, x int) int {
+	for i, v := range xs {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}
+
+// sampleRow on a known distribution: probabilities 0.5, 0.3, 0.2 (as logits
+// in a shuffled order) and a grid of uniforms, so counts are exact.
+func TestSampleRowFilters(t *testing.T) {
+	z := []float32{float32(math.Log(0.2)), float32(math.Log(0.5)), float32(math.Log(0.3))}
+	counts := func(p SampleParams) [3]int {
+		var c [3]int
+		for i := 0; i < 1000; i++ {
+			s := sampleRow(z, p, (float64(i)+0.5)/1000)
+			c[s.ID]++
+			if d := math.Abs(float64(s.LogProb) - math.Log([]float64{0.2, 0.5, 0.3}[s.ID])); d > 1e-6 {
+				t.Fatalf("policy log-prob of %d: %g", s.ID, s.LogProb)
+			}
+		}
+		return c
+	}
+	cases := []struct {
+		p    SampleParams
+		want [3]int
+	}{
+		{SampleParams{Temperature: 1}, [3]int{200, 500, 300}},
+		{SampleParams{Temperature: 1, TopP: 1}, [3]int{200, 500, 300}},
+		// HF semantics: keep while the mass before a token is < p.
+		{SampleParams{Temperature: 1, TopP: 0.5}, [3]int{0, 1000, 0}},
+		{SampleParams{Temperature: 1, TopP: 0.500001}, [3]int{0, 625, 375}},
+		{SampleParams{Temperature: 1, TopP: 1e-9}, [3]int{0, 1000, 0}},
+		{SampleParams{Temperature: 1, TopP: 0.81}, [3]int{200, 500, 300}},
+		{SampleParams{Temperature: 1, TopK: 2}, [3]int{0, 625, 375}},
+		// Top-p acts on the distribution renormalized after top-k (0.625, 0.375).
+		{SampleParams{Temperature: 1, TopK: 2, TopP: 0.62}, [3]int{0, 1000, 0}},
+		{SampleParams{Temperature: 1, TopK: 2, TopP: 0.63}, [3]int{0, 625, 375}},
+		{SampleParams{Temperature: 0}, [3]int{0, 1000, 0}},
+	}
+	for _, c := range cases {
+		if got := counts(c.p); got != c.want {
+			t.Errorf("%+v: counts %v, want %v", c.p, got, c.want)
+		}
+	}
+	// Sample log-prob is under the filtered, renormalized distribution.
+	s := sampleRow(z, SampleParams{Temperature: 1, TopK: 2}, 0.99)
+	if s.ID != 2 || math.Abs(float64(s.SampleLogProb)-math.Log(0.3/0.8)) > 1e-6 {
+		t.Errorf("top-k 2 draw: %+v", s)
+	}
+	// Temperature 2 flattens: weights ∝ p^(1/2).
+	s = sampleRow(z, SampleParams{Temperature: 2}, 0.0)
+	norm := math.Sqrt(0.2) + math.Sqrt(0.5) + math.Sqrt(0.3)
+	if s.ID != 0 || math.Abs(float64(s.SampleLogProb)-math.Log(math.Sqrt(0.2)/norm)) > 1e-6 {
+		t.Errorf("temperature 2 draw: %+v", s)
+	}
+}
+
+// Top-p over a large vocabulary exercises the candidate pruning: its result
+// must equal a full sort.
+func TestSampleRowLargeVocabularyTopP(t *testing.T) {
+	z := make([]float32, 5000)
+	for i := range z {
+		z[i] = float32(math.Sin(float64(i)*1.7)) * 3
+	}
+	for _, p := range []float64{0.3, 0.9, 0.999} {
+		for _, u := range []float64{0, 0.37, 0.999999} {
+			got := sampleRow(z, SampleParams{Temperature: 0.7, TopP: p}, u)
+			want := referenceTopP(z, 0.7, p, u)
+			if got.ID != want {
+				t.Errorf("p=%g u=%g: got %d, full sort gives %d", p, u, got.ID, want)
+			}
+		}
+	}
+}
+
+func referenceTopP(z []float32, temp, p, u float64) int {
+	type tw struct {
+		id int
+		w  float64
+	}
+	m := math.Inf(-1)
+	for _, v := range z {
+		m = math.Max(m, float64(v))
+	}
+	all := make([]tw, len(z))
+	var total float64
+	for i, v := range z {
+		all[i] = tw{i, math.Exp((float64(v) - m) / temp)}
+		total += all[i].w
+	}
+	sort.SliceStable(all, func(a, b int) bool { return all[a].w > all[b].w })
+	var cum float64
+	n := 0
+	for n < len(all) && (n == 0 || cum < p*total) {
+		cum += all[n].w
+		n++
+	}
+	target, c := u*cum, 0.0
+	for _, x := range all[:n] {
+		c += x.w
+		if c > target {
+			return x.id
+		}
+	}
+	return all[n-1].id
+}
