@@ -1,0 +1,107 @@
+package agent
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MemorySeqs are the two teacher-forcing sequences of the memory reward of
+// one step (DESIGN §4, mempo-paper §2.2):
+//
+//	R^M_t = P(gold | q, mem_t) − P(gold | q, s_<t)
+//
+// where P is exp(mean log-prob) of the gold ids, teacher-forced. The engine
+// runs the model over each sequence and averages the log-probs of the ids in
+// [GoldStart, GoldEnd): the log-prob of the id at position p is read from the
+// logits at position p−1.
+type MemorySeqs struct {
+	// Mem = prompt ⊕ generation prompt ⊕ the step's <mem>…</mem> ids (the
+	// sampled ids of its MemStart:MemEnd span) ⊕ lead-in ⊕ gold.
+	Mem                      []int
+	MemGoldStart, MemGoldEnd int
+	// Hist = prompt ⊕ every earlier step with its observation, rendered as
+	// BuildContext renders them with KeepAll (nothing dropped) ⊕ generation
+	// prompt ⊕ lead-in ⊕ gold. For the first step it is the prompt alone
+	// ⊕ lead-in ⊕ gold: the no-context prior.
+	Hist                       []int
+	HistGoldStart, HistGoldEnd int
+	Gold                       string // the gold answer text scored
+	GoldIDs                    []int
+}
+
+// GoldText is the gold answer of a k-objective task as the policy would
+// write it: the first (non-blank) alias of each objective, trimmed, joined
+// with "; ". The paper does not say how multi-answer golds are scored; the
+// first alias is the dataset's canonical answer, and scoring one fixed
+// string keeps both terms of R^M comparable (a max over alias combinations
+// would cost k-fold passes).
+func GoldText(golds [][]string) (string, error) {
+	if len(golds) == 0 {
+		return "", fmt.Errorf("agent: no gold answers")
+	}
+	parts := make([]string, len(golds))
+	for i, g := range golds {
+		for _, alias := range g {
+			if s := strings.TrimSpace(alias); s != "" {
+				parts[i] = s
+				break
+			}
+		}
+		if parts[i] == "" {
+			return "", fmt.Errorf("agent: objective %d has no gold alias", i+1)
+		}
+	}
+	return strings.Join(parts, "; "), nil
+}
+
+// MemorySequences builds the memory-reward sequences of step t (0-based) of
+// a trajectory given by its prompt ids and its history. history[t].Output
+// must hold the step's <mem> block at token span [memStart, memEnd) (from
+// Parse); history[:t] is the raw past, observations included. gold is the
+// answer text (see GoldText).
+func (a *Agent) MemorySequences(prompt []int, history []Turn, t, memStart, memEnd int, gold string) (MemorySeqs, error) {
+	if t < 0 || t >= len(history) {
+		return MemorySeqs{}, fmt.Errorf("agent: step %d of a %d-step history", t, len(history))
+	}
+	out := history[t].Output
+	if memStart < 0 || memEnd <= memStart || memEnd > len(out) {
+		return MemorySeqs{}, fmt.Errorf("agent: step %d has no <mem> span (%d, %d)", t, memStart, memEnd)
+	}
+	g := a.tok.Encode(gold)
+	if len(g) == 0 {
+		return MemorySeqs{}, fmt.Errorf("agent: empty gold answer")
+	}
+	var s MemorySeqs
+	s.Gold, s.GoldIDs = gold, g
+
+	m := make([]int, 0, len(prompt)+len(a.asstOpen)+(memEnd-memStart)+len(a.leadIn)+len(g))
+	m = append(m, prompt...)
+	m = append(m, a.asstOpen...)
+	m = append(m, out[memStart:memEnd]...)
+	m = append(m, a.leadIn...)
+	s.MemGoldStart = len(m)
+	m = append(m, g...)
+	s.Mem, s.MemGoldEnd = m, len(m)
+
+	h := a.render(prompt, history[:t], true)
+	h = append(h, a.leadIn...)
+	s.HistGoldStart = len(h)
+	h = append(h, g...)
+	s.Hist, s.HistGoldEnd = h, len(h)
+	return s, nil
+}
+
+// MemorySequences builds the memory-reward sequences of step t (0-based) of
+// the trajectory against the task's gold aliases (see GoldText). It fails
+// for a step without a complete <mem> block.
+func (tr *Trajectory) MemorySequences(t int, golds [][]string) (MemorySeqs, error) {
+	if t < 0 || t >= len(tr.Steps) {
+		return MemorySeqs{}, fmt.Errorf("agent: step %d of a %d-step trajectory", t, len(tr.Steps))
+	}
+	gold, err := GoldText(golds)
+	if err != nil {
+		return MemorySeqs{}, err
+	}
+	st := tr.Steps[t]
+	return tr.a.MemorySequences(tr.prompt, tr.history, t, st.MemStart, st.MemEnd, gold)
+}

@@ -1,0 +1,237 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/mempo/mempo/lib/qa"
+)
+
+// Failure reasons of a trajectory (Trajectory.Failure).
+const (
+	FailNone     = ""
+	FailFormat   = "format"    // an invalid step under EndOnInvalid
+	FailMaxTurns = "max_turns" // MaxTurns steps without an answer
+)
+
+// StepRecord is everything one step saw and did.
+type StepRecord struct {
+	ContextIDs []int     // the exact ids the step was generated from
+	OutputIDs  []int     // the ids sampled, as given to Step
+	Logprobs   []float32 // the sampler's log-prob of each output id (may be nil)
+	Text       string    // decoded output (trailing EOS left out)
+	Kind       ActionKind
+	Valid      bool
+	Reason     string // why the step was invalid
+	Mem        string
+	// MemStart, MemEnd: token span of the <mem>…</mem> block within
+	// OutputIDs (-1, -1 when there is none); see Parsed.
+	MemStart, MemEnd int
+	Query            string
+	Answer           string
+	DocIDs           []string // the passages shown, in order
+	ObsIDs           []int    // the observation that answered the step (nil if none)
+	ObsText          string
+	ObsCut           bool
+	ContextTokens    int // len(ContextIDs)
+	OutputTokens     int // len(OutputIDs)
+}
+
+// Trajectory is one rollout of the protocol. Drive it with Context, Step and
+// Observe until Done. Its exported fields are the record; read them, do not
+// change them while the trajectory runs.
+type Trajectory struct {
+	Questions []string
+	Steps     []StepRecord
+
+	AnswerText  string   // the final step's <answer> text ("" without one)
+	Answers     []string // AnswerText split on ";" and trimmed
+	AnswerCount bool     // len(Answers) == len(Questions)
+	// FormatOK: the trajectory ended with an answer of the right count and
+	// no step was invalid (a corrected step still counts against it).
+	FormatOK     bool
+	Failure      string // FailNone, FailFormat or FailMaxTurns
+	InvalidSteps int
+	Turns        int // number of steps taken
+	TotalTokens  int // Σ over steps of context + generated tokens
+	PeakTokens   int // max over steps of context + generated tokens
+
+	a       *Agent
+	prompt  []int
+	history []Turn
+	state   trajState
+	pending []int // the context of the next step, once computed
+}
+
+type trajState int
+
+const (
+	wantStep    trajState = iota // next call: Context / Step
+	wantObserve                  // the last step searched; next call: Observe
+	finished
+)
+
+// NewTrajectory starts a trajectory on a task of len(questions) objectives.
+func (a *Agent) NewTrajectory(questions []string) *Trajectory {
+	return &Trajectory{
+		Questions: append([]string(nil), questions...),
+		a:         a,
+		prompt:    a.PromptIDs(questions),
+	}
+}
+
+// PromptIDs are the ids of the task prompt (see Agent.PromptIDs).
+func (tr *Trajectory) PromptIDs() []int { return append([]int(nil), tr.prompt...) }
+
+// Done reports whether the trajectory has ended.
+func (tr *Trajectory) Done() bool { return tr.state == finished }
+
+// History is the trajectory so far as Turns (output ids and observation
+// ids per step), the input of BuildContext and MemorySequences.
+func (tr *Trajectory) History() []Turn { return append([]Turn(nil), tr.history...) }
+
+// Context is the ids the next step is generated from: the task prompt, the
+// last Keep steps with their observations and the generation prompt (see
+// BuildContext). It returns nil once the trajectory is done or while it
+// waits for an observation.
+func (tr *Trajectory) Context() []int {
+	if tr.state != wantStep {
+		return nil
+	}
+	if tr.pending == nil {
+		tr.pending = tr.a.BuildContext(tr.prompt, tr.history)
+	}
+	return append([]int(nil), tr.pending...)
+}
+
+// StepResult tells the engine what to do after a step.
+type StepResult struct {
+	Parsed
+	// NeedSearch: retrieve for Query and call Observe. False for a search at
+	// the last turn: the trajectory has ended and needs no results.
+	NeedSearch bool
+	Done       bool
+}
+
+// ErrState is returned when a call does not fit the trajectory's state.
+var ErrState = errors.New("agent: call out of order")
+
+// Step records one generated step: output ids exactly as sampled (stop
+// string kept; a trailing EOS may be there too) and their log-probs (nil, or
+// one per id). It parses the output from these ids alone and moves the
+// trajectory on: an answer ends it; a search waits for Observe (or ends it
+// at the last turn with FailMaxTurns); an invalid step ends it with
+// FailFormat, or under CorrectOnInvalid gets the corrective message as its
+// observation and the trajectory goes on.
+func (tr *Trajectory) Step(output []int, logprobs []float32) (StepResult, error) {
+	if tr.state != wantStep {
+		return StepResult{}, fmt.Errorf("%w: Step while the trajectory %s", ErrState, tr.stateWord())
+	}
+	if logprobs != nil && len(logprobs) != len(output) {
+		return StepResult{}, fmt.Errorf("agent: %d log-probs for %d output ids", len(logprobs), len(output))
+	}
+	ctx := tr.pending
+	if ctx == nil {
+		ctx = tr.a.BuildContext(tr.prompt, tr.history)
+	}
+	tr.pending = nil
+	out := append([]int(nil), output...)
+	p := tr.a.Parse(out)
+	rec := StepRecord{
+		ContextIDs:    ctx,
+		OutputIDs:     out,
+		Logprobs:      append([]float32(nil), logprobs...),
+		Text:          p.Text,
+		Kind:          p.Kind,
+		Valid:         p.Valid,
+		Reason:        p.Reason,
+		Mem:           p.Mem,
+		MemStart:      p.MemStart,
+		MemEnd:        p.MemEnd,
+		Query:         p.Query,
+		Answer:        p.Answer,
+		ContextTokens: len(ctx),
+		OutputTokens:  len(out),
+	}
+	if logprobs == nil {
+		rec.Logprobs = nil
+	}
+	tr.Steps = append(tr.Steps, rec)
+	tr.history = append(tr.history, Turn{Output: out})
+	tr.Turns = len(tr.Steps)
+	n := rec.ContextTokens + rec.OutputTokens
+	tr.TotalTokens += n
+	if n > tr.PeakTokens {
+		tr.PeakTokens = n
+	}
+	left := tr.a.cfg.MaxTurns - tr.Turns // steps still allowed after this one
+	res := StepResult{Parsed: p}
+	switch {
+	case !p.Valid:
+		tr.InvalidSteps++
+		if tr.a.cfg.OnInvalid == EndOnInvalid {
+			tr.finish(FailFormat)
+		} else if left < 1 {
+			tr.finish(FailMaxTurns)
+		} else {
+			tr.setObs(tr.a.Corrective(p.Reason, left))
+		}
+	case p.Kind == ActionAnswer:
+		tr.AnswerText = p.Answer
+		tr.Answers, tr.AnswerCount = qa.SplitAnswers(p.Answer, len(tr.Questions))
+		tr.finish(FailNone)
+	case left < 1:
+		tr.finish(FailMaxTurns)
+	default:
+		tr.state = wantObserve
+		res.NeedSearch = true
+	}
+	res.Done = tr.state == finished
+	return res, nil
+}
+
+// Observe answers the last step's search with the retrieved passages (the
+// first TopK are shown, the rest ignored).
+func (tr *Trajectory) Observe(docs []Doc) error {
+	if tr.state != wantObserve {
+		return fmt.Errorf("%w: Observe while the trajectory %s", ErrState, tr.stateWord())
+	}
+	if len(docs) > tr.a.cfg.TopK {
+		docs = docs[:tr.a.cfg.TopK]
+	}
+	left := tr.a.cfg.MaxTurns - tr.Turns
+	last := &tr.Steps[len(tr.Steps)-1]
+	for _, d := range docs {
+		last.DocIDs = append(last.DocIDs, d.ID)
+	}
+	tr.setObs(tr.a.Observation(docs, left))
+	return nil
+}
+
+func (tr *Trajectory) setObs(o Observation) {
+	last := &tr.Steps[len(tr.Steps)-1]
+	last.ObsIDs, last.ObsText, last.ObsCut = o.IDs, o.Text, o.Cut
+	tr.history[len(tr.history)-1].Obs = o.IDs
+	tr.state = wantStep
+}
+
+func (tr *Trajectory) finish(failure string) {
+	tr.Failure = failure
+	tr.state = finished
+	tr.FormatOK = failure == FailNone && tr.InvalidSteps == 0 && tr.AnswerCount
+	if failure == FailNone {
+		// Only an answer can mark the count; keep it consistent otherwise.
+		return
+	}
+	tr.AnswerCount = false
+}
+
+func (tr *Trajectory) stateWord() string {
+	switch tr.state {
+	case wantStep:
+		return "waits for a step"
+	case wantObserve:
+		return "waits for an observation"
+	}
+	return "has ended"
+}
