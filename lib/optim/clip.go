@@ -1,0 +1,74 @@
+package optim
+
+import (
+	"fmt"
+	"math"
+)
+
+// GlobalNorm returns the L2 norm of all gradients together,
+// sqrt(Σ_params Σ_i g_i²), accumulated in float64. Parameters without a
+// gradient are skipped. The sum runs over fixed chunks in a fixed order, so
+// the result does not depend on the number of goroutines.
+func GlobalNorm(params []Param) float64 {
+	total := 0.0
+	for _, p := range params {
+		total += sumSquares(p.Grad)
+	}
+	return math.Sqrt(total)
+}
+
+// ClipGradNorm scales all gradients in place so that their global L2 norm is
+// at most maxNorm, as torch.nn.utils.clip_grad_norm_ does:
+// coef = maxNorm/(norm + 1e-6), clamped to 1, every gradient multiplied by
+// coef (rounded to float32 once). It returns the norm before clipping.
+//
+// Differences from torch, on purpose: the norm is accumulated in float64
+// (torch: float32 per-tensor norms), maxNorm ≤ 0 means "measure only, do not
+// clip" (torch would zero the gradients), and a non-finite norm is returned
+// with an error and the gradients left untouched, so that the caller can
+// skip the step (torch would multiply them by NaN).
+func ClipGradNorm(params []Param, maxNorm float64) (float64, error) {
+	norm := GlobalNorm(params)
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return norm, fmt.Errorf("optim: gradient norm is %v", norm)
+	}
+	if maxNorm <= 0 {
+		return norm, nil
+	}
+	coef := maxNorm / (norm + 1e-6)
+	if coef >= 1 {
+		return norm, nil // torch multiplies by 1.0, which changes nothing
+	}
+	c := float32(coef)
+	for _, p := range params {
+		g := p.Grad
+		parallelFor(len(g), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				g[i] *= c
+			}
+		})
+	}
+	return norm, nil
+}
+
+func sumSquares(g []float32) float64 {
+	n := len(g)
+	if n == 0 {
+		return 0
+	}
+	nc := (n + chunk - 1) / chunk
+	partial := make([]float64, nc)
+	parallelFor(n, func(lo, hi int) {
+		s := 0.0
+		for _, x := range g[lo:hi] {
+			v := float64(x)
+			s += v * v
+		}
+		partial[lo/chunk] = s
+	})
+	total := 0.0
+	for _, s := range partial {
+		total += s
+	}
+	return total
+}
