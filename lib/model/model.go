@@ -131,6 +131,8 @@ type Model struct {
 	// and recompute the layer's activations during the backward: memory
 	// of one layer instead of all, for about a third more compute.
 	Recompute bool
+
+	headRows int // rows per LM-head chunk; 0: by vocabulary size (tests set it)
 }
 
 func newModel(a arch, be Backend, tensors map[string][]float32) (*Model, error) {
@@ -461,12 +463,9 @@ func (m *Model) trunk(b *batch, keep bool) (Tensor, []*acts) {
 
 // head applies the final norm and the LM head: logits of every row of x.
 func (m *Model) head(x Tensor) (logits, xn, rstd Tensor) {
-	be := m.be
-	R := x.Rows()
-	xn, rstd = be.Zeros(R, m.a.hidden), be.Zeros(R, 1)
-	be.RMSNorm(xn, rstd, x, m.params.norm, m.a.eps)
-	logits = be.Zeros(R, m.a.vocab)
-	be.MatMul(logits, xn, m.params.head, false, true, 1, 0)
+	xn, rstd = m.finalNorm(x)
+	logits = m.be.Zeros(x.Rows(), m.a.vocab)
+	m.be.MatMul(logits, xn, m.params.head, false, true, 1, 0)
 	return logits, xn, rstd
 }
 
@@ -519,6 +518,51 @@ func logProbsOut(b *batch, rows []float32) [][]float32 {
 	return out
 }
 
+// headChunk is how many rows of logits are made at once: the vocabulary is
+// large (152k for Qwen), so the LM head, the log-softmax and their backward
+// run over row chunks of about 128 MiB of logits instead of the whole batch.
+func (m *Model) headChunk() int {
+	if m.headRows > 0 {
+		return m.headRows
+	}
+	return max(1, (32<<20)/m.a.vocab)
+}
+
+// norm applies the final RMSNorm.
+func (m *Model) finalNorm(x Tensor) (xn, rstd Tensor) {
+	R := x.Rows()
+	xn, rstd = m.be.Zeros(R, m.a.hidden), m.be.Zeros(R, 1)
+	m.be.RMSNorm(xn, rstd, x, m.params.norm, m.a.eps)
+	return xn, rstd
+}
+
+// tokenLogProbs runs the LM head and log-softmax chunk by chunk over the
+// normalized rows xn. With dlp (dL/dlp per row) it also backpropagates:
+// dxn (overwritten) and the head's gradient (accumulated).
+func (m *Model) tokenLogProbs(xn Tensor, tg []int, dlp []float32, dxn Tensor) []float32 {
+	be := m.be
+	R := xn.Rows()
+	rows := make([]float32, 0, R)
+	step := m.headChunk()
+	for r0 := 0; r0 < R; r0 += step {
+		n := min(step, R-r0)
+		xc := be.View(xn, r0, n)
+		logits := be.Zeros(n, m.a.vocab)
+		be.MatMul(logits, xc, m.params.head, false, true, 1, 0)
+		lp, lse := be.Zeros(n, 1), be.Zeros(n, 1)
+		be.TokenLogProbs(lp, lse, logits, tg[r0:r0+n])
+		rows = append(rows, be.ToHost(lp, nil)...)
+		if dlp != nil {
+			// dL/dlogits overwrites the logits.
+			be.TokenLogProbsBackward(logits, logits, lse, tg[r0:r0+n], dlp[r0:r0+n])
+			be.MatMul(be.View(dxn, r0, n), logits, m.params.head, false, false, 1, 0)
+			be.MatMul(m.grads.head, logits, xc, true, false, 1, 1)
+		}
+		m.free(logits, lp, lse)
+	}
+	return rows
+}
+
 // LogProbs returns, for each sequence, log p(ids[t] | ids[:t]) for t ≥ 1 and
 // 0 at t = 0 (no context), under the model at temperature 1.
 func (m *Model) LogProbs(seqs [][]int) ([][]float32, error) {
@@ -527,13 +571,10 @@ func (m *Model) LogProbs(seqs [][]int) ([][]float32, error) {
 		return nil, err
 	}
 	x, _ := m.trunk(b, false)
-	logits, xn, rstd := m.head(x)
-	m.free(x, xn, rstd)
-	R := len(b.ids)
-	lp, lse := m.be.Zeros(R, 1), m.be.Zeros(R, 1)
-	m.be.TokenLogProbs(lp, lse, logits, targets(b))
-	rows := m.be.ToHost(lp, nil)
-	m.free(logits, lp, lse)
+	xn, rstd := m.finalNorm(x)
+	m.free(x, rstd)
+	rows := m.tokenLogProbs(xn, targets(b), nil, nil)
+	m.free(xn)
 	return logProbsOut(b, rows), nil
 }
 
@@ -557,28 +598,21 @@ func (m *Model) Backward(seqs [][]int, weights [][]float32) (float64, [][]float3
 	m.ensureGrads()
 	be := m.be
 	x, saved := m.trunk(b, true)
-	logits, xn, rstd := m.head(x)
+	xn, rstd := m.finalNorm(x)
 	R := len(b.ids)
-	tg := targets(b)
-	lp, lse := be.Zeros(R, 1), be.Zeros(R, 1)
-	be.TokenLogProbs(lp, lse, logits, tg)
-	rows := be.ToHost(lp, nil)
+	// L = −Σ w·lp, so dL/dlp = −w on the row that predicts token t.
 	dlp := make([]float32, R)
-	var loss float64
 	for i, s := range b.seqs {
 		for t := 1; t < s.N; t++ {
-			w := weights[i][t]
-			loss -= float64(w) * float64(rows[s.Q+t-1])
-			dlp[s.Q+t-1] = -w
+			dlp[s.Q+t-1] = -weights[i][t]
 		}
 	}
-	// dL/dlogits overwrites the logits.
-	be.TokenLogProbsBackward(logits, logits, lse, tg, dlp)
-	m.free(lp, lse)
 	dxn := be.Zeros(R, m.a.hidden)
-	be.MatMul(dxn, logits, m.params.head, false, false, 1, 0)
-	be.MatMul(m.grads.head, logits, xn, true, false, 1, 1)
-	m.free(logits)
+	rows := m.tokenLogProbs(xn, targets(b), dlp, dxn)
+	var loss float64
+	for r, g := range dlp {
+		loss += float64(g) * float64(rows[r])
+	}
 	dx := be.Zeros(R, m.a.hidden)
 	be.RMSNormBackward(dx, m.grads.norm, dxn, x, m.params.norm, rstd)
 	m.free(dxn, xn, rstd, x)
