@@ -271,11 +271,19 @@ func (a *Agent) StopStrings() []string { return append([]string(nil), a.stopStri
 // string is kept, so the stop string is kept; a sampler cannot stop inside a
 // token, so that token may carry a few characters past it, which Parse
 // tolerates. Engines whose sampler already stops on StopStrings need not
-// call it; it is for those that check after the fact. It decodes every
-// prefix, so it costs O(len(ids)²) token look-ups.
+// call it; it is for those that check after the fact.
 func (a *Agent) TrimToStop(ids []int) []int {
+	// A stop string of L bytes lies within the last L tokens of the first
+	// prefix that holds it (every token decodes to at least one byte), so
+	// only a window of L tokens is decoded per prefix. Stop strings are
+	// ASCII, so a window that opens inside a multi-byte character cannot
+	// hide or fake one.
+	w := 0
+	for _, s := range a.stopStrings {
+		w = max(w, len(s))
+	}
 	for n := 1; n <= len(ids); n++ {
-		s := a.tok.Decode(ids[:n])
+		s := a.tok.Decode(ids[max(0, n-w):n])
 		for _, stop := range a.stopStrings {
 			if strings.Contains(s, stop) {
 				return ids[:n]

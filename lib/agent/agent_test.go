@@ -114,6 +114,9 @@ func TestContextKeep1(t *testing.T) {
 	if tr.AnswerText != "Paris; Dijon" || !reflect.DeepEqual(tr.Answers, []string{"Paris", "Dijon"}) || !tr.AnswerCount {
 		t.Fatalf("answer %q %q count=%v", tr.AnswerText, tr.Answers, tr.AnswerCount)
 	}
+	if tr.Steps[3].Action != "answer" || tr.Steps[0].Action != "search" || tr.Steps[3].ObsIDs != nil {
+		t.Fatalf("actions %q %q", tr.Steps[0].Action, tr.Steps[3].Action)
+	}
 	if !reflect.DeepEqual(tr.Steps[0].DocIDs, []string{"11", "12"}) || tr.Steps[1].Query != "Eiffel Tower builder" {
 		t.Fatalf("doc ids %v, query %q", tr.Steps[0].DocIDs, tr.Steps[1].Query)
 	}
@@ -549,6 +552,11 @@ func TestStopAndEOS(t *testing.T) {
 	trimmed := a.TrimToStop(full)
 	if got := tok.Decode(trimmed); got != step("m", "t", "search", "q") {
 		t.Fatalf("trimmed to %q", got)
+	}
+	// A stop string spread over many byte tokens, with more text after it.
+	byByte := bytesOf(step("m", "t", "answer", "a") + " and more")
+	if got := a.TrimToStop(byByte); len(got) != len(step("m", "t", "answer", "a")) {
+		t.Fatalf("byte-level output trimmed to %q", tok.Decode(got))
 	}
 	if got := a.TrimToStop(tok.Encode("no stop")); tok.Decode(got) != "no stop" {
 		t.Fatal("TrimToStop changed an output without a stop string")

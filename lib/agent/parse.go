@@ -3,6 +3,7 @@ package agent
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // ActionKind is what a step asks for.
@@ -79,15 +80,11 @@ func hasTag(s string) bool {
 
 func skipSpace(s string, i int) int {
 	for i < len(s) {
-		r := rune(s[i])
-		if r >= 0x80 {
-			// Only ASCII white space separates blocks; anything else is text.
-			return i
-		}
+		r, n := utf8.DecodeRuneInString(s[i:])
 		if !unicode.IsSpace(r) {
 			return i
 		}
-		i++
+		i += n
 	}
 	return i
 }

@@ -111,11 +111,17 @@ func (a *Agent) GenPrompt() []int { return append([]int(nil), a.asstOpen...) }
 // observation turn. Raw mode concatenates Output ⊕ Obs with no wrapping; the
 // raw observation carries its own "\n\n" on both sides (see Observation).
 //
-// The pieces are encoded separately. Joined as text they are what Qwen's
-// chat template renders for [system, user, assistant, user, …] messages with
-// add_generation_prompt; encoding that text in one piece gives the same ids
-// as long as each piece starts and ends at a pre-tokenizer boundary, which
-// the special tokens and the "\n" before "<" guarantee for Qwen's tokenizer.
+// The template pieces are encoded separately and the ids concatenated. As
+// text, the chat-mode context is exactly what Qwen2.5's chat template renders
+// for [system, user, assistant, user, …] messages with add_generation_prompt
+// (the assistant contents being the decoded outputs); the ids are not always
+// what encoding that text in one piece would give — a sampled output may be
+// tokenized in a way the tokenizer would not choose, and in raw mode the
+// "\n\n" that opens an observation would merge with the ">" of the step's
+// stop string — which is the point: the ids are the ones the model saw and
+// sampled, and nothing downstream may re-encode them. The template pieces
+// themselves (around special tokens, "\n" before "<") sit at Qwen
+// pre-tokenizer boundaries, so the prompt ids match a one-piece encoding.
 // Qwen3's template, which strips <think> from earlier assistant turns, is
 // deliberately not imitated: the model sees its previous step verbatim.
 func (a *Agent) BuildContext(prompt []int, history []Turn) []int {

@@ -16,45 +16,47 @@ const (
 
 // StepRecord is everything one step saw and did.
 type StepRecord struct {
-	ContextIDs []int     // the exact ids the step was generated from
-	OutputIDs  []int     // the ids sampled, as given to Step
-	Logprobs   []float32 // the sampler's log-prob of each output id (may be nil)
-	Text       string    // decoded output (trailing EOS left out)
-	Kind       ActionKind
-	Valid      bool
-	Reason     string // why the step was invalid
-	Mem        string
+	ContextIDs []int      `json:"context_ids"` // the exact ids the step was generated from
+	OutputIDs  []int      `json:"output_ids"`  // the ids sampled, as given to Step
+	Logprobs   []float32  `json:"logprobs"`    // the sampler's log-prob of each output id (may be nil)
+	Text       string     `json:"text"`        // decoded output (trailing EOS left out)
+	Kind       ActionKind `json:"-"`
+	Action     string     `json:"action"` // Kind as text: "search", "answer" or "none"
+	Valid      bool       `json:"valid"`
+	Reason     string     `json:"reason,omitempty"` // why the step was invalid
+	Mem        string     `json:"mem"`
 	// MemStart, MemEnd: token span of the <mem>…</mem> block within
 	// OutputIDs (-1, -1 when there is none); see Parsed.
-	MemStart, MemEnd int
-	Query            string
-	Answer           string
-	DocIDs           []string // the passages shown, in order
-	ObsIDs           []int    // the observation that answered the step (nil if none)
-	ObsText          string
-	ObsCut           bool
-	ContextTokens    int // len(ContextIDs)
-	OutputTokens     int // len(OutputIDs)
+	MemStart      int      `json:"mem_start"`
+	MemEnd        int      `json:"mem_end"`
+	Query         string   `json:"query,omitempty"`
+	Answer        string   `json:"answer,omitempty"`
+	DocIDs        []string `json:"doc_ids,omitempty"` // the passages shown, in order
+	ObsIDs        []int    `json:"obs_ids"`           // the observation that answered the step (nil if none)
+	ObsText       string   `json:"obs_text"`
+	ObsCut        bool     `json:"obs_cut,omitempty"`
+	ContextTokens int      `json:"context_tokens"` // len(ContextIDs)
+	OutputTokens  int      `json:"output_tokens"`  // len(OutputIDs)
 }
 
 // Trajectory is one rollout of the protocol. Drive it with Context, Step and
 // Observe until Done. Its exported fields are the record; read them, do not
 // change them while the trajectory runs.
 type Trajectory struct {
-	Questions []string
-	Steps     []StepRecord
+	Questions []string     `json:"questions"`
+	Steps     []StepRecord `json:"steps"`
 
-	AnswerText  string   // the final step's <answer> text ("" without one)
-	Answers     []string // AnswerText split on ";" and trimmed
-	AnswerCount bool     // len(Answers) == len(Questions)
+	AnswerText  string   `json:"answer_text"`  // the final step's <answer> text ("" without one)
+	Answers     []string `json:"answers"`      // AnswerText split on ";" and trimmed
+	AnswerCount bool     `json:"answer_count"` // len(Answers) == len(Questions)
 	// FormatOK: the trajectory ended with an answer of the right count and
 	// no step was invalid (a corrected step still counts against it).
-	FormatOK     bool
-	Failure      string // FailNone, FailFormat or FailMaxTurns
-	InvalidSteps int
-	Turns        int // number of steps taken
-	TotalTokens  int // Σ over steps of context + generated tokens
-	PeakTokens   int // max over steps of context + generated tokens
+	FormatOK     bool   `json:"format_ok"`
+	Failure      string `json:"failure"` // FailNone, FailFormat or FailMaxTurns
+	InvalidSteps int    `json:"invalid_steps"`
+	Turns        int    `json:"turns"`        // number of steps taken
+	TotalTokens  int    `json:"total_tokens"` // Σ over steps of context + generated tokens
+	PeakTokens   int    `json:"peak_tokens"`  // max over steps of context + generated tokens
 
 	a       *Agent
 	prompt  []int
@@ -143,6 +145,7 @@ func (tr *Trajectory) Step(output []int, logprobs []float32) (StepResult, error)
 		Logprobs:      append([]float32(nil), logprobs...),
 		Text:          p.Text,
 		Kind:          p.Kind,
+		Action:        p.Kind.String(),
 		Valid:         p.Valid,
 		Reason:        p.Reason,
 		Mem:           p.Mem,
