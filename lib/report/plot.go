@@ -151,6 +151,8 @@ func linePlot(path, title, xlabel, ylabel string, ss []series) (bool, error) {
 	if n == 0 {
 		return false, nil
 	}
+	pad(&p.X.Min, &p.X.Max)
+	pad(&p.Y.Min, &p.Y.Max)
 	wt, err := p.WriterTo(PlotWidth, PlotHeight, "png")
 	if err != nil {
 		return false, fmt.Errorf("%s: %w", path, err)
@@ -173,3 +175,14 @@ func cmpFloat(a, b float64) int {
 }
 
 func cmpInt(a, b int) int { return cmpFloat(float64(a), float64(b)) }
+
+// pad widens an axis range by 5% on each side (±1 when it is a single value)
+// so points on the edge stay clear of the frame.
+func pad(lo, hi *float64) {
+	d := 0.05 * (*hi - *lo)
+	if d == 0 {
+		d = 1
+	}
+	*lo -= d
+	*hi += d
+}
