@@ -106,7 +106,7 @@ type Advantages struct {
 // single member, gets 0 for all its members. NaN in RM means "undefined":
 // the block is left out of its pool and gets A^M = 0. ±Inf in RM and any
 // non-finite RT follow cfg.NonFinite.
-func ComputeAdvantages(trajs []TrajReward, cfg AdvConfig) (*Advantages, error) {
+func (cfg AdvConfig) ComputeAdvantages(trajs []TrajReward) (*Advantages, error) {
 	if !(cfg.Eps >= 0) || math.IsInf(cfg.Eps, 0) {
 		return nil, fmt.Errorf("rl: advantage eps must be finite and ≥ 0, got %v", cfg.Eps)
 	}

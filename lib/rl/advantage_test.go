@@ -20,7 +20,7 @@ func TestTaskAdvantageAllEqualAndSingle(t *testing.T) {
 		{ID: "c0", Task: "c", RT: 0.7}, // single-sample group
 	}
 	for _, cfg := range []AdvConfig{DefaultAdvConfig(), {Eps: 1e-6, NormStd: false}, {Eps: 1e-6, NormStd: true, Std: StdPopulation}} {
-		adv, err := ComputeAdvantages(trajs, cfg)
+		adv, err := cfg.ComputeAdvantages(trajs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +52,7 @@ func TestTaskAdvantageWorked(t *testing.T) {
 		{ID: "x2", Task: "x", RT: 0}, {ID: "y2", Task: "y", RT: 0.6},
 		{ID: "x3", Task: "x", RT: 0}, {ID: "y3", Task: "y", RT: 0.8},
 	}
-	adv, err := ComputeAdvantages(trajs, DefaultAdvConfig())
+	adv, err := DefaultAdvConfig().ComputeAdvantages(trajs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,13 +69,13 @@ func TestTaskAdvantageWorked(t *testing.T) {
 	}
 	cfg := DefaultAdvConfig()
 	cfg.Std = StdPopulation
-	adv, _ = ComputeAdvantages(trajs, cfg)
+	adv, _ = cfg.ComputeAdvantages(trajs)
 	if !near(adv.Task[0], 0.75/(math.Sqrt(0.1875)+1e-6), 1e-12) || !near(adv.Task[0], 1.7320469, 1e-7) {
 		t.Errorf("population: A^T(x0) = %.10f, want 1.7320469", adv.Task[0])
 	}
 	cfg = DefaultAdvConfig()
 	cfg.NormStd = false
-	adv, _ = ComputeAdvantages(trajs, cfg)
+	adv, _ = cfg.ComputeAdvantages(trajs)
 	for i, w := range []float64{0.75, -0.3, -0.25, -0.1, -0.25, 0.1, -0.25, 0.3} {
 		if !near(adv.Task[i], w, 1e-12) {
 			t.Errorf("no std: %s: A^T = %v, want %v", trajs[i].ID, adv.Task[i], w)
@@ -97,7 +97,7 @@ func TestMemAdvantage(t *testing.T) {
 		{ID: "t1", Task: "t", RT: 0, RM: []float64{-0.2, nan, 0.3}},
 		{ID: "u0", Task: "u", RT: 0, RM: []float64{0.4}}, // a pool of one → 0
 	}
-	adv, err := ComputeAdvantages(trajs, DefaultAdvConfig())
+	adv, err := DefaultAdvConfig().ComputeAdvantages(trajs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func TestMemAdvantage(t *testing.T) {
 	// step 2 pool {0.3} → 0.
 	cfg := DefaultAdvConfig()
 	cfg.MemPool = PoolStep
-	adv, err = ComputeAdvantages(trajs, cfg)
+	adv, err = cfg.ComputeAdvantages(trajs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,17 +139,17 @@ func TestNonFiniteRewards(t *testing.T) {
 		{ID: "broken-7", Task: "t", RT: math.NaN()},
 		{ID: "inf", Task: "t", RT: 0, RM: []float64{math.Inf(1)}},
 	}
-	_, err := ComputeAdvantages(trajs, DefaultAdvConfig())
+	_, err := DefaultAdvConfig().ComputeAdvantages(trajs)
 	if err == nil || !strings.Contains(err.Error(), "broken-7") {
 		t.Fatalf("NaN R^T: error %v, want one naming broken-7", err)
 	}
-	_, err = ComputeAdvantages(trajs[2:], DefaultAdvConfig())
+	_, err = DefaultAdvConfig().ComputeAdvantages(trajs[2:])
 	if err == nil || !strings.Contains(err.Error(), `"inf"`) {
 		t.Fatalf("Inf R^M: error %v, want one naming the trajectory", err)
 	}
 	cfg := DefaultAdvConfig()
 	cfg.NonFinite = NonFiniteZero
-	adv, err := ComputeAdvantages(trajs, cfg)
+	adv, err := cfg.ComputeAdvantages(trajs)
 	if err != nil {
 		t.Fatal(err)
 	}
