@@ -245,14 +245,13 @@ func New(cfg Config, tok Tokenizer) (*Agent, error) {
 	a.stopStrings = []string{"</" + cfg.ToolTag + ">", "</answer>"}
 	if cfg.ObsMaxTokens > 0 {
 		// The tags and the longest hint must fit, or the cap could not be
-		// kept without cutting a tag.
-		pre, suf := a.obsWrap(a.hint(2))
-		if n := len(pre) + len(suf); n > cfg.ObsMaxTokens {
-			return nil, fmt.Errorf("agent: observation limit %d is below the %d tokens of the <information> tags and hint", cfg.ObsMaxTokens, n)
-		}
-		pre, suf = a.obsWrap(a.hint(1))
-		if n := len(pre) + len(suf); n > cfg.ObsMaxTokens {
-			return nil, fmt.Errorf("agent: observation limit %d is below the %d tokens of the <information> tags and hint", cfg.ObsMaxTokens, n)
+		// kept without cutting a tag. Hints show n < MaxTurns; the one for
+		// MaxTurns has at least as many digits as any of them.
+		for _, n := range []int{1, max(2, cfg.MaxTurns)} {
+			pre, suf := a.obsWrap(a.hint(n))
+			if k := len(pre) + len(suf); k > cfg.ObsMaxTokens {
+				return nil, fmt.Errorf("agent: observation limit %d is below the %d tokens of the <information> tags and hint", cfg.ObsMaxTokens, k)
+			}
 		}
 	}
 	return a, nil

@@ -680,3 +680,30 @@ func TestConfigParsing(t *testing.T) {
 		t.Error("tool tag find accepted")
 	}
 }
+
+// TestCheckRecord: a trajectory's own record passes; a changed context id,
+// another keep setting or a bad span is caught.
+func TestCheckRecord(t *testing.T) {
+	a, tok := mustAgent(t, DefaultConfig())
+	tr, _ := runScript(t, a, scriptedOutputs(tok))
+	if err := a.CheckRecord(tr.Questions, tr.Steps); err != nil {
+		t.Fatal(err)
+	}
+	steps := append([]StepRecord(nil), tr.Steps...)
+	steps[2].ContextIDs = append([]int(nil), steps[2].ContextIDs...)
+	steps[2].ContextIDs[40]++
+	if err := a.CheckRecord(tr.Questions, steps); err == nil {
+		t.Fatal("a changed context id passed")
+	}
+	cfg := DefaultConfig()
+	cfg.Keep = KeepAll
+	aAll, _ := mustAgent(t, cfg)
+	if err := aAll.CheckRecord(tr.Questions, tr.Steps); err == nil {
+		t.Fatal("a keep-1 record passed under keep all")
+	}
+	steps = append([]StepRecord(nil), tr.Steps...)
+	steps[1].MemEnd = len(steps[1].OutputIDs) + 1
+	if err := a.CheckRecord(tr.Questions, steps); err == nil {
+		t.Fatal("a mem span past the output passed")
+	}
+}

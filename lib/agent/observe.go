@@ -101,8 +101,9 @@ func (a *Agent) Observation(docs []Doc, turnsLeft int) Observation {
 	body := a.tok.Encode(a.PassagesText(docs))
 	cut := false
 	if lim := a.cfg.ObsMaxTokens; lim > 0 && len(pre)+len(body)+len(suf) > lim {
-		// New checked that pre and suf fit the limit.
-		body = body[:lim-len(pre)-len(suf)]
+		// New checked that pre and suf fit the limit; the guard only
+		// matters for a turnsLeft beyond MaxTurns.
+		body = body[:max(0, lim-len(pre)-len(suf))]
 		cut = true
 	}
 	ids := make([]int, 0, len(pre)+len(body)+len(suf))

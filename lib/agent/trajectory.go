@@ -238,3 +238,36 @@ func (tr *Trajectory) stateWord() string {
 	}
 	return "has ended"
 }
+
+// CheckRecord verifies a stored trajectory against this agent's protocol:
+// every step's ContextIDs must be exactly what BuildContext gives for the
+// task's prompt and the recorded outputs and observations before it, counts
+// must match the ids, and mem spans must lie inside the outputs. The update
+// stage can run it on a rollouts file to make sure it trains on the contexts
+// the rollout saw, under the same configuration.
+func (a *Agent) CheckRecord(questions []string, steps []StepRecord) error {
+	prompt := a.PromptIDs(questions)
+	history := make([]Turn, 0, len(steps))
+	for i, s := range steps {
+		want := a.BuildContext(prompt, history)
+		if len(want) != len(s.ContextIDs) {
+			return fmt.Errorf("agent: step %d: stored context has %d ids, the protocol gives %d", i+1, len(s.ContextIDs), len(want))
+		}
+		for j := range want {
+			if want[j] != s.ContextIDs[j] {
+				return fmt.Errorf("agent: step %d: stored context differs from the protocol's at id %d", i+1, j)
+			}
+		}
+		if s.ContextTokens != len(s.ContextIDs) || s.OutputTokens != len(s.OutputIDs) {
+			return fmt.Errorf("agent: step %d: token counts %d/%d do not match %d/%d ids", i+1, s.ContextTokens, s.OutputTokens, len(s.ContextIDs), len(s.OutputIDs))
+		}
+		if s.Logprobs != nil && len(s.Logprobs) != len(s.OutputIDs) {
+			return fmt.Errorf("agent: step %d: %d log-probs for %d output ids", i+1, len(s.Logprobs), len(s.OutputIDs))
+		}
+		if (s.MemStart != -1 || s.MemEnd != -1) && (s.MemStart < 0 || s.MemEnd <= s.MemStart || s.MemEnd > len(s.OutputIDs)) {
+			return fmt.Errorf("agent: step %d: mem span [%d,%d) outside %d output ids", i+1, s.MemStart, s.MemEnd, len(s.OutputIDs))
+		}
+		history = append(history, Turn{Output: s.OutputIDs, Obs: s.ObsIDs})
+	}
+	return nil
+}
