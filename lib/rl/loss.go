@@ -176,6 +176,7 @@ type Metrics struct {
 	PGClipFrac      float64 // fraction of loss tokens with L2 > L1
 	PGClipFracLower float64 // fraction of loss tokens with A < 0 and the dual clip active
 	PPOKL           float64 // mean of old_logp − logp over loss tokens
+	MaxAbsLogRatio  float64 // max |logp − old_logp| (clamped at 20): drift of the recomputed log-probs from the rollout's
 
 	Tokens       int     // loss tokens
 	ClipTokens   int     // tokens counted in PGClipFrac
@@ -200,6 +201,7 @@ func (m *Metrics) Merge(o Metrics) {
 	m.ClipTokens += o.ClipTokens
 	m.LowerTokens += o.LowerTokens
 	m.SumNegLogRat += o.SumNegLogRat
+	m.MaxAbsLogRatio = math.Max(m.MaxAbsLogRatio, o.MaxAbsLogRatio)
 	m.fractions()
 }
 
@@ -355,6 +357,7 @@ func (cfg LossConfig) Loss(batch []TrajInput, d *Denoms) (*LossOutput, error) {
 					met.LowerTokens++
 				}
 				met.SumNegLogRat += pt.NegLogRatio
+				met.MaxAbsLogRatio = math.Max(met.MaxAbsLogRatio, math.Abs(pt.NegLogRatio))
 			}
 		}
 	}

@@ -91,7 +91,7 @@ func TestClipFracCounted(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := out.Metrics
-	if m.PGClipFrac != 0.4 || m.PGClipFracLower != 0.2 || !near(m.PPOKL, -0.0810930, 1e-6) {
+	if m.PGClipFrac != 0.4 || m.PGClipFracLower != 0.2 || !near(m.PPOKL, -0.0810930, 1e-6) || !near(m.MaxAbsLogRatio, math.Log(4), 1e-6) {
 		t.Errorf("clipfrac %v lower %v ppo_kl %v", m.PGClipFrac, m.PGClipFracLower, m.PPOKL)
 	}
 }
@@ -260,7 +260,7 @@ func TestShardsCombine(t *testing.T) {
 		f := full.Metrics
 		if !near(m.Loss, f.Loss, 1e-12) || !near(m.PGLoss, f.PGLoss, 1e-12) || !near(m.KL, f.KL, 1e-12) ||
 			!near(m.Entropy, f.Entropy, 1e-12) || m.Tokens != f.Tokens || m.PGClipFrac != f.PGClipFrac ||
-			m.PGClipFracLower != f.PGClipFracLower || !near(m.PPOKL, f.PPOKL, 1e-12) {
+			m.PGClipFracLower != f.PGClipFracLower || !near(m.PPOKL, f.PPOKL, 1e-12) || m.MaxAbsLogRatio != f.MaxAbsLogRatio {
 			t.Errorf("%v: merged metrics %+v\nunsplit %+v", mode, m, f)
 		}
 		// Without the global denominators a shard would be normalized on
