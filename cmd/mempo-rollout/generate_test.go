@@ -1,0 +1,194 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/mempo/mempo/lib/checkpoint"
+	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/safetensors"
+)
+
+func runGen(args ...string) error {
+	app := cli.App("mempo-rollout", "test", "mempo-rollout generate")
+	app.Commands = []*ucli.Command{generateCommand}
+	return app.Run(append([]string{"mempo-rollout", "generate"}, args...))
+}
+
+func genLines(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func ints(v any) []int {
+	var out []int
+	for _, x := range v.([]any) {
+		out = append(out, int(x.(float64)))
+	}
+	return out
+}
+
+const fixture = "../../testdata/models/qwen3-qknorm-nobias"
+
+// Greedy decoding of the transformers fixture's prompt, in one batch with a
+// longer prompt, reproduces transformers' 32 greedy tokens.
+func TestGenerateGreedyMatchesTransformers(t *testing.T) {
+	g, err := safetensors.Open(filepath.Join(fixture, "golden.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	prompt, _, _ := g.Int64("greedy.prompt")
+	want, _, _ := g.Int64("greedy.output")
+	other, _, _ := g.Int64("ids.0")
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "out.jsonl")
+	a, _ := json.Marshal(map[string]any{"ids": other, "id": "a"})
+	b, _ := json.Marshal(map[string]any{"ids": prompt, "id": "b"})
+	os.WriteFile(in, []byte(string(a)+"\n"+string(b)+"\n"), 0o644)
+	if err := runGen("--model", fixture, "--in", in, "--out", out, "--max-tokens", "32", "--temperature", "0", "--ignore-eos"); err != nil {
+		t.Fatal(err)
+	}
+	rows := genLines(t, out)
+	if len(rows) != 2 || rows[1]["id"] != "b" {
+		t.Fatalf("rows: %v", rows)
+	}
+	got := ints(rows[1]["output_ids"])
+	if len(got) != len(want) {
+		t.Fatalf("%d tokens, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if got[i] != int(want[i]) {
+			t.Fatalf("greedy tokens %v, transformers %v", got, want)
+		}
+	}
+	if n := len(rows[1]["output_logprobs"].([]any)); n != 32 || rows[1]["finish_reason"] != "length" {
+		t.Errorf("output_logprobs has %d entries, finish %v", n, rows[1]["finish_reason"])
+	}
+	if _, ok := rows[1]["output_text"]; ok {
+		t.Error("output_text without a tokenizer")
+	}
+}
+
+func TestGenerateSeededAndErrors(t *testing.T) {
+	dir := t.TempDir()
+	in, out := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "out.jsonl")
+	os.WriteFile(in, []byte("{\"ids\": [1, 2, 3]}\n{\"ids\": [9]}\n"), 0o644)
+	run := func(extra ...string) []map[string]any {
+		t.Helper()
+		args := append([]string{"--model", fixture, "--in", in, "--out", out, "--max-tokens", "12", "--ignore-eos", "--top-p", "0.95", "--temperature", "3"}, extra...)
+		if err := runGen(args...); err != nil {
+			t.Fatal(err)
+		}
+		return genLines(t, out)
+	}
+	r1, r2, r3 := run("--seed", "5", "--n", "2"), run("--seed", "5", "--n", "2"), run("--seed", "6", "--n", "2")
+	if len(r1) != 4 {
+		t.Fatalf("%d rows for 2 inputs with --n 2", len(r1))
+	}
+	same := func(a, b []map[string]any) bool {
+		for i := range a {
+			if !equal(ints(a[i]["output_ids"]), ints(b[i]["output_ids"])) {
+				return false
+			}
+		}
+		return true
+	}
+	if !same(r1, r2) {
+		t.Error("the same seed gave different samples")
+	}
+	if same(r1, r3) {
+		t.Error("another seed gave the same samples")
+	}
+	// Row 2 alone draws the same tokens as in the batch: its seed is (seed, row).
+	os.WriteFile(in, []byte("{\"ids\": [1, 2, 3]}\n"), 0o644)
+	alone := run("--seed", "5", "--n", "2")
+	if !equal(ints(alone[1]["output_ids"]), ints(r1[1]["output_ids"])) {
+		t.Error("a row's samples depend on the rows after it")
+	}
+
+	os.WriteFile(in, []byte("{\"ids\": [1]}\n{\"ids\": [400]}\n"), 0o644)
+	err := runGen("--model", fixture, "--in", in, "--out", out, "--max-tokens", "2")
+	if err == nil || !strings.Contains(err.Error(), "row 2") || !strings.Contains(err.Error(), "400") {
+		t.Errorf("out-of-vocabulary id: err = %v", err)
+	}
+	os.WriteFile(in, []byte("{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}\n"), 0o644)
+	if err := runGen("--model", fixture, "--in", in, "--out", out, "--max-tokens", "2"); err == nil || !strings.Contains(err.Error(), "tokenizer") {
+		t.Errorf("messages without a tokenizer: err = %v", err)
+	}
+	if err := runGen("--model", fixture, "--in", in, "--out", out, "--max-tokens", "2", "--device", "cuda"); err == nil || !strings.Contains(err.Error(), "cuda") {
+		t.Errorf("--device cuda: err = %v", err)
+	}
+}
+
+func equal(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Chat input through a model directory with a tokenizer: the ChatML prompt,
+// decoded output text, and a stop string.
+func TestGenerateChatAndStop(t *testing.T) {
+	dir := t.TempDir()
+	mdir := filepath.Join(dir, "model")
+	cfg, err := checkpoint.Preset("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.VocabSize, cfg.EOSTokenIDs, cfg.BOSTokenID, cfg.Generation = 512, []int{503}, nil, nil
+	if err := checkpoint.Save(mdir, cfg, checkpoint.RandomInit(cfg, 1), checkpoint.SaveOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	tj, _ := os.ReadFile("../../testdata/tokenizer/wordlevel.json")
+	os.WriteFile(filepath.Join(mdir, "tokenizer.json"), tj, 0o644)
+	in, out := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "out.jsonl")
+	os.WriteFile(in, []byte(`{"messages": [{"role": "user", "content": "where was the statue built"}]}`+"\n"), 0o644)
+	if err := runGen("--model", mdir, "--in", in, "--out", out, "--max-tokens", "8", "--temperature", "0", "--ignore-eos"); err != nil {
+		t.Fatal(err)
+	}
+	rows := genLines(t, out)
+	text, ok := rows[0]["output_text"].(string)
+	if !ok || text == "" {
+		t.Fatalf("no output_text: %v", rows[0])
+	}
+	// Stop at the first word of the greedy text: the row ends there.
+	words := strings.Fields(text)
+	if err := runGen("--model", mdir, "--in", in, "--out", out, "--max-tokens", "8", "--temperature", "0", "--ignore-eos", "--stop", words[0]); err != nil {
+		t.Fatal(err)
+	}
+	rows = genLines(t, out)
+	if rows[0]["finish_reason"] != "stop" || !strings.Contains(rows[0]["output_text"].(string), words[0]) {
+		t.Errorf("stop %q: %v", words[0], rows[0])
+	}
+	if n := len(rows[0]["output_ids"].([]any)); n > len(strings.Fields(text)) && n != 1 {
+		t.Errorf("stop %q: %d tokens", words[0], n)
+	}
+}
