@@ -36,7 +36,11 @@ func scoreAction(c *ucli.Context) error {
 			Seed:          c.Uint64("seed"),
 		},
 	}
-	written, err := report.Run(cfg, c.App.Writer)
+	table := c.App.Writer
+	if cfg.Out == "-" { // scores go to stdout: keep the table off it
+		table = os.Stderr
+	}
+	written, err := report.Run(cfg, table)
 	if err != nil {
 		return err
 	}
