@@ -19,7 +19,15 @@ import (
 	"os"
 	"sort"
 	"syscall"
+	"unsafe"
 )
+
+// nativeLittleEndian is true on the hosts Go mostly runs on; F32 data is then
+// copied in bulk instead of decoded element by element.
+var nativeLittleEndian = func() bool {
+	x := uint16(1)
+	return *(*byte)(unsafe.Pointer(&x)) == 1
+}()
 
 // DType is a safetensors element type as spelled in the header.
 type DType string
@@ -272,8 +280,12 @@ func (f *File) Float32(name string) ([]float32, []int, error) {
 	out := make([]float32, t.NumElements())
 	switch t.DType {
 	case F32:
-		for i := range out {
-			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+		if nativeLittleEndian && len(out) > 0 {
+			copy(unsafe.Slice((*byte)(unsafe.Pointer(&out[0])), len(raw)), raw)
+		} else {
+			for i := range out {
+				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+			}
 		}
 	case BF16:
 		for i := range out {

@@ -326,3 +326,51 @@ func TestWriteRejects(t *testing.T) {
 		t.Errorf("leftovers %v", entries)
 	}
 }
+
+// TestRoundTripLarge crosses the writer's 64 KiB conversion chunks.
+func TestRoundTripLarge(t *testing.T) {
+	const n = 100003
+	f32 := make([]float32, n)
+	i64 := make([]int64, n)
+	for i := range f32 {
+		f32[i] = float32(i)*0.37 - 5000
+		i64[i] = int64(i)*7919 - 1<<40
+	}
+	path := filepath.Join(t.TempDir(), "big.safetensors")
+	err := WriteFile(path, []Tensor{
+		{Name: "f32", DType: F32, Shape: []int{n}, F32: f32},
+		{Name: "bf16", DType: BF16, Shape: []int{n}, F32: f32},
+		{Name: "f16", DType: F16, Shape: []int{n}, F32: f32},
+		{Name: "i64", DType: I64, Shape: []int{n}, I64: i64},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	got, _, _ := f.Float32("f32")
+	if !reflect.DeepEqual(got, f32) {
+		t.Error("f32 differs")
+	}
+	for _, c := range []struct {
+		name string
+		conv func(float32) float32
+	}{
+		{"bf16", func(x float32) float32 { return BF16ToF32(F32ToBF16(x)) }},
+		{"f16", func(x float32) float32 { return F16ToF32(F32ToF16(x)) }},
+	} {
+		got, _, _ := f.Float32(c.name)
+		for i := range got {
+			if got[i] != c.conv(f32[i]) {
+				t.Fatalf("%s[%d] = %v, want %v", c.name, i, got[i], c.conv(f32[i]))
+			}
+		}
+	}
+	gi, _, _ := f.Int64("i64")
+	if !reflect.DeepEqual(gi, i64) {
+		t.Error("i64 differs")
+	}
+}

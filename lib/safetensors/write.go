@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unsafe"
 
 	"github.com/mempo/mempo/lib/cli"
 )
@@ -90,38 +91,37 @@ func WriteFile(path string, tensors []Tensor, metadata map[string]string) error 
 	binary.LittleEndian.PutUint64(lenBuf[:], uint64(hdr.Len()))
 	w.Write(lenBuf[:])
 	w.WriteString(hdr.String())
-	var buf [8]byte
+	chunk := make([]byte, 0, 1<<16)
 	for _, t := range ts {
 		if t.Raw != nil {
 			w.Write(t.Raw)
 			continue
 		}
-		switch t.DType {
-		case F32:
-			for _, v := range t.F32 {
-				binary.LittleEndian.PutUint32(buf[:], math.Float32bits(v))
-				w.Write(buf[:4])
+		if t.DType == F32 && nativeLittleEndian && len(t.F32) > 0 {
+			w.Write(unsafe.Slice((*byte)(unsafe.Pointer(&t.F32[0])), 4*len(t.F32)))
+			continue
+		}
+		n := len(t.F32)
+		if t.DType == I64 || t.DType == I32 {
+			n = len(t.I64)
+		}
+		for i := 0; i < n; {
+			chunk = chunk[:0]
+			for ; i < n && len(chunk) < cap(chunk)-8; i++ {
+				switch t.DType {
+				case F32:
+					chunk = binary.LittleEndian.AppendUint32(chunk, math.Float32bits(t.F32[i]))
+				case BF16:
+					chunk = binary.LittleEndian.AppendUint16(chunk, F32ToBF16(t.F32[i]))
+				case F16:
+					chunk = binary.LittleEndian.AppendUint16(chunk, F32ToF16(t.F32[i]))
+				case I64:
+					chunk = binary.LittleEndian.AppendUint64(chunk, uint64(t.I64[i]))
+				case I32:
+					chunk = binary.LittleEndian.AppendUint32(chunk, uint32(int32(t.I64[i])))
+				}
 			}
-		case BF16:
-			for _, v := range t.F32 {
-				binary.LittleEndian.PutUint16(buf[:], F32ToBF16(v))
-				w.Write(buf[:2])
-			}
-		case F16:
-			for _, v := range t.F32 {
-				binary.LittleEndian.PutUint16(buf[:], F32ToF16(v))
-				w.Write(buf[:2])
-			}
-		case I64:
-			for _, v := range t.I64 {
-				binary.LittleEndian.PutUint64(buf[:], uint64(v))
-				w.Write(buf[:8])
-			}
-		case I32:
-			for _, v := range t.I64 {
-				binary.LittleEndian.PutUint32(buf[:], uint32(int32(v)))
-				w.Write(buf[:4])
-			}
+			w.Write(chunk)
 		}
 	}
 	if err := w.Flush(); err != nil {
