@@ -335,6 +335,7 @@ func (h *mergeHeap) pop() heapItem {
 
 // bpeCache maps pre-tokens to their ids. Like HF's cache it stops growing
 // at its limit rather than evicting, which keeps lookups lock-light.
+//
 type bpeCache struct {
 	mu    sync.RWMutex
 	m     map[string][]int32

@@ -135,23 +135,23 @@ func Parse(data []byte, opt Options) (*Tokenizer, error) {
 
 func parseModel(raw json.RawMessage) (model, error) {
 	var m struct {
-		Type                    string          `json:"type"`
-		Vocab                   map[string]int  `json:"vocab"`
-		Merges                  json.RawMessage `json:"merges"`
-		UnkToken                *string         `json:"unk_token"`
-		Dropout                 *float64        `json:"dropout"`
-		ContinuingSubwordPrefix *string         `json:"continuing_subword_prefix"`
-		EndOfWordSuffix         *string         `json:"end_of_word_suffix"`
-		FuseUnk                 bool            `json:"fuse_unk"`
-		ByteFallback            bool            `json:"byte_fallback"`
-		IgnoreMerges            bool            `json:"ignore_merges"`
+		Type                    string         `json:"type"`
+		Vocab                   map[string]int `json:"vocab"`
+		Merges                  *mergeList     `json:"merges"`
+		UnkToken                *string        `json:"unk_token"`
+		Dropout                 *float64       `json:"dropout"`
+		ContinuingSubwordPrefix *string        `json:"continuing_subword_prefix"`
+		EndOfWordSuffix         *string        `json:"end_of_word_suffix"`
+		FuseUnk                 bool           `json:"fuse_unk"`
+		ByteFallback            bool           `json:"byte_fallback"`
+		IgnoreMerges            bool           `json:"ignore_merges"`
 	}
 	if err := json.Unmarshal(raw, &m); err != nil {
 		return nil, jsonError(raw, err)
 	}
 	if m.Type == "" {
 		// HF's untagged form: a model with merges is BPE.
-		if !isNull(m.Merges) {
+		if m.Merges != nil {
 			m.Type = "BPE"
 		} else {
 			return nil, errors.New(`"type" is missing`)
@@ -167,8 +167,11 @@ func parseModel(raw json.RawMessage) (model, error) {
 	}
 	switch m.Type {
 	case "BPE":
-		if isNull(m.Merges) {
+		if m.Merges == nil {
 			return nil, errors.New(`BPE model has no "merges"`)
+		}
+		if m.Merges.err != nil {
+			return nil, m.Merges.err
 		}
 		if m.Dropout != nil && *m.Dropout > 0 {
 			return nil, fmt.Errorf("BPE dropout %g is not supported (encoding would be random)", *m.Dropout)
@@ -187,10 +190,7 @@ func parseModel(raw json.RawMessage) (model, error) {
 			}
 			b.unk = id
 		}
-		pairs, err := parseMerges(m.Merges)
-		if err != nil {
-			return nil, err
-		}
+		pairs := m.Merges.pairs
 		b.merges = make(map[uint64]uint64, len(pairs))
 		for rank, p := range pairs {
 			a, ok := m.Vocab[p[0]]
@@ -226,35 +226,99 @@ func parseModel(raw json.RawMessage) (model, error) {
 	return nil, fmt.Errorf("model type %q is not supported (BPE and WordLevel are)", m.Type)
 }
 
-// parseMerges reads both encodings HF writes: ["a b", ...] (before
-// tokenizers 0.20) and [["a", "b"], ...].
-func parseMerges(raw json.RawMessage) ([][2]string, error) {
-	var items []json.RawMessage
-	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, fmt.Errorf("merges: %v", jsonError(raw, err))
+// mergeList reads both encodings HF writes for merges: ["a b", ...] (before
+// tokenizers 0.20) and [["a", "b"], ...]. It scans the array by hand: the
+// Qwen file has 151k merges and one json.Unmarshal per merge is slow.
+type mergeList struct {
+	pairs [][2]string
+	err   error // a malformed entry, reported by parseModel with context
+}
+
+func (ml *mergeList) UnmarshalJSON(b []byte) error {
+	// encoding/json has already checked that b is valid JSON.
+	i := skipSpace(b, 0)
+	if i >= len(b) || b[i] != '[' {
+		ml.err = fmt.Errorf("merges: want a JSON array, got %.20s", b)
+		return nil
 	}
-	out := make([][2]string, len(items))
-	for i, it := range items {
-		it = bytes.TrimSpace(it)
-		if len(it) > 0 && it[0] == '"' {
-			var s string
-			if err := json.Unmarshal(it, &s); err != nil {
-				return nil, fmt.Errorf("merges[%d]: %v", i, err)
+	i = skipSpace(b, i+1)
+	for n := 0; i < len(b) && b[i] != ']'; n++ {
+		switch b[i] {
+		case '"':
+			s, next, err := jsonString(b, i)
+			if err != nil {
+				return err
 			}
 			parts := strings.Split(s, " ")
 			if len(parts) != 2 {
-				return nil, fmt.Errorf("merges[%d]: %q is not two tokens separated by one space", i, s)
+				ml.err = fmt.Errorf("merges[%d]: %q is not two tokens separated by one space", n, s)
+				return nil
 			}
-			out[i] = [2]string{parts[0], parts[1]}
-			continue
+			ml.pairs = append(ml.pairs, [2]string{parts[0], parts[1]})
+			i = next
+		case '[':
+			var pair [2]string
+			j := skipSpace(b, i+1)
+			k := 0
+			for ; j < len(b) && b[j] == '"'; k++ {
+				s, next, err := jsonString(b, j)
+				if err != nil {
+					return err
+				}
+				if k < 2 {
+					pair[k] = s
+				}
+				j = skipSpace(b, next)
+				if j < len(b) && b[j] == ',' {
+					j = skipSpace(b, j+1)
+				}
+			}
+			if k != 2 || j >= len(b) || b[j] != ']' {
+				ml.err = fmt.Errorf("merges[%d]: want \"a b\" or [\"a\", \"b\"]", n)
+				return nil
+			}
+			ml.pairs = append(ml.pairs, pair)
+			i = j + 1
+		default:
+			ml.err = fmt.Errorf("merges[%d]: want \"a b\" or [\"a\", \"b\"], got %.20s", n, b[i:])
+			return nil
 		}
-		var pair []string
-		if err := json.Unmarshal(it, &pair); err != nil || len(pair) != 2 {
-			return nil, fmt.Errorf("merges[%d]: want \"a b\" or [\"a\", \"b\"], got %.40s", i, it)
+		i = skipSpace(b, i)
+		if i < len(b) && b[i] == ',' {
+			i = skipSpace(b, i+1)
 		}
-		out[i] = [2]string{pair[0], pair[1]}
 	}
-	return out, nil
+	return nil
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\r' || b[i] == '\t') {
+		i++
+	}
+	return i
+}
+
+// jsonString decodes the JSON string starting at b[i] == '"' and returns it
+// with the index after its closing quote.
+func jsonString(b []byte, i int) (string, int, error) {
+	escaped := false
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			escaped = true
+			j++
+		case '"':
+			if !escaped {
+				return string(b[i+1 : j]), j + 1, nil
+			}
+			var s string
+			if err := json.Unmarshal(b[i:j+1], &s); err != nil {
+				return "", 0, err
+			}
+			return s, j + 1, nil
+		}
+	}
+	return "", 0, errors.New("unterminated string in merges")
 }
 
 func parseNormalizer(raw json.RawMessage) (normalizer, error) {

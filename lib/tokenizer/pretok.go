@@ -213,7 +213,15 @@ func isOther(r rune) bool {
 
 func letterRun(s string, i int) int {
 	for i < len(s) {
-		r, n := decodeRune(s, i)
+		// ASCII fast path: most text is ASCII letters.
+		if c := s[i]; c < utf8.RuneSelf {
+			if asciiClass[c]&clsL == 0 {
+				return i
+			}
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
 		if !isL(r) {
 			break
 		}

@@ -253,9 +253,9 @@ func TestStreamingDecoderHoldsPartialUTF8(t *testing.T) {
 func TestLossyUTF8MatchesRust(t *testing.T) {
 	// Expected values are those of Rust's String::from_utf8_lossy.
 	for in, want := range map[string]string{
-		"a\xF0\x9F\x91b":   "a\uFFFDb",             // one maximal subpart
-		"\xE0\x80":         "\uFFFD\uFFFD",         // E0 80 is never valid
-		"\xED\xA0\x80":     "\uFFFD\uFFFD\uFFFD",   // surrogate
+		"a\xF0\x9F\x91b":   "a\uFFFDb",           // one maximal subpart
+		"\xE0\x80":         "\uFFFD\uFFFD",       // E0 80 is never valid
+		"\xED\xA0\x80":     "\uFFFD\uFFFD\uFFFD", // surrogate
 		"\xF4\x90\x80\x80": "\uFFFD\uFFFD\uFFFD\uFFFD",
 		"\xC3":             "\uFFFD",
 		"\xFF\xFEok":       "\uFFFD\uFFFDok",
