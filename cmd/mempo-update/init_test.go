@@ -252,3 +252,36 @@ func TestInspectFixtures(t *testing.T) {
 		t.Error("inspect without DIR succeeded")
 	}
 }
+
+// TestInitFromModelDir takes --config from an existing model directory: its
+// config.json (v5 keys) and generation_config.json carry over.
+func TestInitFromModelDir(t *testing.T) {
+	root := t.TempDir()
+	src := filepath.Join(root, "src")
+	os.MkdirAll(src, 0o755)
+	for _, f := range []string{"config.json", "generation_config.json"} {
+		b, err := os.ReadFile(filepath.Join("../../testdata/models/qwen2-untied-gqa4", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f == "generation_config.json" {
+			b = []byte(strings.Replace(string(b), `"use_cache": true`, `"use_cache": true, "temperature": 0.7`, 1))
+		}
+		os.WriteFile(filepath.Join(src, f), b, 0o644)
+	}
+	tok := initTestTokenizer(t, filepath.Join(root, "tok"), 320)
+	out := filepath.Join(root, "out")
+	if _, err := runCkptCmd(t, "init", "--config", src, "--tokenizer", tok, "--out", out); err != nil {
+		t.Fatal(err)
+	}
+	ck, err := checkpoint.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ck.Close()
+	c := ck.Config
+	if c.NumHeads != 8 || c.NumKVHeads != 2 || c.TieWordEmbeddings || c.RopeTheta != 1e6 || c.Generation["temperature"] == nil ||
+		ck.DType("lm_head.weight") != safetensors.F32 {
+		t.Errorf("config from a model dir: %+v", c)
+	}
+}
