@@ -27,7 +27,12 @@ type Rollout struct {
 	Policy     string     `parquet:"policy" json:"policy"`    // checkpoint id of the policy that sampled it
 	Keep       string     `parquet:"keep" json:"keep"`        // context knob: "1" (MemPO), "all" (full history), or a number
 	Seed       int64      `parquet:"seed" json:"seed"`
-	Steps      []Step     `parquet:"steps,list" json:"steps"`
+	// Sampling settings the trajectory was drawn with (0 temperature: greedy;
+	// top_p 1 and top_k 0: filters off).
+	Temperature float64 `parquet:"temperature" json:"temperature"`
+	TopP        float64 `parquet:"top_p" json:"top_p"`
+	TopK        int32   `parquet:"top_k" json:"top_k"`
+	Steps       []Step  `parquet:"steps,list" json:"steps"`
 
 	Answer   string   `parquet:"answer" json:"answer"`             // raw text of the final step's last <answer>, "" when none
 	Answers  []string `parquet:"answers,list" json:"answers"`      // Answer split on ";" and trimmed
@@ -50,13 +55,16 @@ type Step struct {
 	Index      int32     `parquet:"index" json:"index"`
 	ContextIDs []int32   `parquet:"context_ids,list" json:"context_ids"` // token ids of the prompt the policy saw
 	OutputIDs  []int32   `parquet:"output_ids,list" json:"output_ids"`   // sampled token ids
-	Logprobs   []float32 `parquet:"logprobs,list" json:"logprobs"`       // sampling log-prob of each output id
-	MemStart   int32     `parquet:"mem_start" json:"mem_start"`          // token span of the <mem> content in output_ids, [start,end); -1 when none
-	MemEnd     int32     `parquet:"mem_end" json:"mem_end"`
-	Action     string    `parquet:"action" json:"action"` // "search", "answer" or "invalid"
-	Query      string    `parquet:"query" json:"query,omitempty"`
-	DocIDs     []string  `parquet:"doc_ids,list" json:"doc_ids"`
-	Finish     string    `parquet:"finish" json:"finish,omitempty"` // "stop" or "length"
+	Logprobs   []float32 `parquet:"logprobs,list" json:"logprobs"`       // policy log-prob of each output id at temperature 1, no filters (the ratio's old log-prob)
+	// SampleLogprobs is the log-prob of each output id under the distribution
+	// it was drawn from (temperature, top-k, top-p applied; 0 when greedy).
+	SampleLogprobs []float32 `parquet:"sample_logprobs,list" json:"sample_logprobs,omitempty"`
+	MemStart       int32     `parquet:"mem_start" json:"mem_start"` // token span of the <mem> content in output_ids, [start,end); -1 when none
+	MemEnd         int32     `parquet:"mem_end" json:"mem_end"`
+	Action         string    `parquet:"action" json:"action"` // "search", "answer" or "invalid"
+	Query          string    `parquet:"query" json:"query,omitempty"`
+	DocIDs         []string  `parquet:"doc_ids,list" json:"doc_ids"`
+	Finish         string    `parquet:"finish" json:"finish,omitempty"` // "stop" or "length"
 
 	ContextTokens int32 `parquet:"context_tokens" json:"context_tokens"`
 	OutputTokens  int32 `parquet:"output_tokens" json:"output_tokens"`
@@ -190,6 +198,14 @@ func (s *Step) validate() *FieldError {
 	for _, lp := range s.Logprobs {
 		if math.IsNaN(float64(lp)) || lp > 0 {
 			return bad("logprobs", "value %v is not a log-probability", lp)
+		}
+	}
+	if len(s.SampleLogprobs) != 0 && len(s.SampleLogprobs) != len(s.OutputIDs) {
+		return bad("sample_logprobs", "has %d values for %d output ids", len(s.SampleLogprobs), len(s.OutputIDs))
+	}
+	for _, lp := range s.SampleLogprobs {
+		if math.IsNaN(float64(lp)) || lp > 0 {
+			return bad("sample_logprobs", "value %v is not a log-probability", lp)
 		}
 	}
 	switch {
