@@ -1,8 +1,11 @@
 package records
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -72,5 +75,65 @@ func TestReadPyarrowFixtures(t *testing.T) {
 	}
 	if canon(t, ups) != canon(t, fixtureUpdates()) {
 		t.Errorf("metrics:\n got %s\nwant %s", canon(t, ups), canon(t, fixtureUpdates()))
+	}
+}
+
+// TestWriteLargeCheck writes a few thousand random rollouts (several row
+// groups' worth of pages, nulls scattered in nested steps) as Parquet and
+// JSONL into $MEMPO_LARGE_CHECK_DIR, for scripts/check_parquet.py to compare
+// value by value with pyarrow. Nothing is committed from it.
+func TestWriteLargeCheck(t *testing.T) {
+	dir := os.Getenv("MEMPO_LARGE_CHECK_DIR")
+	if dir == "" {
+		t.Skip("set MEMPO_LARGE_CHECK_DIR to write a large pyarrow cross-check set")
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	rows := make([]Rollout, 2000)
+	for i := range rows {
+		k := 1 + rng.IntN(4)
+		r := Rollout{TaskID: fmt.Sprintf("t%d", i), DataSource: []string{"nq", "hotpotqa", "popqa"}[i%3], K: int32(k),
+			Group: int64(i / 16), Sample: int32(i % 16), Policy: "ckpt-7", Keep: "1", Seed: int64(i), FormatOK: rng.IntN(5) > 0}
+		var ans []string
+		for j := 0; j < k; j++ {
+			r.Questions = append(r.Questions, fmt.Sprintf("question %d.%d ünïcode?", i, j))
+			var g []string
+			for a := 0; a <= rng.IntN(3); a++ {
+				g = append(g, fmt.Sprintf("gold %d %d %d", i, j, a))
+			}
+			r.Golds = append(r.Golds, g)
+			ans = append(ans, g[0])
+		}
+		r.Answer = strings.Join(ans, "; ")
+		for s := 0; s < 1+rng.IntN(5); s++ {
+			st := Step{Index: int32(s), MemStart: -1, MemEnd: -1, Action: "search", Query: fmt.Sprintf("q%d", s), DocIDs: []string{"1", "2", "3"}}
+			for n := rng.IntN(300); n > 0; n-- {
+				st.ContextIDs = append(st.ContextIDs, int32(rng.IntN(151000)))
+			}
+			for n := rng.IntN(120); n > 0; n-- {
+				st.OutputIDs = append(st.OutputIDs, int32(rng.IntN(151000)))
+				st.Logprobs = append(st.Logprobs, -float32(rng.ExpFloat64()))
+			}
+			if len(st.OutputIDs) > 4 && rng.IntN(3) > 0 {
+				st.MemStart, st.MemEnd = 1, int32(len(st.OutputIDs)/2)
+				st.PGoldMem, st.PGoldHist = Ptr(rng.Float64()), Ptr(rng.Float64())
+				st.RMem = Ptr(*st.PGoldMem - *st.PGoldHist)
+			}
+			st.ContextTokens, st.OutputTokens = int32(len(st.ContextIDs)), int32(len(st.OutputIDs))
+			r.Steps = append(r.Steps, st)
+		}
+		r.Finish()
+		rows[i] = r
+	}
+	for _, name := range []string{"rollouts-go.parquet", "rollouts-go.jsonl"} {
+		if err := WriteFile(filepath.Join(dir, name), rows); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := WriteFile(filepath.Join(dir, "metrics-go.parquet"), fixtureUpdates()); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadFile[Rollout](filepath.Join(dir, "rollouts-go.parquet"))
+	if err != nil || len(back) != len(rows) || canon(t, back[1999]) != canon(t, rows[1999]) {
+		t.Fatalf("read back: %v", err)
 	}
 }
