@@ -97,11 +97,13 @@ func (o *AdamW) StepCount() int64 {
 //	bc1 = 1 − β1^step, bc2 = 1 − β2^step
 //	θ ← θ − (lr/bc1)·m / (√v/√bc2 + ε)
 //
-// Tensor arithmetic is float32, one rounding per operation; the scalars
-// (1 − lr·λ, lr/bc1, √bc2, …) are computed in float64 and rounded to
-// float32 once, as torch passes Python floats to float32 kernels. torch's
-// vectorized CPU kernels may fuse multiply-adds, so agreement with torch is
-// to float32 rounding, not bit for bit.
+// Tensor arithmetic is float32 with torch's CPU roundings: the lerp and the
+// addcmul are fused multiply-adds (one rounding), every other operation is
+// rounded on its own; the scalars (1 − lr·λ, lr/bc1, √bc2, …) are computed
+// in float64 and rounded to float32 once, as torch passes Python floats to
+// float32 kernels. Given the same gradients, the weights and moments are bit
+// for bit those of torch 2.11's AdamW(foreach=False) on the CPU
+// (TestAgainstTorch); CUDA's fused/foreach kernels round differently.
 func (o *AdamW) Step(params []Param, lr float64) error {
 	if math.IsNaN(lr) || math.IsInf(lr, 0) || lr < 0 {
 		return fmt.Errorf("optim: learning rate must be finite and ≥ 0, got %v", lr)
@@ -147,16 +149,19 @@ func (o *AdamW) Step(params []Param, lr float64) error {
 		theta, g, m, v := p.Data, p.Grad, s.m, s.v
 		parallelFor(len(theta), func(lo, hi int) {
 			for i := lo; i < hi; i++ {
-				// Explicit float32 conversions keep every product
-				// rounded on its own: the Go compiler may otherwise
-				// fuse a*b+c into an FMA on some targets.
+				// Where torch's vectorized CPU kernels fuse a
+				// multiply-add (lerp_vec's fmadd; addcmul's
+				// self + s·t1·t2, contracted by the compiler) we
+				// call fma32; elsewhere explicit float32
+				// conversions keep every product rounded on its
+				// own, since Go may fuse a*b+c on some targets.
 				if doDecay {
 					theta[i] = float32(theta[i] * decay)
 				}
 				gi := g[i]
-				m[i] = m[i] + float32(w1*float32(gi-m[i]))
+				m[i] = fma32(w1, gi-m[i], m[i])
 				v[i] = float32(v[i] * b2)
-				v[i] = v[i] + float32(float32(w2*gi)*gi)
+				v[i] = fma32(float32(w2*gi), gi, v[i])
 				den := float32(float32(sqrt32(v[i])/bc2sqrt) + eps)
 				theta[i] = theta[i] + float32(float32(negStep*m[i])/den)
 			}
@@ -166,6 +171,41 @@ func (o *AdamW) Step(params []Param, lr float64) error {
 }
 
 func sqrt32(x float32) float32 { return float32(math.Sqrt(float64(x))) }
+
+// fma32 returns a·b + c rounded once to float32, as a float32 FMA
+// instruction does. a·b is exact in float64 and math.FMA adds c with one
+// rounding to float64; rounding that to float32 is a second rounding, which
+// is wrong only when the float64 sum lands exactly on a float32 midpoint
+// while the exact sum does not. TwoSum recovers the float64 rounding error
+// e, and at such a midpoint the neighbour on e's side is the right answer.
+func fma32(a, b, c float32) float32 {
+	p := float64(a) * float64(b) // exact: 24 + 24 bits of significand
+	cc := float64(c)
+	s := p + cc
+	r := float32(s)
+	if math.IsInf(s, 0) || math.IsNaN(s) || float64(r) == s {
+		return r
+	}
+	// TwoSum: s + e == p + c exactly.
+	bv := s - p
+	e := (p - (s - bv)) + (cc - bv)
+	if e == 0 {
+		return r
+	}
+	var other float32
+	if float64(r) < s {
+		other = math.Nextafter32(r, float32(math.Inf(1)))
+	} else {
+		other = math.Nextafter32(r, float32(math.Inf(-1)))
+	}
+	if (float64(r)+float64(other))/2 != s {
+		return r // not a midpoint: the float64 rounding cannot have crossed one
+	}
+	if (e > 0) == (other > r) {
+		return other
+	}
+	return r
+}
 
 // State is an AdamW state: per-parameter step counts and moments.
 type State struct {

@@ -19,8 +19,9 @@ func GlobalNorm(params []Param) float64 {
 
 // ClipGradNorm scales all gradients in place so that their global L2 norm is
 // at most maxNorm, as torch.nn.utils.clip_grad_norm_ does:
-// coef = maxNorm/(norm + 1e-6), clamped to 1, every gradient multiplied by
-// coef (rounded to float32 once). It returns the norm before clipping.
+// coef = maxNorm/(norm + 1e-6) in float32 arithmetic as torch does, clamped
+// to 1, every gradient multiplied by coef. It returns the norm before
+// clipping.
 //
 // Differences from torch, on purpose: the norm is accumulated in float64
 // (torch: float32 per-tensor norms), maxNorm ≤ 0 means "measure only, do not
@@ -35,11 +36,12 @@ func ClipGradNorm(params []Param, maxNorm float64) (float64, error) {
 	if maxNorm <= 0 {
 		return norm, nil
 	}
-	coef := maxNorm / (norm + 1e-6)
-	if coef >= 1 {
+	// torch computes the coefficient with float32 tensors:
+	// max_norm / (total_norm + 1e-6), then clamps it to 1.
+	c := float32(maxNorm) / float32(float32(norm)+float32(1e-6))
+	if c >= 1 {
 		return norm, nil // torch multiplies by 1.0, which changes nothing
 	}
-	c := float32(coef)
 	for _, p := range params {
 		g := p.Grad
 		parallelFor(len(g), func(lo, hi int) {

@@ -2,6 +2,7 @@ package optim
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -300,5 +301,43 @@ func TestResumeBitIdentical(t *testing.T) {
 	}
 	if _, err := StateFromFlat(map[string][]float32{"x.exp_avg": {1}, "x.exp_avg_sq": {1, 2}}, map[string]string{"x.step": "1"}); err == nil {
 		t.Error("moments of different lengths accepted")
+	}
+}
+
+// TestFMA32 compares fma32 with a·b + c computed exactly (math/big) and
+// rounded once to float32, on random inputs and on inputs built so that the
+// float64 sum lands on a float32 midpoint (where a plain
+// float32(math.FMA(…)) rounds twice and goes wrong).
+func TestFMA32(t *testing.T) {
+	exact := func(a, b, c float32) float32 {
+		x := new(big.Float).SetPrec(200).SetFloat64(float64(a))
+		x.Mul(x, new(big.Float).SetPrec(200).SetFloat64(float64(b)))
+		x.Add(x, new(big.Float).SetPrec(200).SetFloat64(float64(c)))
+		f, _ := x.Float32()
+		return f
+	}
+	rng := rand.New(rand.NewPCG(11, 12))
+	for i := 0; i < 50000; i++ {
+		a := float32(rng.NormFloat64())
+		b := float32(rng.NormFloat64() * math.Pow(2, float64(rng.IntN(40)-20)))
+		c := float32(rng.NormFloat64())
+		if got, want := fma32(a, b, c), exact(a, b, c); got != want {
+			t.Fatalf("fma32(%v, %v, %v) = %v, exact %v", a, b, c, got, want)
+		}
+	}
+	// a = 1 + 2^-12, b = (1 − 2^-12 + 2^-24)·2^-24, so a·b = 2^-24 + 2^-60
+	// exactly, and c = 1: the exact sum is just above the midpoint between 1
+	// and 1 + 2^-23, so it rounds up; in float64 the 2^-60 is lost, the sum
+	// sits on the midpoint and ties to even (down to 1).
+	a := float32(1 + math.Pow(2, -12))
+	b := float32((1 - math.Pow(2, -12) + math.Pow(2, -24)) * math.Pow(2, -24))
+	c := float32(1)
+	want := exact(a, b, c)
+	if got := fma32(a, b, c); got != want {
+		t.Errorf("midpoint case: fma32 = %v, exact %v", got, want)
+	}
+	if twice := float32(math.FMA(float64(a), float64(b), float64(c))); twice == want {
+		t.Logf("midpoint case not hit by double rounding (%v): the construction is wrong", twice)
+		t.Fail()
 	}
 }
