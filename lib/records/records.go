@@ -65,6 +65,10 @@ type Step struct {
 	Query          string    `parquet:"query" json:"query,omitempty"`
 	DocIDs         []string  `parquet:"doc_ids,list" json:"doc_ids"`
 	Finish         string    `parquet:"finish" json:"finish,omitempty"` // "stop" or "length"
+	// ObsIDs are the ids of the observation that answered the step (empty
+	// when none): with the output ids they let lib/agent's CheckRecord
+	// rebuild every later context from the file alone.
+	ObsIDs []int32 `parquet:"obs_ids,list" json:"obs_ids,omitempty"`
 
 	ContextTokens int32 `parquet:"context_tokens" json:"context_tokens"`
 	OutputTokens  int32 `parquet:"output_tokens" json:"output_tokens"`
