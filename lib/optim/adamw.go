@@ -183,6 +183,11 @@ func fma32(a, b, c float32) float32 {
 	cc := float64(c)
 	s := p + cc
 	r := float32(s)
+	// Fast path: in float32's normal range a float32 midpoint has exactly
+	// bit 28 set among the 29 low significand bits of the float64.
+	if math.Abs(s) >= 0x1p-126 && math.Float64bits(s)&(1<<29-1) != 1<<28 {
+		return r
+	}
 	if math.IsInf(s, 0) || math.IsNaN(s) || float64(r) == s {
 		return r
 	}

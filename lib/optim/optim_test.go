@@ -340,4 +340,35 @@ func TestFMA32(t *testing.T) {
 		t.Logf("midpoint case not hit by double rounding (%v): the construction is wrong", twice)
 		t.Fail()
 	}
+	// The same construction around random c of both signs and many
+	// exponents (subnormals included), with a·b = ±(ulp(c)/2)·(1 ± 2^-36):
+	// exact sums just off a midpoint that float64 rounds onto it.
+	hits := 0
+	for i := 0; i < 20000; i++ {
+		c := float32(math.Ldexp(1+rng.Float64(), rng.IntN(260)-150))
+		if rng.IntN(2) == 0 {
+			c = -c
+		}
+		half := float64(math.Nextafter32(c, float32(math.Inf(1)))-c) / 2
+		var a, b float32
+		if rng.IntN(2) == 0 { // (1 + 2^-12)(1 − 2^-12 + 2^-24) = 1 + 2^-36
+			a, b = float32(1+math.Pow(2, -12)), float32((1-math.Pow(2, -12)+math.Pow(2, -24))*half)
+		} else { // (1 + 2^-18)(1 − 2^-18) = 1 − 2^-36
+			a, b = float32(1+math.Pow(2, -18)), float32((1-math.Pow(2, -18))*half)
+		}
+		if rng.IntN(2) == 0 {
+			b = -b
+		}
+		want := exact(a, b, c)
+		if got := fma32(a, b, c); got != want {
+			t.Fatalf("fma32(%v, %v, %v) = %v, exact %v", a, b, c, got, want)
+		}
+		if float32(math.FMA(float64(a), float64(b), float64(c))) != want {
+			hits++
+		}
+	}
+	t.Logf("%d of 20000 constructed cases defeat a double rounding", hits)
+	if hits < 1000 {
+		t.Errorf("only %d of the constructed cases defeat a double rounding", hits)
+	}
 }
