@@ -1,15 +1,3 @@
-// Package rl is the pure math of MemPO's learning stage, on plain Go slices:
-// trajectory and memory advantages (GRPO group z-scores, paper Eq. 9 and
-// DESIGN.md §4), the memory reward helper (Eq. 4–5), verl's clipped policy
-// loss with dual clip, the KL estimators k1/k2/k3, and the loss aggregation
-// modes (Eq. 10 and verl's agg_loss) with the per-token derivatives
-// dL/dlogp that the update stage feeds back through the model.
-//
-// The package knows nothing about models, tokenizers or files. The update
-// command computes log-probs with lib/model, calls Loss here to get one
-// coefficient per generated token, and backpropagates the weighted sum
-// Σ coef_t · logp_t through the model. A CUDA backend can mirror every
-// function token by token; all arithmetic is done in float64.
 package rl
 
 import (

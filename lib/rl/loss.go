@@ -178,10 +178,10 @@ type Metrics struct {
 	PPOKL           float64 // mean of old_logp − logp over loss tokens
 	MaxAbsLogRatio  float64 // max |logp − old_logp| (clamped at 20): drift of the recomputed log-probs from the rollout's
 
-	Tokens       int     // loss tokens
-	ClipTokens   int     // tokens counted in PGClipFrac
-	LowerTokens  int     // tokens counted in PGClipFracLower
-	SumNegLogRat float64 // Σ(old_logp − logp), clamped, for PPOKL
+	Tokens         int     // loss tokens
+	ClipTokens     int     // tokens counted in PGClipFrac
+	LowerTokens    int     // tokens counted in PGClipFracLower
+	SumNegLogRatio float64 // Σ(old_logp − logp), clamped, for PPOKL
 
 	// Advantage side, filled by SetAdvantageStats.
 	AdvTaskMean, AdvTaskStd float64
@@ -200,7 +200,7 @@ func (m *Metrics) Merge(o Metrics) {
 	m.Tokens += o.Tokens
 	m.ClipTokens += o.ClipTokens
 	m.LowerTokens += o.LowerTokens
-	m.SumNegLogRat += o.SumNegLogRat
+	m.SumNegLogRatio += o.SumNegLogRatio
 	m.MaxAbsLogRatio = math.Max(m.MaxAbsLogRatio, o.MaxAbsLogRatio)
 	m.fractions()
 }
@@ -213,7 +213,7 @@ func (m *Metrics) fractions() {
 	n := float64(m.Tokens)
 	m.PGClipFrac = float64(m.ClipTokens) / n
 	m.PGClipFracLower = float64(m.LowerTokens) / n
-	m.PPOKL = m.SumNegLogRat / n
+	m.PPOKL = m.SumNegLogRatio / n
 }
 
 // SetAdvantageStats copies the advantage summary into m.
@@ -356,7 +356,7 @@ func (cfg LossConfig) Loss(batch []TrajInput, d *Denoms) (*LossOutput, error) {
 				if pt.ClippedLower {
 					met.LowerTokens++
 				}
-				met.SumNegLogRat += pt.NegLogRatio
+				met.SumNegLogRatio += pt.NegLogRatio
 				met.MaxAbsLogRatio = math.Max(met.MaxAbsLogRatio, math.Abs(pt.NegLogRatio))
 			}
 		}
