@@ -1,0 +1,524 @@
+// Package rollout is the MemPO rollout engine: it runs G trajectories of the
+// memory agent (lib/agent) per task against a policy and a retriever and
+// turns each finished task into G rows of the rollouts file (lib/records),
+// rewards included.
+//
+// The engine is continuous-batched. Every turn it gathers the contexts of all
+// active trajectories and generates one step for all of them in a single
+// Policy.Generate call; the G trajectories of a task that has not generated
+// yet share their prompt, so they go in as one request with N = G and the
+// prompt is prefilled once. It then runs the searches of every trajectory
+// that asked for one in a single Searcher call, and observes. A task whose G
+// trajectories have all ended gets its memory rewards (teacher-forced
+// prefill-only passes through Policy.LogProbs, batched across every task that
+// ended in the same turn) and is handed to the caller; its slots are refilled
+// from the queue at the start of the next turn.
+//
+// Tokens in, tokens out: a step's output ids are the sampled ids, stored with
+// their log-probs and never decoded and encoded again; the context of every
+// step is built by lib/agent from the ids of earlier steps.
+//
+// Sampling is reproducible per (run seed, group, sample, turn): each request
+// carries its own seed and lib/model draws a row's randomness from its
+// request's seed alone, so which other trajectories share a batch — for
+// instance after a resume that skips finished tasks — does not change what a
+// trajectory samples.
+package rollout
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/mempo/mempo/lib/agent"
+	"github.com/mempo/mempo/lib/model"
+	"github.com/mempo/mempo/lib/records"
+	"github.com/mempo/mempo/lib/retrieval"
+	"github.com/mempo/mempo/lib/tasks"
+)
+
+// Policy is what the engine needs of a model. *model.Model satisfies it;
+// Scripted is a stand-in for tests and benchmarks of the engine itself.
+type Policy interface {
+	Generate(reqs []model.Request, opts model.GenerateOptions) ([]*model.Generation, error)
+	LogProbs(seqs [][]int) ([][]float32, error)
+}
+
+// Options are the engine's knobs besides the protocol (agent.Config).
+type Options struct {
+	// Group is G, the trajectories per task.
+	Group int
+	// Batch is the most trajectories in flight at once; whole tasks are
+	// admitted, so it is raised to Group when smaller.
+	Batch int
+	// MaxStepTokens is the generation budget of one step.
+	MaxStepTokens int
+	Sampling      model.SampleParams
+	// EOS ids end a step (kept in its output).
+	EOS []int
+	// Decode turns ids into text for the stop-string check; required.
+	Decode func(ids []int) string
+	// Seed is the run seed (see SampleSeed).
+	Seed uint64
+	// PolicyID and Keep are copied into every row.
+	PolicyID string
+	Keep     string
+	// MemoryReward computes p_gold_mem, p_gold_hist and r_mem for every step
+	// with a <mem> block.
+	MemoryReward bool
+	// MemTokensPerCall bounds the tokens of one LogProbs call of the memory
+	// reward (default 16384).
+	MemTokensPerCall int
+}
+
+// Job is one task with its group id (unique within the run).
+type Job struct {
+	Group int64
+	Task  tasks.Task
+}
+
+// Stats are running totals of a Run.
+type Stats struct {
+	Tasks, TasksDone     int
+	Trajectories         int   // finished
+	Steps                int   // generated steps
+	GeneratedTokens      int64 // output ids
+	ContextTokens        int64 // context ids of the generated steps
+	Searches             int   // queries
+	Turns                int   // engine turns (Generate calls)
+	Wall                 time.Duration
+	Generate, Search     time.Duration
+	Reward               time.Duration // memory-reward passes
+	MemSeqs, MemSeqsUniq int           // memory-reward sequences built, and run after dedup
+}
+
+// SearchShare is the share of wall time spent waiting for retrieval.
+func (s Stats) SearchShare() float64 {
+	if s.Wall <= 0 {
+		return 0
+	}
+	return s.Search.Seconds() / s.Wall.Seconds()
+}
+
+// Engine runs rollouts. Agent, Policy and Searcher are required.
+type Engine struct {
+	Agent    *agent.Agent
+	Policy   Policy
+	Searcher retrieval.Searcher
+	Opts     Options
+	// Progress, when set, is called after every turn with the totals so far.
+	Progress func(Stats)
+}
+
+// mix64 is splitmix64's finalizer over a seed and a value: distinct inputs
+// give unrelated streams.
+func mix64(seed, v uint64) uint64 {
+	z := seed + 0x9e3779b97f4a7c15*(v+1)
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+// TaskSeed is the seed of the first, shared-prefill request of a task: its
+// sample s draws from (TaskSeed, s).
+func TaskSeed(run uint64, group int64) uint64 { return mix64(run, uint64(group)) }
+
+// SampleSeed is the seed recorded for trajectory (group, sample); its turns
+// after the first draw from mix64(SampleSeed, turn).
+func SampleSeed(run uint64, group int64, sample int) uint64 {
+	return mix64(TaskSeed(run, group)^0x5bd1e9955bd1e995, uint64(sample))
+}
+
+type traj struct {
+	job      *jobState
+	sample   int
+	seed     uint64
+	tr       *agent.Trajectory
+	finish   []string    // per step: "stop" or "length"
+	sampleLP [][]float32 // per step
+	start    time.Time
+	wall     time.Duration
+	mem      []memTerms // per step, filled by the memory reward
+}
+
+type memTerms struct {
+	ok         bool
+	pMem, pHis float64
+}
+
+type jobState struct {
+	job   Job
+	trajs []*traj
+	fresh bool // no step generated yet: the first turn shares the prompt
+	left  int  // trajectories not done
+}
+
+// Run rolls out every job, G trajectories each, and calls emit with the G
+// rows of a task as soon as the task has finished (in the order tasks
+// finish, rows by sample). An emit error stops the run. A generation or
+// retrieval error stops it too: rows already emitted stay valid, the tasks
+// in flight are dropped.
+func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.Rollout) error) (Stats, error) {
+	o := e.Opts
+	if e.Agent == nil || e.Policy == nil || e.Searcher == nil {
+		return Stats{}, fmt.Errorf("rollout: engine needs an agent, a policy and a searcher")
+	}
+	if o.Group < 1 {
+		return Stats{}, fmt.Errorf("rollout: group size must be ≥ 1, got %d", o.Group)
+	}
+	if o.MaxStepTokens < 1 {
+		return Stats{}, fmt.Errorf("rollout: max step tokens must be ≥ 1, got %d", o.MaxStepTokens)
+	}
+	if o.Decode == nil {
+		return Stats{}, fmt.Errorf("rollout: a Decode function is needed for the stop strings")
+	}
+	batch := max(o.Batch, o.Group)
+	gen := model.GenerateOptions{
+		MaxTokens:   o.MaxStepTokens,
+		Sampling:    o.Sampling,
+		EOS:         o.EOS,
+		StopStrings: e.Agent.StopStrings(),
+		Decode:      o.Decode,
+	}
+	stats := Stats{Tasks: len(jobs)}
+	t0 := time.Now()
+	queue := jobs
+	var active []*jobState
+	inFlight := 0
+
+	for {
+		if err := ctx.Err(); err != nil {
+			return stats, err
+		}
+		// Refill: admit whole tasks while their G trajectories fit.
+		for len(queue) > 0 && (inFlight == 0 || inFlight+o.Group <= batch) {
+			active = append(active, e.admit(queue[0]))
+			queue = queue[1:]
+			inFlight += o.Group
+		}
+		if len(active) == 0 {
+			break
+		}
+
+		// One step for every active trajectory, in one Generate call.
+		type slot struct{ trajs []*traj } // the trajectories of one request, by sample
+		var reqs []model.Request
+		var slots []slot
+		for _, js := range active {
+			if js.fresh {
+				js.fresh = false
+				reqs = append(reqs, model.Request{Prompt: js.trajs[0].tr.Context(), N: o.Group, Seed: TaskSeed(o.Seed, js.job.Group)})
+				slots = append(slots, slot{js.trajs})
+				continue
+			}
+			for _, t := range js.trajs {
+				if t.tr.Done() {
+					continue
+				}
+				reqs = append(reqs, model.Request{Prompt: t.tr.Context(), N: 1, Seed: mix64(t.seed, uint64(t.tr.Turns))})
+				slots = append(slots, slot{[]*traj{t}})
+			}
+		}
+		tg := time.Now()
+		gens, err := e.Policy.Generate(reqs, gen)
+		stats.Generate += time.Since(tg)
+		stats.Turns++
+		if err != nil {
+			return stats, fmt.Errorf("rollout: generate: %w", err)
+		}
+		var searching []*traj
+		for _, g := range gens {
+			if g.Request < 0 || g.Request >= len(slots) || g.Sample < 0 || g.Sample >= len(slots[g.Request].trajs) {
+				return stats, fmt.Errorf("rollout: generate returned row (%d, %d) that was not asked for", g.Request, g.Sample)
+			}
+			t := slots[g.Request].trajs[g.Sample]
+			stats.ContextTokens += int64(len(reqs[g.Request].Prompt))
+			stats.GeneratedTokens += int64(len(g.IDs))
+			stats.Steps++
+			res, err := t.tr.Step(g.IDs, g.LogProbs)
+			if err != nil {
+				return stats, fmt.Errorf("rollout: task %s sample %d: %w", t.job.job.Task.TaskID, t.sample, err)
+			}
+			fin := "stop"
+			if g.Finish == "length" {
+				fin = "length"
+			}
+			t.finish = append(t.finish, fin)
+			t.sampleLP = append(t.sampleLP, append([]float32(nil), g.SampleLogProbs...))
+			if res.NeedSearch {
+				searching = append(searching, t)
+			}
+		}
+
+		// Every search of the turn in one call.
+		if len(searching) > 0 {
+			queries := make([]string, len(searching))
+			for i, t := range searching {
+				queries[i] = t.tr.Steps[len(t.tr.Steps)-1].Query
+			}
+			ts := time.Now()
+			hits, err := e.Searcher.Search(ctx, queries, e.Agent.Config().TopK)
+			stats.Search += time.Since(ts)
+			stats.Searches += len(queries)
+			if err != nil {
+				return stats, fmt.Errorf("rollout: retrieval: %w", err)
+			}
+			if len(hits) != len(queries) {
+				return stats, fmt.Errorf("rollout: retrieval: %d result lists for %d queries", len(hits), len(queries))
+			}
+			for i, t := range searching {
+				if err := t.tr.Observe(docsOf(hits[i])); err != nil {
+					return stats, err
+				}
+			}
+		}
+
+		// Collect the tasks whose trajectories have all ended.
+		var done []*jobState
+		keep := active[:0]
+		now := time.Now()
+		for _, js := range active {
+			js.left = 0
+			for _, t := range js.trajs {
+				if t.tr.Done() {
+					if t.wall == 0 {
+						t.wall = max(now.Sub(t.start), time.Nanosecond)
+					}
+				} else {
+					js.left++
+				}
+			}
+			if js.left == 0 {
+				done = append(done, js)
+				inFlight -= o.Group
+			} else {
+				keep = append(keep, js)
+			}
+		}
+		active = keep
+		if len(done) > 0 {
+			if o.MemoryReward {
+				tr := time.Now()
+				err := e.memoryRewards(done, &stats)
+				stats.Reward += time.Since(tr)
+				if err != nil {
+					return stats, err
+				}
+			}
+			for _, js := range done {
+				rows := e.rows(js)
+				if err := emit(js.job, rows); err != nil {
+					return stats, err
+				}
+				stats.TasksDone++
+				stats.Trajectories += len(rows)
+			}
+		}
+		stats.Wall = time.Since(t0)
+		if e.Progress != nil {
+			e.Progress(stats)
+		}
+	}
+	stats.Wall = time.Since(t0)
+	return stats, nil
+}
+
+func (e *Engine) admit(j Job) *jobState {
+	js := &jobState{job: j, fresh: true}
+	now := time.Now()
+	for s := 0; s < e.Opts.Group; s++ {
+		js.trajs = append(js.trajs, &traj{
+			job: js, sample: s, seed: SampleSeed(e.Opts.Seed, j.Group, s),
+			tr: e.Agent.NewTrajectory(j.Task.Questions), start: now,
+		})
+	}
+	return js
+}
+
+func docsOf(hits []retrieval.Hit) []agent.Doc {
+	docs := make([]agent.Doc, len(hits))
+	for i, h := range hits {
+		docs[i] = agent.Doc{ID: h.ID, Title: h.Title, Contents: h.Contents, Score: h.Score}
+	}
+	return docs
+}
+
+// memRef says which step of which trajectory a teacher-forcing sequence
+// scores, and where its gold ids are.
+type memRef struct {
+	t          *traj
+	step       int
+	hist       bool
+	start, end int
+}
+
+// memoryRewards fills the memory-reward terms of every step with a <mem>
+// block of the finished tasks: R^M = P(gold | q, mem_t) − P(gold | q, s_<t),
+// P = exp(mean teacher-forced log-prob of the gold ids). Identical sequences
+// (the prompt-only prior of step 0 is the same for all G samples) are run
+// once; the rest are packed into LogProbs calls of bounded size.
+func (e *Engine) memoryRewards(done []*jobState, stats *Stats) error {
+	var seqs [][]int
+	index := map[string]int{}
+	refs := map[int][]memRef{}
+	for _, js := range done {
+		for _, t := range js.trajs {
+			t.mem = make([]memTerms, len(t.tr.Steps))
+			for i, st := range t.tr.Steps {
+				if st.MemStart < 0 {
+					continue
+				}
+				ms, err := t.tr.MemorySequences(i, js.job.Task.Golds)
+				if err != nil {
+					return fmt.Errorf("rollout: task %s: memory reward: %w", js.job.Task.TaskID, err)
+				}
+				for _, r := range []memRef{
+					{t: t, step: i, start: ms.MemGoldStart, end: ms.MemGoldEnd},
+					{t: t, step: i, hist: true, start: ms.HistGoldStart, end: ms.HistGoldEnd},
+				} {
+					seq := ms.Mem
+					if r.hist {
+						seq = ms.Hist
+					}
+					stats.MemSeqs++
+					k := idsKey(seq)
+					n, ok := index[k]
+					if !ok {
+						n = len(seqs)
+						index[k] = n
+						seqs = append(seqs, seq)
+					}
+					refs[n] = append(refs[n], r)
+				}
+			}
+		}
+	}
+	stats.MemSeqsUniq += len(seqs)
+	budget := e.Opts.MemTokensPerCall
+	if budget <= 0 {
+		budget = 16384
+	}
+	for lo := 0; lo < len(seqs); {
+		hi, n := lo, 0
+		for hi < len(seqs) && (hi == lo || n+len(seqs[hi]) <= budget) {
+			n += len(seqs[hi])
+			hi++
+		}
+		lps, err := e.Policy.LogProbs(seqs[lo:hi])
+		if err != nil {
+			return fmt.Errorf("rollout: memory reward: %w", err)
+		}
+		for j, lp := range lps {
+			for _, r := range refs[lo+j] {
+				p := GoldProb(lp, r.start, r.end)
+				m := &r.t.mem[r.step]
+				m.ok = true
+				if r.hist {
+					m.pHis = p
+				} else {
+					m.pMem = p
+				}
+			}
+		}
+		lo = hi
+	}
+	return nil
+}
+
+// GoldProb is exp of the mean of lp[start:end], clamped to [0, 1]: the
+// geometric-mean probability of the gold ids, with lp laid out as
+// Model.LogProbs gives it (lp[t] = log p(ids[t] | ids[:t])).
+func GoldProb(lp []float32, start, end int) float64 {
+	if end <= start {
+		return 0
+	}
+	s := 0.0
+	for _, x := range lp[start:end] {
+		s += float64(x)
+	}
+	p := math.Exp(s / float64(end-start))
+	return min(max(p, 0), 1)
+}
+
+// idsKey is an exact map key for a sequence of ids (4 bytes each).
+func idsKey(ids []int) string {
+	b := make([]byte, 4*len(ids))
+	for i, id := range ids {
+		binary.LittleEndian.PutUint32(b[4*i:], uint32(id))
+	}
+	return string(b)
+}
+
+// rows turns a finished task into its G records.
+func (e *Engine) rows(js *jobState) []records.Rollout {
+	o := e.Opts
+	t := js.job.Task
+	out := make([]records.Rollout, 0, len(js.trajs))
+	for _, tj := range js.trajs {
+		tr := tj.tr
+		r := records.Rollout{
+			TaskID: t.TaskID, DataSource: t.DataSource, K: int32(len(t.Golds)), Prompt: t.Prompt,
+			Questions: append([]string(nil), t.Questions...), Golds: t.Golds,
+			Group: js.job.Group, Sample: int32(tj.sample), Policy: o.PolicyID, Keep: o.Keep,
+			Seed: int64(tj.seed), Temperature: o.Sampling.Temperature, TopP: o.Sampling.TopP, TopK: int32(o.Sampling.TopK),
+			Answer: tr.AnswerText, FormatOK: tr.FormatOK, Failure: failureOf(tr, tj.finish),
+			WallS: tj.wall.Seconds(),
+		}
+		if r.Prompt == "" {
+			r.Prompt = strings.Join(t.Questions, "; ")
+		}
+		for i, s := range tr.Steps {
+			st := records.Step{
+				Index: int32(i), ContextIDs: to32(s.ContextIDs), OutputIDs: to32(s.OutputIDs),
+				Logprobs: s.Logprobs, SampleLogprobs: tj.sampleLP[i],
+				MemStart: int32(s.MemStart), MemEnd: int32(s.MemEnd),
+				Action: s.Action, Query: s.Query, DocIDs: s.DocIDs, Finish: tj.finish[i],
+				ContextTokens: int32(s.ContextTokens), OutputTokens: int32(s.OutputTokens),
+				ObsIDs: to32(s.ObsIDs), InfoText: s.ObsText,
+			}
+			if !s.Valid {
+				st.Action = "invalid"
+			}
+			if st.DocIDs == nil {
+				st.DocIDs = []string{}
+			}
+			if tj.mem != nil && tj.mem[i].ok {
+				m := tj.mem[i]
+				st.PGoldMem, st.PGoldHist, st.RMem = records.Ptr(m.pMem), records.Ptr(m.pHis), records.Ptr(m.pMem-m.pHis)
+			}
+			r.Steps = append(r.Steps, st)
+		}
+		r.Finish()
+		out = append(out, r)
+	}
+	return out
+}
+
+// failureOf maps the agent's failure onto the rollouts vocabulary
+// (docs/formats.md): a turn budget spent is no_answer; a bad step is
+// bad_format, or length when its generation was cut by the step budget.
+func failureOf(tr *agent.Trajectory, finish []string) string {
+	switch tr.Failure {
+	case agent.FailNone:
+		return ""
+	case agent.FailMaxTurns:
+		return "no_answer"
+	case agent.FailFormat:
+		if n := len(finish); n > 0 && finish[n-1] == "length" {
+			return "length"
+		}
+		return "bad_format"
+	}
+	return tr.Failure
+}
+
+func to32(ids []int) []int32 {
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
+}
