@@ -1,5 +1,14 @@
 // Command mempo-update takes GRPO/MemPO and SFT optimizer steps on rollouts and
 // writes the next checkpoint.
+//
+//	mempo-update --model DIR --ref DIR --rollouts FILE... --out DIR   one MemPO update (update.go)
+//	mempo-update sft --model DIR --data FILE... --out DIR             cold-start SFT (sft.go)
+//	mempo-update grad --shard i/n ... --out FILE                      one shard's gradient (grad.go)
+//	mempo-update apply --model DIR --grads FILE... --out DIR          sum shards, optimizer step (apply.go)
+//	mempo-update init | inspect                                       model directories (init.go, inspect.go)
+//
+// The training logic lives in lib/update; this package parses flags, reads
+// and writes files and reports bad input in one line.
 package main
 
 import (
@@ -12,10 +21,13 @@ import (
 // one, one file per subcommand.
 var subcommands []*ucli.Command
 
-func main() {
+func newApp() *ucli.App {
 	app := cli.App("mempo-update", "GRPO with memory credit assignment, SFT, checkpoints and gradient shards",
-		"mempo-update --model ckpt/ --ref sft/ --rollouts rollouts.parquet --out ckpt-next/")
-	app.Action = cli.NotBuiltYet("mempo-update will read rollouts and a checkpoint and write the next checkpoint with optimizer state and metrics rows")
+		"mempo-update --model ckpt/ --ref sft/ --rollouts rollouts.parquet --out ckpt-next/ --metrics update.jsonl")
+	app.Flags = updateFlags
+	app.Action = runUpdate
 	app.Commands = subcommands
-	cli.Main(app)
+	return app
 }
+
+func main() { cli.Main(newApp()) }

@@ -1,0 +1,412 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/model"
+	"github.com/mempo/mempo/lib/optim"
+	"github.com/mempo/mempo/lib/records"
+	"github.com/mempo/mempo/lib/rl"
+	"github.com/mempo/mempo/lib/update"
+)
+
+// The root command: one MemPO/GRPO update over a rollout batch.
+
+func rlFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.Float64Flag{Name: "alpha", Value: 1, Usage: "weight α of the memory advantage A^M on <mem> tokens"},
+		&ucli.BoolFlag{Name: "no-std-norm", Usage: "center rewards without dividing by the group std (Dr.GRPO)"},
+		&ucli.StringFlag{Name: "std", Value: "unbiased", Usage: "std of the z-scores: unbiased (N−1, verl) or population"},
+		&ucli.BoolFlag{Name: "no-mem-adv", Usage: "plain GRPO: no A^M on <mem> tokens (ablation)"},
+		&ucli.StringFlag{Name: "mem-pool", Value: "task", Usage: "pool of the A^M z-score: task (all memory blocks of the task) or step (same step index)"},
+		&ucli.Float64Flag{Name: "clip-low", Value: 0.2, Usage: "ratio clip below 1"},
+		&ucli.Float64Flag{Name: "clip-high", Value: 0.2, Usage: "ratio clip above 1"},
+		&ucli.Float64Flag{Name: "dual-clip", Value: 3, Usage: "dual clip bound c for negative advantages (0 = off)"},
+		&ucli.StringFlag{Name: "kl", Value: "k3", Usage: "KL estimator: k1, k2 or k3 (low_var_kl)"},
+		&ucli.Float64Flag{Name: "kl-coef", Value: 0.001, Usage: "β of the KL term (0 = no KL, --ref not needed)"},
+		&ucli.StringFlag{Name: "agg", Value: "trajectory", Usage: "loss aggregation: trajectory (paper Eq. 10), token-mean, seq-mean-token-sum or seq-mean-token-mean"},
+		&ucli.Float64Flag{Name: "entropy-coef", Value: 0, Usage: "entropy bonus (must be 0: lib/model has no entropy gradient yet)"},
+		&ucli.BoolFlag{Name: "entropy-metric", Usage: "report the policy entropy (one more forward with full logits: small vocabularies only)"},
+	}
+}
+
+func optimFlags(lr float64) []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.Float64Flag{Name: "lr", Value: lr, Usage: "peak learning rate"},
+		&ucli.StringFlag{Name: "schedule", Value: "constant", Usage: "learning-rate schedule: constant or cosine (linear warmup then cosine)"},
+		&ucli.Int64Flag{Name: "warmup", Usage: "warmup steps (global optimizer steps)"},
+		&ucli.Int64Flag{Name: "total-steps", Usage: "cosine: global step at which the decay ends"},
+		&ucli.Float64Flag{Name: "min-lr-ratio", Usage: "cosine: final rate as a fraction of --lr"},
+		&ucli.Float64Flag{Name: "weight-decay", Value: 0.01, Usage: "AdamW decoupled weight decay"},
+		&ucli.Float64Flag{Name: "beta1", Value: 0.9, Usage: "AdamW β1"},
+		&ucli.Float64Flag{Name: "beta2", Value: 0.999, Usage: "AdamW β2"},
+		&ucli.Float64Flag{Name: "adam-eps", Value: 1e-8, Usage: "AdamW ε"},
+		&ucli.Float64Flag{Name: "grad-clip", Value: 1, Usage: "clip the global gradient norm (≤ 0: measure only)"},
+	}
+}
+
+func planFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.IntFlag{Name: "mini-batch", Usage: "trajectories per optimizer step (0 = all)"},
+		&ucli.IntFlag{Name: "epochs", Value: 1, Usage: "passes over the rollouts"},
+		&ucli.Int64Flag{Name: "seed", Usage: "seed of the mini-batch shuffle"},
+		&ucli.IntFlag{Name: "micro-tokens", Value: 8192, Usage: "most tokens per forward/backward call (memory bound)"},
+		&ucli.BoolFlag{Name: "recompute", Usage: "recompute layer activations in the backward (less memory, more compute)"},
+	}
+}
+
+var updateFlags = concatFlags([]ucli.Flag{
+	&ucli.StringFlag{Name: "model", Usage: "policy checkpoint directory (its optimizer.safetensors, when present, is resumed)"},
+	&ucli.StringFlag{Name: "ref", Usage: "frozen reference checkpoint for the KL term"},
+	&ucli.StringSliceFlag{Name: "rollouts", Usage: "rollouts file(s), Parquet or JSONL"},
+	&ucli.StringFlag{Name: "out", Usage: "checkpoint directory to write (HF files, optimizer.safetensors, update_metrics.jsonl)"},
+	&ucli.StringFlag{Name: "metrics", Usage: "also write the metrics rows here (.parquet or .jsonl)"},
+	&ucli.StringFlag{Name: "optimizer", Usage: "optimizer state to resume (default: --model's optimizer.safetensors when present)"},
+	&ucli.IntFlag{Name: "grad-shards", Value: 1, Usage: "accumulate each step's gradient as this many shards, summed in order exactly as `mempo-update apply` sums `grad --shard i/n` files"},
+	&ucli.StringFlag{Name: "golden", Usage: "write logits of the written checkpoint on a few rollout sequences here (for scripts/check_update_hf.py)"},
+	&ucli.IntFlag{Name: "stop-after", Usage: "stop after this many optimizer steps and write a resumable checkpoint; rerunning the same command continues it"},
+}, rlFlags(), optimFlags(1e-6), planFlags())
+
+func concatFlags(fs ...[]ucli.Flag) []ucli.Flag {
+	var out []ucli.Flag
+	for _, f := range fs {
+		out = append(out, f...)
+	}
+	return out
+}
+
+func required(c *ucli.Context, names ...string) error {
+	for _, n := range names {
+		if !c.IsSet(n) {
+			return fmt.Errorf("flag --%s is required", n)
+		}
+	}
+	return nil
+}
+
+// knobs reads the loss, optimizer and advantage flags.
+func knobs(c *ucli.Context, withRL bool) (update.Config, rl.AdvConfig, error) {
+	cfg := update.DefaultConfig()
+	acfg := rl.DefaultAdvConfig()
+	var err error
+	if withRL {
+		acfg.Alpha = c.Float64("alpha")
+		acfg.NormStd = !c.Bool("no-std-norm")
+		acfg.MemAdv = !c.Bool("no-mem-adv")
+		switch c.String("std") {
+		case "unbiased":
+			acfg.Std = rl.StdUnbiased
+		case "population":
+			acfg.Std = rl.StdPopulation
+		default:
+			return cfg, acfg, fmt.Errorf("--std %q: want unbiased or population", c.String("std"))
+		}
+		switch c.String("mem-pool") {
+		case "task":
+			acfg.MemPool = rl.PoolTask
+		case "step":
+			acfg.MemPool = rl.PoolStep
+		default:
+			return cfg, acfg, fmt.Errorf("--mem-pool %q: want task or step", c.String("mem-pool"))
+		}
+		cfg.Loss.ClipLow, cfg.Loss.ClipHigh, cfg.Loss.ClipC = c.Float64("clip-low"), c.Float64("clip-high"), c.Float64("dual-clip")
+		if cfg.Loss.KL, err = rl.ParseKLType(c.String("kl")); err != nil {
+			return cfg, acfg, err
+		}
+		cfg.Loss.KLCoef = c.Float64("kl-coef")
+		if cfg.Loss.Agg, err = rl.ParseAggMode(c.String("agg")); err != nil {
+			return cfg, acfg, err
+		}
+		cfg.Loss.EntropyCoef = c.Float64("entropy-coef")
+		cfg.EntropyMetric = c.Bool("entropy-metric")
+	}
+	cfg.AdamW = optim.AdamWConfig{Beta1: c.Float64("beta1"), Beta2: c.Float64("beta2"), Eps: c.Float64("adam-eps"), WeightDecay: c.Float64("weight-decay")}
+	cfg.Schedule = optim.Schedule{PeakLR: c.Float64("lr"), WarmupSteps: c.Int64("warmup"), TotalSteps: c.Int64("total-steps"), MinRatio: c.Float64("min-lr-ratio")}
+	switch c.String("schedule") {
+	case "constant":
+		cfg.Schedule.Kind = optim.Constant
+	case "cosine":
+		cfg.Schedule.Kind = optim.WarmupCosine
+	default:
+		return cfg, acfg, fmt.Errorf("--schedule %q: want constant or cosine", c.String("schedule"))
+	}
+	cfg.MaxGradNorm = c.Float64("grad-clip")
+	if c.IsSet("micro-tokens") || c.Int("micro-tokens") > 0 {
+		cfg.MicroTokens = c.Int("micro-tokens")
+	}
+	return cfg, acfg, cfg.Validate()
+}
+
+// loadRollouts reads every file and remembers where each row came from, so
+// Prepare's errors can name file and row.
+type origin struct {
+	file string
+	row  int
+}
+
+func loadRollouts(files []string) ([]records.Rollout, []origin, error) {
+	var rolls []records.Rollout
+	var where []origin
+	for _, f := range files {
+		n := 0
+		err := records.Each(f, func(row int, r *records.Rollout) error {
+			rolls = append(rolls, *r)
+			where = append(where, origin{f, row})
+			n++
+			return nil
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		if n == 0 {
+			return nil, nil, fmt.Errorf("%s: no rollouts in the file", f)
+		}
+	}
+	return rolls, where, nil
+}
+
+func prepare(rolls []records.Rollout, where []origin, opt update.PrepareOptions) (*update.Batch, error) {
+	b, err := update.Prepare(rolls, opt)
+	var ie *update.InputError
+	if errors.As(err, &ie) {
+		o := where[ie.Traj]
+		return nil, cli.BadInput(o.file, o.row, ie.Field, "%v", ie.Err)
+	}
+	return b, err
+}
+
+func loadModel(dir, flag string, recompute bool) (*model.Model, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("flag --%s is required", flag)
+	}
+	m, err := model.Load(dir, nil)
+	if err != nil {
+		return nil, fmt.Errorf("--%s: %w", flag, err)
+	}
+	m.Recompute = recompute
+	return m, nil
+}
+
+// sameShapes checks that two models have the same parameters (a reference
+// must score the same vocabulary as the policy).
+func sameShapes(a, b *model.Model, what string) error {
+	an, bn := a.ParamNames(), b.ParamNames()
+	if len(an) != len(bn) || a.VocabSize() != b.VocabSize() {
+		return fmt.Errorf("%s: checkpoint does not match the policy (%d parameters, vocab %d; policy %d, vocab %d)", what, len(bn), b.VocabSize(), len(an), a.VocabSize())
+	}
+	for i := range an {
+		if an[i] != bn[i] || fmt.Sprint(a.ParamShape(an[i])) != fmt.Sprint(b.ParamShape(bn[i])) {
+			return fmt.Errorf("%s: checkpoint does not match the policy at %s", what, an[i])
+		}
+	}
+	return nil
+}
+
+// startState finds the optimizer state to start from: --optimizer, else
+// DIR/optimizer.safetensors when present, else fresh.
+func startState(explicit, dir string, m *model.Model) (*optim.State, *update.RunState, error) {
+	path := explicit
+	if path == "" {
+		p := filepath.Join(dir, update.OptimizerFile)
+		if _, err := os.Stat(p); err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil, nil, nil
+			}
+			return nil, nil, err
+		}
+		path = p
+	}
+	st, rs, err := update.ReadOptimizer(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := update.CheckState(path, st, m); err != nil {
+		return nil, nil, err
+	}
+	return &st, &rs, nil
+}
+
+func fingerprint(parts ...any) string {
+	h := fnv.New64a()
+	for _, p := range parts {
+		fmt.Fprintf(h, "%+v|", p)
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+// job is one training run (update or sft) after flag parsing.
+type job struct {
+	c       *ucli.Context
+	sft     bool
+	cfg     update.Config
+	plan    update.Plan
+	shards  int
+	modelD  string
+	out     string
+	batch   *update.Batch
+	rolls   []records.Rollout
+	prepRef func(*update.Batch) error // loads the reference and fills its log-probs (nil: no KL)
+}
+
+func runUpdate(c *ucli.Context) error {
+	if err := required(c, "model", "rollouts", "out"); err != nil {
+		return err
+	}
+	cfg, acfg, err := knobs(c, true)
+	if err != nil {
+		return err
+	}
+	if c.Int("grad-shards") < 1 {
+		return fmt.Errorf("--grad-shards must be ≥ 1")
+	}
+	j := &job{c: c, cfg: cfg, shards: c.Int("grad-shards"), modelD: c.String("model"), out: c.String("out")}
+	m, err := loadModel(j.modelD, "model", c.Bool("recompute"))
+	if err != nil {
+		return err
+	}
+	rolls, where, err := loadRollouts(c.StringSlice("rollouts"))
+	if err != nil {
+		return err
+	}
+	if j.batch, err = prepare(rolls, where, update.PrepareOptions{Vocab: m.VocabSize(), RL: true, Adv: acfg}); err != nil {
+		return err
+	}
+	j.rolls = rolls
+	if cfg.Loss.KLCoef != 0 {
+		if !c.IsSet("ref") {
+			return fmt.Errorf("flag --ref is required when --kl-coef is not 0")
+		}
+		j.prepRef = func(b *update.Batch) error {
+			ref, err := loadModel(c.String("ref"), "ref", false)
+			if err != nil {
+				return err
+			}
+			if err := sameShapes(m, ref, "--ref "+c.String("ref")); err != nil {
+				return err
+			}
+			return update.RefLogProbs(ref, b, nil, cfg.MicroTokens)
+		}
+	}
+	j.plan = update.Plan{NTraj: len(j.batch.Trajs), MiniBatch: c.Int("mini-batch"), Epochs: c.Int("epochs"), Seed: c.Int64("seed")}
+	return j.run(m, fmt.Sprint(acfg))
+}
+
+// run trains from the policy m (or resumes a partial --out), writes --out,
+// --metrics and --golden.
+func (j *job) run(m *model.Model, extraKnobs string) error {
+	c := j.c
+	if err := j.plan.Validate(); err != nil {
+		return err
+	}
+	st, rs, err := startState(c.String("optimizer"), j.modelD, m)
+	if err != nil {
+		return err
+	}
+	var startGlobal int64
+	if rs != nil {
+		startGlobal = rs.GlobalStep
+	}
+	fp := fingerprint(j.sft, j.batch.Hash, j.cfg, extraKnobs, j.plan, j.shards, startGlobal)
+
+	from := 0
+	var rows []records.Update
+	// A partial --out of this very run (--stop-after, or a killed run that
+	// had written one) is continued rather than redone.
+	if _, ors, err := update.ReadOptimizerMeta(filepath.Join(j.out, update.OptimizerFile)); err == nil && ors.Fingerprint == fp {
+		if ors.PlanStep >= ors.PlanSteps {
+			fmt.Fprintf(c.App.Writer, "%s: already holds the result of this run (%d steps); nothing to do\n", j.out, ors.PlanSteps)
+			return j.finish(nil, nil)
+		}
+		pm, err := loadModel(j.out, "out", m.Recompute)
+		if err != nil {
+			return err
+		}
+		if st, rs, err = startState("", j.out, pm); err != nil {
+			return err
+		}
+		if rows, err = records.ReadFile[records.Update](filepath.Join(j.out, update.MetricsFile)); err != nil {
+			return err
+		}
+		m, from = pm, rs.PlanStep
+		fmt.Fprintf(c.App.Writer, "%s: resuming at step %d of %d\n", j.out, from, rs.PlanSteps)
+	}
+
+	t, err := update.NewTrainer(m, j.batch, j.cfg)
+	if err != nil {
+		return err
+	}
+	t.SFT = j.sft
+	if st != nil {
+		if err := t.Opt.LoadState(*st); err != nil {
+			return err
+		}
+	}
+	if j.prepRef != nil {
+		if err := j.prepRef(j.batch); err != nil {
+			return err
+		}
+	}
+	total := j.plan.Steps()
+	stop := total
+	if n := c.Int("stop-after"); n > 0 && from+n < total {
+		stop = from + n
+	}
+	prog := cli.NewProgress()
+	base := filepath.Base(filepath.Clean(j.out))
+	for k := from; k < stop; k++ {
+		res, err := t.Step(j.plan, k, j.shards)
+		if err != nil {
+			return fmt.Errorf("step %d: %w", k, err)
+		}
+		res.Row.Policy = fmt.Sprintf("%s@%d", base, res.Row.Step)
+		rows = append(rows, res.Row)
+		prog.Printf("step %d/%d loss %.4g clipfrac %.3f kl %.3g grad-norm %.3g", k+1, total, res.Row.Loss, res.Row.PGClipfrac, res.Row.KL, res.GradNorm)
+	}
+	prog.Done("%d steps", stop-from)
+	nrs := update.RunState{GlobalStep: t.Opt.StepCount(), Seed: j.plan.Seed, PlanStep: stop, PlanSteps: total,
+		Fingerprint: fp, Schedule: j.cfg.Schedule, AdamW: j.cfg.AdamW}
+	if err := update.SaveCheckpoint(j.out, t.Model, j.modelD, t.Opt.State(), nrs, rows); err != nil {
+		return err
+	}
+	if stop < total {
+		fmt.Fprintf(c.App.Writer, "wrote %s after step %d of %d; rerun the same command to continue\n", j.out, stop, total)
+		return nil
+	}
+	fmt.Fprintf(c.App.Writer, "wrote %s: %d steps, global step %d\n", j.out, total, t.Opt.StepCount())
+	return j.finish(t.Model, rows)
+}
+
+// finish writes --metrics and --golden from the finished --out.
+func (j *job) finish(m *model.Model, rows []records.Update) error {
+	c := j.c
+	var err error
+	if rows == nil {
+		if rows, err = records.ReadFile[records.Update](filepath.Join(j.out, update.MetricsFile)); err != nil {
+			return err
+		}
+	}
+	if p := c.String("metrics"); p != "" {
+		if err := records.WriteFile(p, rows); err != nil {
+			return err
+		}
+	}
+	if p := c.String("golden"); p != "" {
+		if m == nil {
+			if m, err = loadModel(j.out, "out", false); err != nil {
+				return err
+			}
+		}
+		if err := writeGolden(p, m, j.batch); err != nil {
+			return err
+		}
+	}
+	return nil
+}

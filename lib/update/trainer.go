@@ -1,0 +1,439 @@
+package update
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/mempo/mempo/lib/model"
+	"github.com/mempo/mempo/lib/optim"
+	"github.com/mempo/mempo/lib/records"
+	"github.com/mempo/mempo/lib/rl"
+)
+
+// Config holds the knobs of the learning step besides the advantages (which
+// Prepare takes) and the plan.
+type Config struct {
+	Loss        rl.LossConfig
+	AdamW       optim.AdamWConfig
+	Schedule    optim.Schedule
+	MaxGradNorm float64 // clip the global gradient norm to this (1.0); ≤ 0 measures only
+	MicroTokens int     // most tokens per forward/backward call (memory bound); 0 = 8192
+	// EntropyMetric computes the policy entropy of every output token from
+	// the full logits (one more forward per micro-batch, and T×V floats per
+	// sequence: cheap for small vocabularies only). lib/model has no
+	// entropy gradient, so an entropy bonus (Loss.EntropyCoef ≠ 0) is
+	// refused by Validate.
+	EntropyMetric bool
+}
+
+// DefaultConfig returns DESIGN.md §4's defaults: rl.DefaultLossConfig (ε 0.2,
+// dual clip 3, k3 KL with β = 0.001, trajectory aggregation), AdamW with
+// lr 1e-6 constant and weight decay 0.01, grad clip 1.0.
+func DefaultConfig() Config {
+	return Config{
+		Loss:        rl.DefaultLossConfig(),
+		AdamW:       optim.DefaultAdamW(),
+		Schedule:    optim.Schedule{Kind: optim.Constant, PeakLR: 1e-6},
+		MaxGradNorm: 1,
+		MicroTokens: 8192,
+	}
+}
+
+// Validate checks the knobs.
+func (c Config) Validate() error {
+	if err := c.Loss.Validate(); err != nil {
+		return err
+	}
+	if c.Loss.EntropyCoef != 0 {
+		return fmt.Errorf("update: entropy bonus %v: lib/model has no entropy gradient yet; use 0 (the entropy can still be reported as a metric)", c.Loss.EntropyCoef)
+	}
+	if _, err := optim.NewAdamW(c.AdamW); err != nil {
+		return err
+	}
+	if err := c.Schedule.Validate(); err != nil {
+		return err
+	}
+	if math.IsNaN(c.MaxGradNorm) || math.IsInf(c.MaxGradNorm, 0) {
+		return fmt.Errorf("update: max grad norm must be finite, got %v", c.MaxGradNorm)
+	}
+	if c.MicroTokens < 0 {
+		return fmt.Errorf("update: micro-batch tokens %d < 0", c.MicroTokens)
+	}
+	return nil
+}
+
+func (c Config) micro() int {
+	if c.MicroTokens <= 0 {
+		return 8192
+	}
+	return c.MicroTokens
+}
+
+// micros cuts a list of sample indices into runs of at most maxTok tokens
+// (a longer sample gets a run of its own). The cut depends only on the
+// list, so every process that holds the same samples cuts them alike.
+func micros(b *Batch, samples []int, maxTok int) [][]int {
+	var out [][]int
+	var cur []int
+	tok := 0
+	for _, s := range samples {
+		n := len(b.Samples[s].IDs)
+		if len(cur) > 0 && tok+n > maxTok {
+			out = append(out, cur)
+			cur, tok = nil, 0
+		}
+		cur = append(cur, s)
+		tok += n
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+func seqsOf(b *Batch, idx []int) [][]int {
+	seqs := make([][]int, len(idx))
+	for k, s := range idx {
+		seqs[k] = b.Samples[s].IDs
+	}
+	return seqs
+}
+
+// samplesOf lists the samples of the given trajectories, in order.
+func samplesOf(b *Batch, trajs []int) []int {
+	var out []int
+	for _, i := range trajs {
+		out = append(out, b.Trajs[i].Samples...)
+	}
+	return out
+}
+
+// outputLogProbs recomputes the log-probs of the output tokens of the
+// samples under m, micro-batch by micro-batch; with entropy it also returns
+// each output token's predictive entropy.
+func outputLogProbs(m *model.Model, b *Batch, samples []int, maxTok int, entropy bool) (map[int][]float32, map[int][]float32, error) {
+	lp := make(map[int][]float32, len(samples))
+	var ent map[int][]float32
+	if entropy {
+		ent = make(map[int][]float32, len(samples))
+	}
+	for _, mb := range micros(b, samples, maxTok) {
+		seqs := seqsOf(b, mb)
+		all, err := m.LogProbs(seqs)
+		if err != nil {
+			return nil, nil, err
+		}
+		for k, s := range mb {
+			lp[s] = all[k][b.Samples[s].Ctx:]
+		}
+		if entropy {
+			logits, err := m.Logits(seqs)
+			if err != nil {
+				return nil, nil, err
+			}
+			V := m.VocabSize()
+			for k, s := range mb {
+				sm := &b.Samples[s]
+				h := make([]float32, sm.Out())
+				for p := sm.Ctx; p < len(sm.IDs); p++ {
+					h[p-sm.Ctx] = float32(rowEntropy(logits[k][(p-1)*V : p*V]))
+				}
+				ent[s] = h
+			}
+		}
+	}
+	return lp, ent, nil
+}
+
+// rowEntropy is −Σ p log p of softmax(logits), in float64.
+func rowEntropy(logits []float32) float64 {
+	mx := math.Inf(-1)
+	for _, x := range logits {
+		mx = math.Max(mx, float64(x))
+	}
+	var z, s float64
+	for _, x := range logits {
+		e := math.Exp(float64(x) - mx)
+		z += e
+		s += e * (float64(x) - mx)
+	}
+	return math.Log(z) - s/z
+}
+
+// RefLogProbs fills Sample.Ref of the given samples (nil = all) with the
+// log-probs of ref under the same contexts.
+func RefLogProbs(ref *model.Model, b *Batch, samples []int, maxTok int) error {
+	if samples == nil {
+		samples = make([]int, len(b.Samples))
+		for i := range samples {
+			samples[i] = i
+		}
+	}
+	if maxTok <= 0 {
+		maxTok = 8192
+	}
+	lp, _, err := outputLogProbs(ref, b, samples, maxTok, false)
+	if err != nil {
+		return err
+	}
+	for s, v := range lp {
+		b.Samples[s].Ref = v
+	}
+	return nil
+}
+
+// ShardResult is the gradient of one shard of a mini-batch and the sums its
+// metrics need; shards combine with Add.
+type ShardResult struct {
+	Grads    map[string][]float32
+	Metrics  rl.Metrics
+	Trajs    int     // trajectories of the shard
+	PeakSum  float64 // Σ peak tokens of the shard's trajectories
+	DriftSum float64 // Σ |recomputed − rollout| log-prob over loss tokens
+	DriftMax float64
+	Shards   int // shards combined
+}
+
+// Add adds o's gradient (float32, element by element) and sums into r.
+// Adding shards 0, 1, …, n−1 in order is what the single-process update does.
+func (r *ShardResult) Add(o *ShardResult) error {
+	if len(r.Grads) != len(o.Grads) {
+		return fmt.Errorf("update: gradient shards hold %d and %d tensors", len(r.Grads), len(o.Grads))
+	}
+	for name, g := range r.Grads {
+		h, ok := o.Grads[name]
+		if !ok || len(h) != len(g) {
+			return fmt.Errorf("update: gradient shards differ on tensor %s", name)
+		}
+		for i := range g {
+			g[i] += h[i]
+		}
+	}
+	r.Metrics.Merge(o.Metrics)
+	r.Trajs += o.Trajs
+	r.PeakSum += o.PeakSum
+	r.DriftSum += o.DriftSum
+	r.DriftMax = math.Max(r.DriftMax, o.DriftMax)
+	r.Shards += o.Shards
+	return nil
+}
+
+// Trainer runs optimizer steps of one batch on one model.
+type Trainer struct {
+	Model *model.Model
+	Opt   *optim.AdamW
+	Cfg   Config
+	Batch *Batch
+	// SFT trains the cross-entropy of the output tokens instead of the
+	// MemPO loss (Step and Grad dispatch on it).
+	SFT bool
+}
+
+// Grad computes one shard's gradient with the trainer's loss (MemPO or SFT).
+func (t *Trainer) Grad(mbTrajs, shard []int) (*ShardResult, error) {
+	if t.SFT {
+		return t.SFTShardGrad(mbTrajs, shard)
+	}
+	return t.ShardGrad(mbTrajs, shard)
+}
+
+// NewTrainer checks the configuration and returns a trainer with a fresh
+// optimizer (replace Opt's state with LoadState to resume).
+func NewTrainer(m *model.Model, b *Batch, cfg Config) (*Trainer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	opt, err := optim.NewAdamW(cfg.AdamW)
+	if err != nil {
+		return nil, err
+	}
+	return &Trainer{Model: m, Opt: opt, Cfg: cfg, Batch: b}, nil
+}
+
+// denoms counts the aggregation denominators over a whole mini-batch: only
+// token counts enter them, so no forward is needed and every shard gets
+// the same values.
+func (t *Trainer) denoms(trajs []int) rl.Denoms {
+	in := make([]rl.TrajInput, len(trajs))
+	for k, i := range trajs {
+		for _, s := range t.Batch.Trajs[i].Samples {
+			in[k].Steps = append(in[k].Steps, rl.StepInput{Logp: t.Batch.Samples[s].Old})
+		}
+	}
+	return rl.CountDenoms(in)
+}
+
+// loss recomputes the log-probs of the shard's samples and runs rl.Loss
+// with the mini-batch's denominators.
+func (t *Trainer) loss(mbTrajs, shard []int) (*rl.LossOutput, map[int][]float32, []int, error) {
+	b := t.Batch
+	den := t.denoms(mbTrajs)
+	samples := samplesOf(b, shard)
+	lp, ent, err := outputLogProbs(t.Model, b, samples, t.Cfg.micro(), t.Cfg.EntropyMetric)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	in := make([]rl.TrajInput, len(shard))
+	for k, i := range shard {
+		in[k].ID = b.Trajs[i].ID
+		for _, s := range b.Trajs[i].Samples {
+			sm := &b.Samples[s]
+			st := rl.StepInput{Logp: lp[s], OldLogp: sm.Old, Adv: sm.Adv, Entropy: ent[s]}
+			if t.Cfg.Loss.KLCoef != 0 {
+				st.RefLogp = sm.Ref
+			}
+			in[k].Steps = append(in[k].Steps, st)
+		}
+	}
+	out, err := t.Cfg.Loss.Loss(in, &den)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return out, lp, samples, nil
+}
+
+// Evaluate returns the loss metrics of a set of trajectories under the
+// current model, without gradients.
+func (t *Trainer) Evaluate(trajs []int) (rl.Metrics, error) {
+	out, _, _, err := t.loss(trajs, trajs)
+	if err != nil {
+		return rl.Metrics{}, err
+	}
+	return out.Metrics, nil
+}
+
+// ShardGrad computes the gradient of the mini-batch loss restricted to the
+// shard's trajectories (a subset of mbTrajs): log-probs recomputed under
+// each step's context, per-token coefficients from rl.Loss with the
+// mini-batch's denominators, then model.Backward of Σ coef·logp.
+func (t *Trainer) ShardGrad(mbTrajs, shard []int) (*ShardResult, error) {
+	b := t.Batch
+	out, lp, samples, err := t.loss(mbTrajs, shard)
+	if err != nil {
+		return nil, err
+	}
+	res := &ShardResult{Metrics: out.Metrics, Trajs: len(shard), Shards: 1}
+	if b.Adv != nil {
+		// Over ALL rollouts, as the advantages are: the same in every shard.
+		res.Metrics.SetAdvantageStats(b.Adv.Stats)
+	}
+	coef := make(map[int][]float32, len(samples))
+	for k, i := range shard {
+		res.PeakSum += float64(b.Trajs[i].Peak)
+		for j, s := range b.Trajs[i].Samples {
+			coef[s] = out.Coef[k][j]
+			sm := &b.Samples[s]
+			for q, v := range lp[s] {
+				d := math.Abs(float64(v) - float64(sm.Old[q]))
+				res.DriftSum += d
+				res.DriftMax = math.Max(res.DriftMax, d)
+			}
+		}
+	}
+	m := t.Model
+	m.ZeroGrads()
+	for _, mb := range micros(b, samples, t.Cfg.micro()) {
+		seqs := seqsOf(b, mb)
+		w := make([][]float32, len(mb))
+		for k, s := range mb {
+			sm := &b.Samples[s]
+			w[k] = make([]float32, len(sm.IDs))
+			// Backward's loss is −Σ w·logp; ours is Σ coef·logp.
+			for q, c := range coef[s] {
+				w[k][sm.Ctx+q] = -c
+			}
+		}
+		if _, _, err := m.Backward(seqs, w); err != nil {
+			return nil, err
+		}
+	}
+	res.Grads = m.Grads()
+	m.ZeroGrads()
+	return res, nil
+}
+
+// StepResult is one optimizer step's outcome.
+type StepResult struct {
+	Row      records.Update
+	GradNorm float64
+}
+
+// Apply clips the summed gradient, takes the AdamW step on the model's
+// parameters (the fp32 master weights) at the schedule's rate for the
+// optimizer's step count, and fills the metrics row. A non-finite gradient
+// norm is an error and leaves the model and the optimizer untouched.
+func (t *Trainer) Apply(g *ShardResult) (*StepResult, error) {
+	m := t.Model
+	names := m.ParamNames()
+	params := make([]optim.Param, len(names))
+	for i, name := range names {
+		gr, ok := g.Grads[name]
+		if !ok {
+			return nil, fmt.Errorf("update: gradient has no tensor %s", name)
+		}
+		params[i] = optim.Param{Name: name, Data: m.Param(name), Grad: gr}
+	}
+	if len(g.Grads) != len(names) {
+		return nil, fmt.Errorf("update: gradient holds %d tensors, the model %d", len(g.Grads), len(names))
+	}
+	norm, err := optim.ClipGradNorm(params, t.Cfg.MaxGradNorm)
+	if err != nil {
+		return nil, fmt.Errorf("update: %v: step skipped, nothing written", err)
+	}
+	step := t.Opt.StepCount()
+	lr := t.Cfg.Schedule.LR(step)
+	if err := t.Opt.Step(params, lr); err != nil {
+		return nil, err
+	}
+	for _, p := range params {
+		if err := m.SetParam(p.Name, p.Data); err != nil {
+			return nil, err
+		}
+	}
+	met := g.Metrics // the advantage statistics came with the shards
+	row := records.Update{
+		Step: t.Opt.StepCount(), Loss: met.Loss, PGLoss: met.PGLoss, PGClipfrac: met.PGClipFrac,
+		KL: met.KL, Entropy: met.Entropy, GradNorm: norm, LR: lr,
+		AdvTaskMean: met.AdvTaskMean, AdvTaskStd: met.AdvTaskStd, AdvMemMean: met.AdvMemMean, AdvMemStd: met.AdvMemStd,
+		RewardTaskMean: met.RewardTaskMean, RewardMemMean: met.RewardMemMean,
+		Tokens: int64(met.Tokens), Trajectories: int64(g.Trajs), LogprobDriftMax: g.DriftMax,
+	}
+	if g.Trajs > 0 {
+		row.PeakTokensMean = g.PeakSum / float64(g.Trajs)
+	}
+	if met.Tokens > 0 {
+		row.LogprobDriftMean = g.DriftSum / float64(met.Tokens)
+	}
+	return &StepResult{Row: row, GradNorm: norm}, nil
+}
+
+// Step runs optimizer step k of the plan: the gradient of its mini-batch as
+// `shards` shards summed in order, then Apply. The row's Epoch and WallS are
+// filled; Policy is the caller's.
+func (t *Trainer) Step(p Plan, k, shards int) (*StepResult, error) {
+	if shards < 1 {
+		shards = 1
+	}
+	start := time.Now()
+	epoch, trajs := p.At(k)
+	var sum *ShardResult
+	for i := 0; i < shards; i++ {
+		r, err := t.Grad(trajs, Shard(trajs, i, shards))
+		if err != nil {
+			return nil, err
+		}
+		if sum == nil {
+			sum = r
+		} else if err := sum.Add(r); err != nil {
+			return nil, err
+		}
+	}
+	res, err := t.Apply(sum)
+	if err != nil {
+		return nil, err
+	}
+	res.Row.Epoch = int32(epoch)
+	res.Row.WallS = time.Since(start).Seconds()
+	return res, nil
+}
