@@ -2,11 +2,9 @@
 // HTTP contract.
 package main
 
-import "github.com/mempo/mempo/lib/cli"
+import (
+	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/retrieval"
+)
 
-func main() {
-	app := cli.App("mempo-serve", "serve an index over HTTP (Search-R1 /retrieve contract)",
-		"mempo-serve --index index/ --addr 127.0.0.1:8000")
-	app.Action = cli.NotBuiltYet("mempo-serve will answer POST /retrieve from an index directory")
-	cli.Main(app)
-}
+func main() { cli.Main(retrieval.ServeApp()) }

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/mempo/mempo/lib/retrieval"
+)
+
+var bin string
+
+// TestMain lets the test binary act as mempo-serve itself (when
+// MEMPO_SERVE_AS_MAIN is set), so the tests run the real command without a
+// separate build.
+func TestMain(m *testing.M) {
+	if os.Getenv("MEMPO_SERVE_AS_MAIN") == "1" {
+		os.Args = append([]string{"mempo-serve"}, os.Args[1:]...)
+		main()
+		os.Exit(0)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		panic(err)
+	}
+	bin = exe
+	os.Exit(m.Run())
+}
+
+func command(args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "MEMPO_SERVE_AS_MAIN=1")
+	return cmd
+}
+
+var addrRe = regexp.MustCompile(`on http://(\S+)`)
+
+// The command serves an index it is given, answers /retrieve, and exits 0 on
+// SIGTERM.
+func TestServeAndSIGTERM(t *testing.T) {
+	dir := t.TempDir()
+	ix := filepath.Join(dir, "ix")
+	if _, err := retrieval.Build(context.Background(), retrieval.BuildOptions{Corpus: "../../testdata/retrieval/faiss/corpus.jsonl",
+		Out: ix, Analyzer: retrieval.DefaultAnalyzer, FaissRead: "../../testdata/retrieval/faiss/hnsw32.index"}); err != nil {
+		t.Fatal(err)
+	}
+	cmd := command("--index", ix, "--addr", "127.0.0.1:0", "--topk", "2", "--faiss-param", "efSearch=64")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(stderr)
+	var addr string
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if m := addrRe.FindStringSubmatch(sc.Text()); m != nil {
+			addr = m[1]
+			break
+		}
+	}
+	if addr == "" {
+		t.Fatalf("no address announced: %q", lines)
+	}
+	resp, err := http.Post("http://"+addr+"/retrieve", "application/json", strings.NewReader(`{"queries":["synthetic passage number 77"],"return_scores":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var r struct {
+		Result [][]struct {
+			Document struct{ ID, Contents string }
+			Score    float64
+		}
+	}
+	if err := json.Unmarshal(raw, &r); err != nil || len(r.Result) != 1 || len(r.Result[0]) != 2 || r.Result[0][0].Document.ID != "77" {
+		t.Fatalf("%d %s", resp.StatusCode, raw)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	rest, _ := io.ReadAll(stderr)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("exit after SIGTERM: %v; stderr %s", err, rest)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no exit 10 s after SIGTERM")
+	}
+	if !bytes.Contains(rest, []byte("stopped")) {
+		t.Fatalf("stderr after SIGTERM: %s", rest)
+	}
+}
+
+func TestServeBadIndex(t *testing.T) {
+	for _, args := range [][]string{
+		{"--index", t.TempDir()},
+		{},
+		{"--index", t.TempDir(), "--method", "splade"},
+	} {
+		cmd := command(args...)
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		err := cmd.Run()
+		ee, ok := err.(*exec.ExitError)
+		if !ok || ee.ExitCode() != 1 || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 || stderr.Len() == 0 {
+			t.Fatalf("%v: %v %q", args, err, stderr.String())
+		}
+	}
+}
