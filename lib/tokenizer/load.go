@@ -191,7 +191,7 @@ func parseModel(raw json.RawMessage) (model, error) {
 			b.unk = id
 		}
 		pairs := m.Merges.pairs
-		b.merges = make(map[uint64]uint64, len(pairs))
+		b.merges = newMergeTable(len(pairs))
 		for rank, p := range pairs {
 			a, ok := m.Vocab[p[0]]
 			if !ok {
@@ -209,7 +209,7 @@ func parseModel(raw json.RawMessage) (model, error) {
 			if !ok {
 				return nil, fmt.Errorf("merges[%d]: merged token %q is not in the vocab", rank, p[0]+right)
 			}
-			b.merges[uint64(a)<<32|uint64(c)] = uint64(rank)<<32 | uint64(nw)
+			b.merges.set(uint64(a)<<32|uint64(c), uint64(rank)<<32|uint64(nw))
 		}
 		b.init()
 		return b, nil
