@@ -70,12 +70,23 @@ func maxRelErr(a, b []float32) float64 {
 
 func loadFixture(t *testing.T, name string) *Model {
 	t.Helper()
+	return loadFixtureOn(t, name, cpuFixtureBackend(name))
+}
+
+// cpuFixtureBackend is the CPU backend set up for a fixture: the bf16 case
+// needs bf16-rounded RoPE frequencies.
+func cpuFixtureBackend(name string) Backend {
 	be := NewCPU()
 	// scripts/golden_qwen2.py computed the bf16 case's references after
 	// model.to(torch.bfloat16).float(), which also rounded the rotary
 	// inv_freq buffer to bf16; with float32 frequencies the logits differ by
 	// 7e-4 relative (see TestBF16FixtureRoPEFrequencies).
 	be.invFreqBF16 = name == "qwen2-bf16"
+	return be
+}
+
+func loadFixtureOn(t *testing.T, name string, be Backend) *Model {
+	t.Helper()
 	m, err := Load(fixtureDir(name), be)
 	if err != nil {
 		t.Fatal(err)
@@ -84,9 +95,16 @@ func loadFixture(t *testing.T, name string) *Model {
 }
 
 func TestParityWithTransformers(t *testing.T) {
+	runParity(t, cpuFixtureBackend)
+}
+
+// runParity checks every fixture against transformers' goldens on the
+// backends newBackend returns (one per fixture): the CPU here, CUDA in
+// cuda_test.go, with the same tolerances.
+func runParity(t *testing.T, newBackend func(fixture string) Backend) {
 	for _, name := range fixtureCases {
 		t.Run(name, func(t *testing.T) {
-			m := loadFixture(t, name)
+			m := loadFixtureOn(t, name, newBackend(name))
 			g := openGolden(t, name)
 			seqs := [][]int{g.ids(t, "ids.0"), g.ids(t, "ids.1")}
 			weights := [][]float32{g.f32(t, "weights.0"), g.f32(t, "weights.1")}
