@@ -28,10 +28,14 @@ type Client struct {
 	Method Method
 }
 
-// NewClient returns a client with a 30 s per-attempt timeout, 4 retries and
-// backoff from 200 ms up to 5 s.
+// NewClient returns a client with a 30 s per-attempt timeout, 4 retries,
+// backoff from 200 ms up to 5 s, and a connection pool sized for many
+// concurrent callers (rollout workers share one Client).
 func NewClient(baseURL string) *Client {
-	return &Client{URL: strings.TrimRight(baseURL, "/"), HTTP: &http.Client{Timeout: 30 * time.Second},
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 256
+	tr.MaxIdleConnsPerHost = 256
+	return &Client{URL: strings.TrimRight(baseURL, "/"), HTTP: &http.Client{Timeout: 30 * time.Second, Transport: tr},
 		Retries: 4, Backoff: 200 * time.Millisecond, MaxBackoff: 5 * time.Second}
 }
 
