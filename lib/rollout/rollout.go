@@ -84,6 +84,7 @@ type Job struct {
 type Stats struct {
 	Tasks, TasksDone     int
 	Trajectories         int   // finished
+	TrajectoryTurns      int   // Σ turns of the finished trajectories
 	Steps                int   // generated steps
 	GeneratedTokens      int64 // output ids
 	ContextTokens        int64 // context ids of the generated steps
@@ -315,6 +316,9 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 				}
 				stats.TasksDone++
 				stats.Trajectories += len(rows)
+				for i := range rows {
+					stats.TrajectoryTurns += len(rows[i].Steps)
+				}
 			}
 		}
 		stats.Wall = time.Since(t0)

@@ -1,0 +1,535 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	ucli "github.com/urfave/cli/v2"
+	"golang.org/x/term"
+
+	"github.com/mempo/mempo/lib/agent"
+	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/model"
+	"github.com/mempo/mempo/lib/records"
+	"github.com/mempo/mempo/lib/retrieval"
+	"github.com/mempo/mempo/lib/rollout"
+	"github.com/mempo/mempo/lib/tasks"
+	"github.com/mempo/mempo/lib/tokenizer"
+)
+
+// rolloutFlags are the root command's flags.
+var rolloutFlags = []ucli.Flag{
+	&ucli.StringFlag{Name: "model", Usage: "Hugging Face model directory of the policy (required)"},
+	&ucli.StringFlag{Name: "tokenizer", Usage: "tokenizer.json or its directory (default: the model directory)"},
+	&ucli.StringFlag{Name: "tasks", Usage: "tasks file (from `mempo-rollout tasks`, or Search-R1 rows) (required)"},
+	&ucli.StringFlag{Name: "retriever", Usage: "URL of a mempo-serve (or Search-R1) retrieval server"},
+	&ucli.StringFlag{Name: "index", Usage: "index directory searched in process (BM25)"},
+	&ucli.IntFlag{Name: "group", Value: 16, Usage: "trajectories per task (G)"},
+	&ucli.StringFlag{Name: "out", Usage: "rollouts file, .parquet or .jsonl (required); resumable through OUT.partial/"},
+	&ucli.StringFlag{Name: "jsonl", Usage: "also write a readable JSONL copy with the decoded text of every step"},
+	&ucli.StringFlag{Name: "keep", Value: "1", Usage: "previous steps kept in the context: 1 (MemPO), K, or all (full history)"},
+	&ucli.IntFlag{Name: "max-turns", Value: 16, Usage: "steps a trajectory may take"},
+	&ucli.IntFlag{Name: "max-step-tokens", Value: 1024, Usage: "generation budget of one step"},
+	&ucli.IntFlag{Name: "obs-tokens", Value: 1000, Usage: "cap on the ids of one observation, tags kept (0: none)"},
+	&ucli.IntFlag{Name: "topk", Value: 3, Usage: "passages per search"},
+	&ucli.StringFlag{Name: "tool-tag", Value: "search", Usage: "search action tag: search or tool_call"},
+	&ucli.BoolFlag{Name: "hint", Value: true, Usage: "show the turns left inside every observation (--hint=false: off)"},
+	&ucli.StringFlag{Name: "on-invalid", Value: "end", Usage: "after a badly formatted step: end (MEM1) or correct (Search-R1's corrective message)"},
+	&ucli.BoolFlag{Name: "chat", Value: true, Usage: "ChatML turns (instruct checkpoints); --chat=false renders raw text (base checkpoints)"},
+	&ucli.Float64Flag{Name: "temperature", Value: 1, Usage: "sampling temperature; 0 is greedy"},
+	&ucli.Float64Flag{Name: "top-p", Value: 1, Usage: "nucleus sampling mass (1: off)"},
+	&ucli.IntFlag{Name: "top-k", Value: 0, Usage: "keep the k most likely tokens (0: off)"},
+	&ucli.Uint64Flag{Name: "seed", Value: 0, Usage: "run seed; each (task, sample, turn) draws from its own stream"},
+	&ucli.IntFlag{Name: "batch", Value: 64, Usage: "trajectories in flight at once (whole tasks; at least --group)"},
+	&ucli.StringFlag{Name: "policy", Usage: "policy checkpoint id stored in every row (default: the model directory's name @ a hash of its files' sizes and times)"},
+	&ucli.BoolFlag{Name: "no-memory-reward", Usage: "skip the teacher-forced P(gold | …) passes of R^M"},
+	&ucli.StringFlag{Name: "device", Usage: "cpu or cuda (default: cuda when usable, else cpu)"},
+	&ucli.IntFlag{Name: "limit", Usage: "run only the first N tasks (0: all)"},
+	&ucli.BoolFlag{Name: "overwrite", Usage: "run again even when --out already holds a finished run"},
+}
+
+// loadPolicy opens the policy. Tests replace it with a scripted policy; it
+// returns the policy, its EOS ids and its vocabulary size.
+var loadPolicy = func(dir, device string, tok agent.Tokenizer) (rollout.Policy, []int, int, error) {
+	be, err := model.NewBackend(device)
+	if err != nil {
+		return nil, nil, 0, fmt.Errorf("--device: %w", err)
+	}
+	m, err := model.Load(dir, be)
+	if err != nil {
+		return nil, nil, 0, err
+	}
+	return m, m.EOS(), m.VocabSize(), nil
+}
+
+// settings are the flags that change what a run samples: a journal written
+// under other settings cannot be resumed.
+type settings map[string]string
+
+func runRollout(c *ucli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q (subcommands: tasks, generate, tokenize)", c.Args().First())
+	}
+	for _, f := range []string{"model", "tasks", "out"} {
+		if c.String(f) == "" {
+			return fmt.Errorf("--%s is required", f)
+		}
+	}
+	out, jsonl := c.String("out"), c.String("jsonl")
+	if out == "-" {
+		return fmt.Errorf("--out: a file is needed (the run is journaled beside it)")
+	}
+	if _, err := cli.Format(out); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	if jsonl != "" {
+		if f, err := cli.Format(jsonl); err != nil || f != "jsonl" {
+			return fmt.Errorf("--jsonl %s: want a .jsonl file", jsonl)
+		}
+	}
+	if (c.String("retriever") == "") == (c.String("index") == "") {
+		return fmt.Errorf("give exactly one of --retriever URL and --index DIR")
+	}
+	G := c.Int("group")
+	switch {
+	case G < 1:
+		return fmt.Errorf("--group: must be at least 1, got %d", G)
+	case c.Int("max-step-tokens") < 1:
+		return fmt.Errorf("--max-step-tokens: must be at least 1")
+	case c.Float64("temperature") < 0:
+		return fmt.Errorf("--temperature: must not be negative")
+	case c.Float64("top-p") < 0 || c.Float64("top-p") > 1:
+		return fmt.Errorf("--top-p: must be in [0, 1]")
+	case c.Int("top-k") < 0:
+		return fmt.Errorf("--top-k: must not be negative")
+	case c.Int("limit") < 0:
+		return fmt.Errorf("--limit: must not be negative")
+	}
+	keep, err := agent.ParseKeep(c.String("keep"))
+	if err != nil {
+		return fmt.Errorf("--keep: %w", err)
+	}
+	keepName := strconv.Itoa(keep)
+	if keep == agent.KeepAll {
+		keepName = "all"
+	}
+	onInvalid, err := agent.ParseInvalidPolicy(c.String("on-invalid"))
+	if err != nil {
+		return fmt.Errorf("--on-invalid: %w", err)
+	}
+	journal := out + ".partial"
+	if _, err := os.Stat(out); err == nil && !c.Bool("overwrite") {
+		if _, err := os.Stat(journal); errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(os.Stderr, "mempo-rollout: %s already holds a finished run; nothing to do (--overwrite runs again)\n", out)
+			return nil
+		}
+	}
+
+	// Tasks.
+	tasksPath := c.String("tasks")
+	all, err := tasks.ReadTasks(tasksPath)
+	if err != nil {
+		return err
+	}
+	for i := range all {
+		if err := all[i].Check(); err != nil {
+			return cli.BadInput(tasksPath, i+1, "", "%v", err)
+		}
+	}
+	if len(all) == 0 {
+		return fmt.Errorf("%s: no tasks", tasksPath)
+	}
+	taskHash := fnv.New64a()
+	for _, t := range all {
+		fmt.Fprintf(taskHash, "%s\x00", t.TaskID)
+	}
+	run := all
+	if n := c.Int("limit"); n > 0 && n < len(run) {
+		run = run[:n]
+	}
+
+	// Tokenizer, policy, agent.
+	dir := c.String("model")
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		return fmt.Errorf("--model %s: not a model directory", dir)
+	}
+	tokPath := c.String("tokenizer")
+	if tokPath == "" {
+		tokPath = dir
+	}
+	tk, err := tokenizer.Load(tokPath)
+	if err != nil {
+		return fmt.Errorf("tokenizer: %w", err)
+	}
+	tok := rollout.Tok{T: tk}
+	pol, eos, vocab, err := loadPolicy(dir, c.String("device"), tok)
+	if err != nil {
+		return err
+	}
+	if tk.VocabSize() > vocab {
+		return fmt.Errorf("tokenizer %s has %d ids but the model only %d", tokPath, tk.VocabSize(), vocab)
+	}
+	cfg := agent.DefaultConfig()
+	cfg.ToolTag, cfg.MaxTurns, cfg.MaxStepTokens = c.String("tool-tag"), c.Int("max-turns"), c.Int("max-step-tokens")
+	cfg.ObsMaxTokens, cfg.TopK, cfg.Keep = c.Int("obs-tokens"), c.Int("topk"), keep
+	cfg.TurnsHint, cfg.OnInvalid, cfg.Chat = c.Bool("hint"), onInvalid, c.Bool("chat")
+	if cfg.Chat {
+		// A chat model ends its turn with <|im_end|>, whatever the
+		// generation config says.
+		if id, ok := tk.TokenID("<|im_end|>"); ok && !containsID(eos, id) {
+			eos = append(eos, id)
+		}
+	}
+	cfg.EOSIDs = eos
+	ag, err := agent.New(cfg, tok)
+	if err != nil {
+		return err
+	}
+	policyID := c.String("policy")
+	if policyID == "" {
+		policyID = defaultPolicyID(dir)
+	}
+
+	// Searcher.
+	var searcher retrieval.Searcher
+	if ix := c.String("index"); ix != "" {
+		l, err := retrieval.NewLocal(ix)
+		if err != nil {
+			return fmt.Errorf("--index %s: %w", ix, err)
+		}
+		defer l.Close()
+		searcher = l
+	} else {
+		url := c.String("retriever")
+		cl := retrieval.NewClient(url)
+		// One probe, so an unreachable or wrong server is one clear line
+		// before any model time is spent.
+		pctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		probe := *cl
+		probe.Retries = 1
+		_, err := probe.Search(pctx, []string{"probe"}, 1)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("--retriever %s: %v", url, err)
+		}
+		searcher = cl
+	}
+
+	set := settings{
+		"tasks": fmt.Sprintf("%x", taskHash.Sum64()), "policy": policyID, "group": strconv.Itoa(G),
+		"seed": strconv.FormatUint(c.Uint64("seed"), 10), "keep": keepName, "max_turns": strconv.Itoa(cfg.MaxTurns),
+		"max_step_tokens": strconv.Itoa(cfg.MaxStepTokens), "obs_tokens": strconv.Itoa(cfg.ObsMaxTokens),
+		"topk": strconv.Itoa(cfg.TopK), "tool_tag": cfg.ToolTag, "hint": strconv.FormatBool(cfg.TurnsHint),
+		"on_invalid": c.String("on-invalid"), "chat": strconv.FormatBool(cfg.Chat),
+		"temperature": strconv.FormatFloat(c.Float64("temperature"), 'g', -1, 64),
+		"top_p":       strconv.FormatFloat(c.Float64("top-p"), 'g', -1, 64), "top_k": strconv.Itoa(c.Int("top-k")),
+		"memory_reward": strconv.FormatBool(!c.Bool("no-memory-reward")),
+	}
+	jr, done, err := openJournal(journal, set, G, all)
+	if err != nil {
+		return err
+	}
+	var jobs []rollout.Job
+	for i, t := range run {
+		if !done[int64(i)] {
+			jobs = append(jobs, rollout.Job{Group: int64(i), Task: t})
+		}
+	}
+	resumed := len(run) - len(jobs)
+
+	eng := &rollout.Engine{Agent: ag, Policy: pol, Searcher: searcher, Opts: rollout.Options{
+		Group: G, Batch: c.Int("batch"), MaxStepTokens: cfg.MaxStepTokens,
+		Sampling: model.SampleParams{Temperature: c.Float64("temperature"), TopP: c.Float64("top-p"), TopK: c.Int("top-k")},
+		EOS:      eos, Decode: tok.Decode, Seed: c.Uint64("seed"), PolicyID: policyID, Keep: keepName,
+		MemoryReward: !c.Bool("no-memory-reward"),
+	}}
+	prog := cli.NewProgress()
+	eng.Progress = func(st rollout.Stats) {
+		prog.Printf("rollout: %d/%d tasks, %s", resumed+st.TasksDone, len(run), rates(st))
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	st, err := eng.Run(ctx, jobs, func(j rollout.Job, rows []records.Rollout) error { return jr.put(j.Group, rows) })
+	if err != nil {
+		if ctx.Err() != nil {
+			err = fmt.Errorf("interrupted after %d of %d tasks; they are kept in %s, rerun the same command to resume", resumed+st.TasksDone, len(run), journal)
+		} else {
+			err = fmt.Errorf("%v (%d of %d tasks are kept in %s; rerun to resume)", err, resumed+st.TasksDone, len(run), journal)
+		}
+		if term.IsTerminal(int(os.Stderr.Fd())) {
+			prog.Done("")
+		}
+		return err
+	}
+	n, rt, err := jr.merge(out, jsonl, len(run), tok)
+	if err != nil {
+		return err
+	}
+	summary := fmt.Sprintf("mempo-rollout: %d tasks (%d resumed), %d trajectories, mean R^T %.3f; %s; wall %.1fs → %s",
+		len(run), resumed, n, rt, rates(st), st.Wall.Seconds(), out)
+	if term.IsTerminal(int(os.Stderr.Fd())) {
+		prog.Done("%s", summary)
+	} else {
+		fmt.Fprintln(os.Stderr, summary)
+	}
+	return nil
+}
+
+// rates is the throughput part of the progress and summary lines.
+func rates(st rollout.Stats) string {
+	sec := max(st.Wall.Seconds(), 1e-9)
+	turns := 0.0
+	if st.Trajectories > 0 {
+		turns = float64(st.TrajectoryTurns) / float64(st.Trajectories)
+	}
+	return fmt.Sprintf("%.2f traj/s, %.0f gen tok/s, %.1f turns/traj, retrieval wait %.1f%% of wall",
+		float64(st.Trajectories)/sec, float64(st.GeneratedTokens)/sec, turns, 100*st.SearchShare())
+}
+
+func containsID(ids []int, id int) bool {
+	for _, x := range ids {
+		if x == id {
+			return true
+		}
+	}
+	return false
+}
+
+// defaultPolicyID names a checkpoint by its directory and a hash of the
+// names, sizes and modification times of its config and weight files: a
+// new checkpoint saved in the same place gets a new id.
+func defaultPolicyID(dir string) string {
+	h := fnv.New32a()
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		n := e.Name()
+		if n != "config.json" && !strings.HasSuffix(n, ".safetensors") && !strings.HasSuffix(n, ".safetensors.index.json") {
+			continue
+		}
+		if info, err := e.Info(); err == nil {
+			fmt.Fprintf(h, "%s\x00%d\x00%d\x00", n, info.Size(), info.ModTime().UnixNano())
+		}
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		abs = dir
+	}
+	return fmt.Sprintf("%s@%08x", filepath.Base(abs), h.Sum32())
+}
+
+// journal is the resumable state of a run beside its output: run.json with
+// the settings, and one Parquet file per finished task (its G rows), each
+// written atomically, so a kill at any moment leaves whole tasks only.
+type journal struct {
+	dir   string
+	group int
+	tasks []tasks.Task
+	done  map[int64]bool
+}
+
+const journalSettings = "run.json"
+
+func taskFile(dir string, group int64) string {
+	return filepath.Join(dir, fmt.Sprintf("task-%08d.parquet", group))
+}
+
+// openJournal opens or starts the journal at dir and returns the groups
+// already finished.
+func openJournal(dir string, set settings, G int, all []tasks.Task) (*journal, map[int64]bool, error) {
+	j := &journal{dir: dir, group: G, tasks: all, done: map[int64]bool{}}
+	sp := filepath.Join(dir, journalSettings)
+	raw, err := os.ReadFile(sp)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", dir, err)
+		}
+		if err := cli.WriteFileAtomic(sp, []byte(encodeSettings(set))); err != nil {
+			return nil, nil, err
+		}
+		return j, j.done, nil
+	case err != nil:
+		return nil, nil, fmt.Errorf("%s: %w", sp, err)
+	}
+	old, err := decodeSettings(string(raw))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %v", sp, err)
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if old[k] != set[k] {
+			return nil, nil, fmt.Errorf("%s: the unfinished run there has %s = %q, this one %q; rerun with its settings to resume, or remove %s to start over", dir, k, old[k], set[k], dir)
+		}
+	}
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	for _, e := range ents {
+		name := e.Name()
+		if strings.HasPrefix(name, ".") {
+			// The temporary file of a task being written when the run was
+			// killed: that task was not finished.
+			os.Remove(filepath.Join(dir, name))
+			continue
+		}
+		var g int64
+		if n, _ := fmt.Sscanf(name, "task-%d.parquet", &g); n != 1 || name != filepath.Base(taskFile(dir, g)) {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		if g < 0 || g >= int64(len(all)) {
+			return nil, nil, fmt.Errorf("%s: group %d is past the %d tasks; remove %s to start over", path, g, len(all), dir)
+		}
+		rows, err := records.ReadFile[records.Rollout](path)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%v (remove %s to start over)", err, dir)
+		}
+		seen := map[int32]bool{}
+		for _, r := range rows {
+			if r.TaskID != all[g].TaskID || r.Group != g || r.Sample < 0 || int(r.Sample) >= G || seen[r.Sample] {
+				return nil, nil, fmt.Errorf("%s: row of task %q group %d sample %d does not belong to task %d (%s) of this run; remove %s to start over", path, r.TaskID, r.Group, r.Sample, g, all[g].TaskID, dir)
+			}
+			seen[r.Sample] = true
+		}
+		if len(rows) != G {
+			return nil, nil, fmt.Errorf("%s: %d rows, want %d; remove %s to start over", path, len(rows), G, dir)
+		}
+		j.done[g] = true
+	}
+	return j, j.done, nil
+}
+
+func encodeSettings(s settings) string {
+	keys := make([]string, 0, len(s))
+	for k := range s {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString("{\n")
+	for i, k := range keys {
+		fmt.Fprintf(&b, "  %q: %q", k, s[k])
+		if i < len(keys)-1 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('\n')
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+func decodeSettings(raw string) (settings, error) {
+	s := settings{}
+	for _, line := range strings.Split(raw, "\n") {
+		line = strings.TrimSuffix(strings.TrimSpace(line), ",")
+		if line == "" || line == "{" || line == "}" {
+			continue
+		}
+		k, v, ok := strings.Cut(line, ": ")
+		if !ok {
+			return nil, fmt.Errorf("not a settings line: %q", line)
+		}
+		ku, err1 := strconv.Unquote(k)
+		vu, err2 := strconv.Unquote(v)
+		if err1 != nil || err2 != nil {
+			return nil, fmt.Errorf("not a settings line: %q", line)
+		}
+		s[ku] = vu
+	}
+	return s, nil
+}
+
+// put journals the rows of a finished task.
+func (j *journal) put(group int64, rows []records.Rollout) error {
+	if err := records.WriteFile(taskFile(j.dir, group), rows); err != nil {
+		return err
+	}
+	j.done[group] = true
+	return nil
+}
+
+// merge writes the journaled tasks 0..n-1 into out (and the readable copy),
+// in task order, then removes the journal. It returns the rows written and
+// their mean R^T.
+func (j *journal) merge(out, jsonl string, n int, tok rollout.Tok) (int, float64, error) {
+	w, err := records.Create[records.Rollout](out)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer w.Abort()
+	var jw *records.Writer[records.Rollout]
+	if jsonl != "" {
+		if jw, err = records.Create[records.Rollout](jsonl); err != nil {
+			return 0, 0, err
+		}
+		defer jw.Abort()
+	}
+	rows, rt := 0, 0.0
+	for g := int64(0); g < int64(n); g++ {
+		if !j.done[g] {
+			return 0, 0, fmt.Errorf("%s: task %d (%s) has no rows; rerun to finish it", j.dir, g, j.tasks[g].TaskID)
+		}
+		rs, err := records.ReadFile[records.Rollout](taskFile(j.dir, g))
+		if err != nil {
+			return 0, 0, err
+		}
+		sort.Slice(rs, func(a, b int) bool { return rs[a].Sample < rs[b].Sample })
+		if err := w.Write(rs...); err != nil {
+			return 0, 0, err
+		}
+		for i := range rs {
+			rt += rs[i].RewardTask
+			rows++
+		}
+		if jw != nil {
+			for i := range rs {
+				for k := range rs[i].Steps {
+					s := &rs[i].Steps[k]
+					s.ContextText = tok.Decode(ints32(s.ContextIDs))
+					s.OutputText = tok.Decode(ints32(s.OutputIDs))
+				}
+			}
+			if err := jw.Write(rs...); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	if err := w.Commit(); err != nil {
+		return 0, 0, err
+	}
+	if jw != nil {
+		if err := jw.Commit(); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := os.RemoveAll(j.dir); err != nil {
+		return 0, 0, fmt.Errorf("%s: %w", j.dir, err)
+	}
+	if rows > 0 {
+		rt /= float64(rows)
+	}
+	return rows, rt, nil
+}
+
+func ints32(ids []int32) []int {
+	out := make([]int, len(ids))
+	for i, id := range ids {
+		out[i] = int(id)
+	}
+	return out
+}

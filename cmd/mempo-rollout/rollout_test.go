@@ -1,0 +1,355 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mempo/mempo/lib/agent"
+	"github.com/mempo/mempo/lib/checkpoint"
+	"github.com/mempo/mempo/lib/records"
+	"github.com/mempo/mempo/lib/retrieval"
+	"github.com/mempo/mempo/lib/rollout"
+	"github.com/mempo/mempo/lib/tasks"
+	"github.com/mempo/mempo/lib/tokenizer"
+)
+
+// The test binary doubles as the command: with MEMPO_ROLLOUT_AS_COMMAND set
+// it runs main() on its arguments with the scripted policy (slowed down by
+// MEMPO_ROLLOUT_DELAY), so a test can kill it with SIGKILL mid-run.
+func TestMain(m *testing.M) {
+	if os.Getenv("MEMPO_ROLLOUT_AS_COMMAND") != "" {
+		d, _ := time.ParseDuration(os.Getenv("MEMPO_ROLLOUT_DELAY"))
+		useScripted(d)
+		os.Args = append([]string{"mempo-rollout"}, os.Args[1:]...)
+		main()
+		return
+	}
+	code := m.Run()
+	if roFix.dir != "" {
+		os.RemoveAll(roFix.dir)
+	}
+	os.Exit(code)
+}
+
+var roMarker = regexp.MustCompile(`<mem>S(\d+)T(\d+) `)
+
+// roScript searches the question at the first turn, then answers with a
+// number drawn from the request's seed (so rows show whether a resumed run
+// used the same per-(task, sample, turn) seeds); sample 2 never uses tags.
+func roScript(prompt string, sample int, seed uint64) string {
+	turn := 0
+	if ms := roMarker.FindAllStringSubmatch(prompt, -1); len(ms) > 0 {
+		last := ms[len(ms)-1]
+		sample, _ = strconv.Atoi(last[1])
+		turn, _ = strconv.Atoi(last[2])
+		turn++
+	}
+	mem := fmt.Sprintf("<mem>S%dT%d seed %d</mem>", sample, turn, seed%1000)
+	switch {
+	case sample == 2:
+		return "no tags here"
+	case turn == 0:
+		q := "question"
+		if i := strings.Index(prompt, "Question"); i >= 0 {
+			q = strings.Fields(prompt[i:])[1]
+		}
+		return mem + "<think>look</think><search>" + q + " " + strconv.FormatUint(seed%97, 10) + "</search>"
+	}
+	return mem + "<think>done</think><answer>" + strconv.FormatUint(seed%1000, 10) + "</answer>"
+}
+
+func useScripted(delay time.Duration) {
+	loadPolicy = func(dir, device string, tok agent.Tokenizer) (rollout.Policy, []int, int, error) {
+		if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
+			return nil, nil, 0, fmt.Errorf("%s: no config.json", dir)
+		}
+		return &rollout.Scripted{Tok: tok, Script: roScript, EOS: 0, Delay: delay}, []int{0}, 1 << 20, nil
+	}
+}
+
+var roFix struct {
+	sync.Once
+	dir, index, tasks, model string
+	n                        int
+	err                      error
+}
+
+// roFixture builds a BM25 index over the paragraphs of the first 16 rows of
+// the shared HotpotQA dev file, a tasks file of those rows (k = 1) and a
+// model directory (a random-weight tiny Qwen2 over the small BPE
+// vocabulary). It skips when ../shared/data is absent.
+func roFixture(t *testing.T) (index, tasksFile, modelDir string, n int) {
+	t.Helper()
+	src := filepath.Join("..", "..", "..", "shared", "data", "hotpotqa", "dev-with-paragraphs-a.jsonl")
+	if _, err := os.Stat(src); err != nil {
+		t.Skipf("real data not present: %s (the shared HotpotQA paragraphs beside the repository)", src)
+	}
+	f := &roFix
+	f.Do(func() {
+		f.err = func() error {
+			dir, err := os.MkdirTemp("", "mempo-rollout-cmd-")
+			if err != nil {
+				return err
+			}
+			f.dir = dir
+			raw, err := os.ReadFile(src)
+			if err != nil {
+				return err
+			}
+			lines := bytes.SplitN(raw, []byte("\n"), 17)[:16]
+			slice := filepath.Join(dir, "hotpotqa", "slice.jsonl")
+			os.MkdirAll(filepath.Dir(slice), 0o755)
+			if err := os.WriteFile(slice, append(bytes.Join(lines, []byte("\n")), '\n'), 0o644); err != nil {
+				return err
+			}
+			var corpus bytes.Buffer
+			if _, err := retrieval.ConvertCorpus(retrieval.FromHotpotQA, []string{slice}, &corpus); err != nil {
+				return err
+			}
+			cp := filepath.Join(dir, "corpus.jsonl")
+			os.WriteFile(cp, corpus.Bytes(), 0o644)
+			f.index = filepath.Join(dir, "index")
+			if _, err := retrieval.Build(context.Background(), retrieval.BuildOptions{Corpus: cp, Out: f.index, Analyzer: retrieval.DefaultAnalyzer}); err != nil {
+				return err
+			}
+			qs, _, err := tasks.ReadFile(slice, "hotpotqa", "hotpotqa")
+			if err != nil {
+				return err
+			}
+			ts, err := tasks.Build(qs, 1)
+			if err != nil {
+				return err
+			}
+			f.n = len(ts)
+			f.tasks = filepath.Join(dir, "tasks.jsonl")
+			if err := tasks.Write(f.tasks, ts); err != nil {
+				return err
+			}
+			cfg, err := checkpoint.Preset("tiny")
+			if err != nil {
+				return err
+			}
+			cfg.VocabSize = 512
+			bos := 0
+			cfg.BOSTokenID, cfg.EOSTokenIDs, cfg.Generation = &bos, []int{0}, nil
+			f.model = filepath.Join(dir, "tiny")
+			return checkpoint.Save(f.model, cfg, checkpoint.RandomInit(cfg, 5), checkpoint.SaveOptions{TokenizerDir: "../../testdata/tokenizer/small-bpe.json"})
+		}()
+	})
+	if f.err != nil {
+		t.Fatal(f.err)
+	}
+	return f.index, f.tasks, f.model, f.n
+}
+
+func runRoot(args ...string) error {
+	return newApp().Run(append([]string{"mempo-rollout"}, args...))
+}
+
+func readRows(t *testing.T, path string) []records.Rollout {
+	t.Helper()
+	rows, err := records.ReadFile[records.Rollout](path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rows
+}
+
+// A random-weight model sampling for real through the command: 2 tasks × G
+// = 2, a file records.ReadFile reads, contexts that follow the protocol, and
+// a readable JSONL copy.
+func TestRolloutCommandTinyModel(t *testing.T) {
+	index, tasksFile, modelDir, _ := roFixture(t)
+	dir := t.TempDir()
+	out, copyPath := filepath.Join(dir, "r.parquet"), filepath.Join(dir, "r.jsonl")
+	err := runRoot("--model", modelDir, "--tasks", tasksFile, "--index", index, "--group", "2", "--limit", "2",
+		"--max-step-tokens", "8", "--max-turns", "3", "--on-invalid", "correct", "--seed", "3", "--out", out, "--jsonl", copyPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := readRows(t, out)
+	if len(rows) != 4 {
+		t.Fatalf("%d rows, want 4", len(rows))
+	}
+	tok := loadTok(t, modelDir)
+	cfg := agent.DefaultConfig()
+	cfg.MaxTurns, cfg.MaxStepTokens, cfg.OnInvalid, cfg.EOSIDs = 3, 8, agent.CorrectOnInvalid, []int{0}
+	ag, err := agent.New(cfg, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range rows {
+		if r.Group != int64(i/2) || r.Sample != int32(i%2) || !strings.HasPrefix(r.Policy, "tiny@") || r.Keep != "1" {
+			t.Errorf("row %d: group %d sample %d policy %q keep %q", i, r.Group, r.Sample, r.Policy, r.Keep)
+		}
+		if err := ag.CheckRecord(r.Questions, rollout.StepRecords(&r)); err != nil {
+			t.Errorf("row %d: %v", i, err)
+		}
+		for _, s := range r.Steps {
+			if len(s.OutputIDs) == 0 || len(s.OutputIDs) > 8 || len(s.Logprobs) != len(s.OutputIDs) || len(s.SampleLogprobs) != len(s.OutputIDs) {
+				t.Errorf("row %d: step with %d ids, %d/%d log-probs", i, len(s.OutputIDs), len(s.Logprobs), len(s.SampleLogprobs))
+			}
+		}
+	}
+	copyRows := readRows(t, copyPath)
+	if len(copyRows) != 4 || copyRows[0].Steps[0].ContextText == "" || !strings.Contains(copyRows[0].Steps[0].ContextText, rows[0].Questions[0]) {
+		t.Errorf("JSONL copy lacks the decoded context")
+	}
+	if _, err := os.Stat(out + ".partial"); !os.IsNotExist(err) {
+		t.Errorf("journal left behind: %v", err)
+	}
+}
+
+func loadTok(t *testing.T, dir string) rollout.Tok {
+	t.Helper()
+	tk, err := tokenizer.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rollout.Tok{T: tk}
+}
+
+// Kill -9 in the middle, rerun: every trajectory exactly once, the same as
+// an uninterrupted run.
+func TestRolloutKillAndResume(t *testing.T) {
+	index, tasksFile, modelDir, n := roFixture(t)
+	useScripted(0)
+	defer func() { loadPolicy = realLoadPolicy }()
+	dir := t.TempDir()
+	args := func(out string) []string {
+		return []string{"--model", modelDir, "--tasks", tasksFile, "--index", index, "--group", "3", "--batch", "3",
+			"--seed", "42", "--out", out, "--max-turns", "4"}
+	}
+	ref := filepath.Join(dir, "ref.parquet")
+	if err := runRoot(args(ref)...); err != nil {
+		t.Fatal(err)
+	}
+	want := readRows(t, ref)
+	if len(want) != 3*n {
+		t.Fatalf("reference run: %d rows, want %d", len(want), 3*n)
+	}
+
+	out := filepath.Join(dir, "r.parquet")
+	journal := out + ".partial"
+	cmd := exec.Command(os.Args[0], args(out)...)
+	cmd.Env = append(os.Environ(), "MEMPO_ROLLOUT_AS_COMMAND=1", "MEMPO_ROLLOUT_DELAY=60ms")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ents, _ := filepath.Glob(filepath.Join(journal, "task-*.parquet"))
+		if len(ents) >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("no tasks journaled in time; stderr: %s", stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Kill() // SIGKILL
+	cmd.Wait()
+	journaled, _ := filepath.Glob(filepath.Join(journal, "task-*.parquet"))
+	if len(journaled) >= n {
+		t.Fatalf("the run finished (%d tasks journaled) before the kill; slow it down", len(journaled))
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Fatalf("output exists after a kill: %v", err)
+	}
+	// Rerun as a fresh process.
+	cmd = exec.Command(os.Args[0], args(out)...)
+	cmd.Env = append(os.Environ(), "MEMPO_ROLLOUT_AS_COMMAND=1")
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("rerun: %v: %s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), fmt.Sprintf("(%d resumed)", len(journaled))) {
+		t.Errorf("summary does not count %d resumed tasks: %s", len(journaled), stderr.String())
+	}
+	got := readRows(t, out)
+	if len(got) != len(want) {
+		t.Fatalf("%d rows after resume, want %d", len(got), len(want))
+	}
+	seen := map[[2]int64]bool{}
+	for i := range got {
+		k := [2]int64{got[i].Group, int64(got[i].Sample)}
+		if seen[k] {
+			t.Fatalf("trajectory %v twice", k)
+		}
+		seen[k] = true
+		a, b := got[i], want[i]
+		a.WallS, b.WallS = 0, 0
+		if !reflect.DeepEqual(a, b) {
+			t.Fatalf("row %d (task %d sample %d) differs from the uninterrupted run", i, a.Group, a.Sample)
+		}
+	}
+	if _, err := os.Stat(journal); !os.IsNotExist(err) {
+		t.Errorf("journal left behind")
+	}
+	// A finished run is not redone.
+	if err := runRoot(args(out)...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var realLoadPolicy = loadPolicy
+
+func TestRolloutBadInput(t *testing.T) {
+	index, tasksFile, modelDir, _ := roFixture(t)
+	useScripted(0)
+	defer func() { loadPolicy = realLoadPolicy }()
+	dir := t.TempDir()
+	out := filepath.Join(dir, "r.parquet")
+	os.WriteFile(out, []byte("precious"), 0o644)
+	os.MkdirAll(out+".partial", 0o755) // an unfinished run, so the command does not stop at "nothing to do"
+	base := func(extra ...string) []string {
+		return append([]string{"--model", modelDir, "--tasks", tasksFile, "--index", index, "--group", "2", "--out", out}, extra...)
+	}
+	badTasks := filepath.Join(dir, "bad.jsonl")
+	os.WriteFile(badTasks, []byte(`{"task_id":"a","k":1,"questions":["q?"],"golds":[["x"]]}`+"\n"+`{"task_id":"b","k":2,"questions":["q?"],"golds":[["x"]]}`+"\n"), 0o644)
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--model", filepath.Join(dir, "none"), "--tasks", tasksFile, "--index", index, "--out", out}, "none: not a model directory"},
+		{[]string{"--model", modelDir, "--tasks", badTasks, "--index", index, "--out", out}, "bad.jsonl: row 2"},
+		{[]string{"--model", modelDir, "--tasks", tasksFile, "--retriever", "http://127.0.0.1:9", "--out", out}, "--retriever http://127.0.0.1:9"},
+		{[]string{"--model", modelDir, "--tasks", tasksFile, "--out", out}, "exactly one of --retriever"},
+		{base("--keep", "x"), "--keep"},
+		{base("--group", "0"), "--group"},
+		{base("--jsonl", filepath.Join(dir, "c.parquet")), "--jsonl"},
+		{[]string{"--model", modelDir, "--tasks", tasksFile, "--index", filepath.Join(dir, "noindex"), "--out", out}, "--index"},
+	}
+	for _, c := range cases {
+		err := runRoot(c.args...)
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: error %v, want one line naming %q", c.args, err, c.want)
+		}
+	}
+	if b, _ := os.ReadFile(out); string(b) != "precious" {
+		t.Error("an existing output was damaged")
+	}
+	// A journal from a run with other settings is not resumed.
+	os.RemoveAll(out + ".partial")
+	os.MkdirAll(out+".partial", 0o755)
+	os.WriteFile(filepath.Join(out+".partial", "run.json"), []byte(encodeSettings(settings{"seed": "99"})), 0o644)
+	if err := runRoot(base()...); err == nil || !strings.Contains(err.Error(), "the unfinished run there has") || !strings.Contains(err.Error(), "to start over") {
+		t.Errorf("mismatched journal: %v", err)
+	}
+}
