@@ -1,0 +1,625 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"github.com/mempo/mempo/lib/cuda"
+)
+
+// CUDA is the GPU backend: fp32 tensors in device memory, matrix products
+// through cuBLAS with CUBLAS_COMPUTE_32F (no TF32), every other op a kernel of
+// lib/cuda/kernels compiled by NVRTC at first use. Work is queued on one
+// stream; ToHost and Sample synchronize. Device memory is freed by Free, or
+// when the Go garbage collector finds a tensor unreachable.
+type CUDA struct {
+	dev *cuda.Device
+
+	cpu *CPU // RoPE tables are computed by the CPU backend's code, bit for bit
+
+	ropeMu sync.Mutex
+	rope   map[ropeKey]*cudaRope
+
+	// invFreqBF16: see CPU.invFreqBF16 (parity test of the bf16 fixture).
+	invFreqBF16 bool
+
+	live      atomic.Int64 // bytes of device memory held by tensors
+	sinceGC   atomic.Int64
+	gcTrigger int64
+}
+
+type cudaRope struct {
+	n       int // positions in the table
+	cos     cuda.Ptr
+	sin     cuda.Ptr
+	cosBuf  *devBuf
+	sinBuf  *devBuf
+	entries int
+}
+
+type devBuf struct {
+	p     cuda.Ptr
+	bytes int
+	freed bool
+	be    *CUDA
+}
+
+type cudaTensor struct {
+	buf  *devBuf
+	off  int // in elements
+	r, c int
+	own  bool
+}
+
+func (t *cudaTensor) Rows() int { return t.r }
+func (t *cudaTensor) Cols() int { return t.c }
+
+func (t *cudaTensor) ptr() cuda.Ptr {
+	if t.buf.freed {
+		panic("model: CUDA tensor used after Free")
+	}
+	return t.buf.p + cuda.Ptr(4*t.off)
+}
+func (t *cudaTensor) n() int { return t.r * t.c }
+
+func gt(t Tensor) *cudaTensor {
+	c, ok := t.(*cudaTensor)
+	if !ok {
+		panic(fmt.Sprintf("model: CUDA backend given a %T tensor", t))
+	}
+	return c
+}
+
+func sameShapeG(op string, a, b *cudaTensor) {
+	if a.r != b.r || a.c != b.c {
+		panic(fmt.Sprintf("model: %s: shapes %d×%d and %d×%d differ", op, a.r, a.c, b.r, b.c))
+	}
+}
+
+// CUDAAvailableReason is CUDAAvailable with the reason when it is false.
+func CUDAAvailableReason() (bool, string) { return cuda.Available() }
+
+// NewCUDA returns the CUDA backend on the default device.
+func NewCUDA() (*CUDA, error) {
+	if ok, why := cuda.Available(); !ok {
+		return nil, fmt.Errorf("cuda: %s", why)
+	}
+	d, err := cuda.Default()
+	if err != nil {
+		return nil, err
+	}
+	be := &CUDA{dev: d, cpu: NewCPU(), rope: map[ropeKey]*cudaRope{}}
+	be.gcTrigger = max(d.TotalMem/8, 1<<30)
+	return be, nil
+}
+
+// Device is the GPU the backend runs on.
+func (b *CUDA) Device() *cuda.Device { return b.dev }
+
+func (*CUDA) Name() string { return "cuda" }
+
+func must(err error) {
+	if err != nil {
+		panic(err)
+	}
+}
+
+// alloc returns a buffer of n float32s, collecting garbage tensors first when
+// much has been allocated since the last collection, and once more when the
+// device is out of memory.
+func (b *CUDA) alloc(n int) *devBuf {
+	bytes := 4 * max(n, 1)
+	if b.sinceGC.Add(int64(bytes)) > b.gcTrigger {
+		b.sinceGC.Store(0)
+		runtime.GC()
+	}
+	p, err := b.dev.Alloc(bytes)
+	for try := 0; err != nil && try < 3; try++ {
+		runtime.GC()
+		time.Sleep(20 * time.Millisecond) // let finalizers queue their frees
+		must(b.dev.Sync())                // drains them
+		p, err = b.dev.Alloc(bytes)
+	}
+	must(err)
+	buf := &devBuf{p: p, bytes: bytes, be: b}
+	b.live.Add(int64(bytes))
+	runtime.SetFinalizer(buf, func(d *devBuf) {
+		if !d.freed {
+			d.freed = true
+			d.be.live.Add(-int64(d.bytes))
+			d.be.dev.FreeLater(d.p)
+		}
+	})
+	return buf
+}
+
+func (b *CUDA) newTensor(rows, cols int) *cudaTensor {
+	return &cudaTensor{buf: b.alloc(rows * cols), r: rows, c: cols, own: true}
+}
+
+// LiveBytes is the device memory held by tensors not yet freed.
+func (b *CUDA) LiveBytes() int64 { return b.live.Load() }
+
+func (b *CUDA) Zeros(rows, cols int) Tensor {
+	t := b.newTensor(rows, cols)
+	must(b.dev.Memset32(t.ptr(), 0, t.n()))
+	return t
+}
+
+func (b *CUDA) FromHost(data []float32, rows, cols int) Tensor {
+	if len(data) != rows*cols {
+		panic(fmt.Sprintf("model: FromHost: %d values for %d×%d", len(data), rows, cols))
+	}
+	t := b.newTensor(rows, cols)
+	if len(data) > 0 {
+		must(b.dev.HtoD(t.ptr(), unsafe.Pointer(&data[0]), 4*len(data)))
+	}
+	runtime.KeepAlive(data)
+	return t
+}
+
+func (b *CUDA) ToHost(t Tensor, dst []float32) []float32 {
+	s := gt(t)
+	n := s.n()
+	if cap(dst) < n {
+		dst = make([]float32, n)
+	}
+	dst = dst[:n]
+	if n > 0 {
+		must(b.dev.DtoH(unsafe.Pointer(&dst[0]), s.ptr(), 4*n))
+	}
+	return dst
+}
+
+func (*CUDA) View(t Tensor, row0, rows int) Tensor {
+	s := gt(t)
+	if row0 < 0 || rows < 0 || row0+rows > s.r {
+		panic(fmt.Sprintf("model: View rows [%d,%d) of %d", row0, row0+rows, s.r))
+	}
+	return &cudaTensor{buf: s.buf, off: s.off + row0*s.c, r: rows, c: s.c}
+}
+
+func (*CUDA) Reshape(t Tensor, rows, cols int) Tensor {
+	s := gt(t)
+	if rows*cols != s.r*s.c {
+		panic(fmt.Sprintf("model: Reshape %d×%d to %d×%d", s.r, s.c, rows, cols))
+	}
+	return &cudaTensor{buf: s.buf, off: s.off, r: rows, c: cols}
+}
+
+func (b *CUDA) Copy(dst, src Tensor) {
+	d, s := gt(dst), gt(src)
+	sameShapeG("Copy", d, s)
+	must(b.dev.DtoD(d.ptr(), s.ptr(), 4*d.n()))
+}
+
+func (b *CUDA) Fill(t Tensor, v float32) {
+	s := gt(t)
+	must(b.dev.Memset32(s.ptr(), math.Float32bits(v), s.n()))
+}
+
+// Free releases a tensor made by Zeros or FromHost (views are left alone).
+func (b *CUDA) Free(t Tensor) {
+	s := gt(t)
+	if !s.own || s.buf.freed {
+		return
+	}
+	s.buf.freed = true
+	b.live.Add(-int64(s.buf.bytes))
+	must(b.dev.Free(s.buf.p))
+}
+
+// ---- launches ----
+
+func (b *CUDA) fn(module, name string) *cuda.Function {
+	f, err := b.dev.Func(module, name)
+	must(err)
+	return f
+}
+
+func (b *CUDA) launch(module, name string, grid, block int, shmem int, args ...any) {
+	must(b.dev.Launch(b.fn(module, name), cuda.Dim3{X: grid}, cuda.Dim3{X: block}, shmem, args...))
+}
+
+func (b *CUDA) launch2(module, name string, grid cuda.Dim3, block int, shmem int, args ...any) {
+	f := b.fn(module, name)
+	if shmem > 48<<10 {
+		must(b.dev.SetMaxDynamicShared(f, shmem))
+	}
+	must(b.dev.Launch(f, grid, cuda.Dim3{X: block}, shmem, args...))
+}
+
+// gridFor is a grid-stride grid for n elements.
+func (b *CUDA) gridFor(n int64, block int) int {
+	g := (n + int64(block) - 1) / int64(block)
+	return int(min(max(g, 1), int64(b.dev.SMs*32)))
+}
+
+func (b *CUDA) uploadInts(v []int) cuda.Ptr {
+	tmp := make([]int32, max(len(v), 1))
+	for i, x := range v {
+		tmp[i] = int32(x)
+	}
+	p, err := b.dev.Upload(unsafe.Pointer(&tmp[0]), 4*len(v))
+	must(err)
+	runtime.KeepAlive(tmp)
+	return p
+}
+
+func (b *CUDA) uploadF32(v []float32) cuda.Ptr {
+	if len(v) == 0 {
+		v = []float32{0}
+	}
+	p, err := b.dev.Upload(unsafe.Pointer(&v[0]), 4*len(v))
+	must(err)
+	runtime.KeepAlive(v)
+	return p
+}
+
+func (b *CUDA) uploadF64(v []float64) cuda.Ptr {
+	if len(v) == 0 {
+		v = []float64{0}
+	}
+	p, err := b.dev.Upload(unsafe.Pointer(&v[0]), 8*len(v))
+	must(err)
+	runtime.KeepAlive(v)
+	return p
+}
+
+// ---- ops ----
+
+func (b *CUDA) GatherRows(dst, src Tensor, rows []int) {
+	d, s := gt(dst), gt(src)
+	if d.c != s.c || d.r != len(rows) {
+		panic("model: GatherRows shape mismatch")
+	}
+	for _, r := range rows {
+		if r < 0 || r >= s.r {
+			panic(fmt.Sprintf("model: GatherRows row %d of %d", r, s.r))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	idx := b.uploadInts(rows)
+	b.launch("model", "gather_rows_f32", min(len(rows), 65535), 256, 0, d.ptr(), s.ptr(), idx, len(rows), d.c)
+}
+
+func (b *CUDA) MatMul(c, a, bb Tensor, transA, transB bool, alpha, beta float32) {
+	C, A, B := gt(c), gt(a), gt(bb)
+	m, k := A.r, A.c
+	if transA {
+		m, k = k, m
+	}
+	kb, n := B.r, B.c
+	if transB {
+		kb, n = n, kb
+	}
+	if kb != k || C.r != m || C.c != n {
+		panic(fmt.Sprintf("model: MatMul %d×%d (t=%v) by %d×%d (t=%v) into %d×%d", A.r, A.c, transA, B.r, B.c, transB, C.r, C.c))
+	}
+	if k == 0 {
+		if beta != 1 {
+			// C = beta·C: through the GEMM with a zero inner size cuBLAS
+			// may do nothing; scale explicitly.
+			tmp := b.Zeros(C.r, C.c)
+			if beta != 0 {
+				b.Copy(tmp, C)
+			}
+			b.Copy(C, tmp)
+			b.Free(tmp)
+		}
+		return
+	}
+	must(b.dev.Gemm(transA, transB, m, n, k, alpha, A.ptr(), cuda.F32, A.c, B.ptr(), cuda.F32, B.c, beta, C.ptr(), cuda.F32, C.c))
+}
+
+func (b *CUDA) Add(dst, src Tensor) {
+	d, s := gt(dst), gt(src)
+	sameShapeG("Add", d, s)
+	n := int64(d.n())
+	b.launch("model", "add_f32", b.gridFor(n, 256), 256, 0, d.ptr(), s.ptr(), n)
+}
+
+func (b *CUDA) AddBias(x, bias Tensor) {
+	X, B := gt(x), gt(bias)
+	if B.n() != X.c {
+		panic("model: AddBias width mismatch")
+	}
+	n := int64(X.n())
+	b.launch("model", "add_bias_f32", b.gridFor(n, 256), 256, 0, X.ptr(), B.ptr(), n, X.c)
+}
+
+func (b *CUDA) SumRows(dst, x Tensor) {
+	d, X := gt(dst), gt(x)
+	if d.n() != X.c {
+		panic("model: SumRows width mismatch")
+	}
+	if X.r == 0 {
+		return
+	}
+	const chunk = 64
+	g := cuda.Dim3{X: (X.c + 255) / 256, Y: (X.r + chunk - 1) / chunk}
+	b.launch2("model", "sum_rows_f32", g, 256, 0, d.ptr(), X.ptr(), X.r, X.c, chunk)
+}
+
+func (b *CUDA) Embedding(out, table Tensor, ids []int) {
+	o, t := gt(out), gt(table)
+	if o.r != len(ids) || o.c != t.c {
+		panic("model: Embedding shape mismatch")
+	}
+	b.GatherRows(out, table, ids)
+}
+
+func (b *CUDA) EmbeddingBackward(dTable, dOut Tensor, ids []int) {
+	t, o := gt(dTable), gt(dOut)
+	if o.r != len(ids) || o.c != t.c {
+		panic("model: EmbeddingBackward shape mismatch")
+	}
+	if len(ids) == 0 {
+		return
+	}
+	idx := b.uploadInts(ids)
+	b.launch("model", "embedding_bwd_f32", min(len(ids), 65535), 256, 0, t.ptr(), o.ptr(), idx, len(ids), t.c)
+}
+
+func normBlock(dim int) int { return min(1024, max(32, (dim+31)/32*32)) }
+
+func (b *CUDA) RMSNorm(out, rstd, x, w Tensor, eps float32) {
+	o, s, X, W := gt(out), gt(rstd), gt(x), gt(w)
+	dim := W.n()
+	n := X.n() / dim
+	if X.c%dim != 0 || s.n() != n {
+		panic(fmt.Sprintf("model: RMSNorm of %d×%d by %d with rstd %d×%d", X.r, X.c, dim, s.r, s.c))
+	}
+	sameShapeG("RMSNorm", o, X)
+	if n == 0 {
+		return
+	}
+	b.launch("model", "rmsnorm_f32", min(n, 65535*4), normBlock(dim), 0, o.ptr(), s.ptr(), X.ptr(), W.ptr(), n, dim, eps)
+}
+
+func (b *CUDA) RMSNormBackward(dx, dw, dy, x, w, rstd Tensor) {
+	DX, DW, DY, X, W, S := gt(dx), gt(dw), gt(dy), gt(x), gt(w), gt(rstd)
+	dim := W.n()
+	n := X.n() / dim
+	sameShapeG("RMSNormBackward", DY, X)
+	sameShapeG("RMSNormBackward", DX, X)
+	if n == 0 {
+		return
+	}
+	const chunk = 64
+	g := cuda.Dim3{X: (dim + 255) / 256, Y: (n + chunk - 1) / chunk}
+	// dw first: dx may overwrite dy.
+	b.launch2("model", "rmsnorm_bwd_dw_f32", g, 256, 0, DW.ptr(), DY.ptr(), X.ptr(), S.ptr(), n, dim, chunk)
+	b.launch("model", "rmsnorm_bwd_dx_f32", min(n, 65535*4), normBlock(dim), 0, DX.ptr(), DY.ptr(), X.ptr(), W.ptr(), S.ptr(), n, dim)
+}
+
+// ropeTable returns device cos/sin tables [position][headDim/2] covering
+// maxPos, computed by the CPU backend's code and uploaded once per growth.
+func (b *CUDA) ropeTable(headDim int, theta float64, maxPos int) *cudaRope {
+	b.ropeMu.Lock()
+	defer b.ropeMu.Unlock()
+	k := ropeKey{headDim, theta}
+	if t := b.rope[k]; t != nil && t.n > maxPos {
+		return t
+	}
+	b.cpu.invFreqBF16 = b.invFreqBF16
+	n := max(maxPos+1, 4096)
+	if t := b.rope[k]; t != nil {
+		n = max(n, 2*t.n)
+	}
+	tab := b.cpu.ropeRows(headDim, theta, n-1)
+	half := headDim / 2
+	cs, sn := make([]float32, n*half), make([]float32, n*half)
+	for p := 0; p < n; p++ {
+		copy(cs[p*half:], tab.cos[p])
+		copy(sn[p*half:], tab.sin[p])
+	}
+	ct, st := b.FromHost(cs, n, half).(*cudaTensor), b.FromHost(sn, n, half).(*cudaTensor)
+	t := &cudaRope{n: n, cos: ct.ptr(), sin: st.ptr(), cosBuf: ct.buf, sinBuf: st.buf}
+	b.rope[k] = t
+	return t
+}
+
+func (b *CUDA) RoPE(x Tensor, pos []int, headDim int, theta float64, inverse bool) {
+	X := gt(x)
+	if len(pos) != X.r || X.c%headDim != 0 {
+		panic("model: RoPE shape mismatch")
+	}
+	if X.r == 0 {
+		return
+	}
+	maxPos := 0
+	for _, p := range pos {
+		if p < 0 {
+			panic("model: RoPE negative position")
+		}
+		maxPos = max(maxPos, p)
+	}
+	tab := b.ropeTable(headDim, theta, maxPos)
+	pp := b.uploadInts(pos)
+	inv := 0
+	if inverse {
+		inv = 1
+	}
+	pairs := int64(X.r) * int64(X.c/2)
+	b.launch("model", "rope_f32", b.gridFor(pairs, 256), 256, 0, X.ptr(), pp, tab.cos, tab.sin, X.r, X.c, headDim, inv)
+}
+
+func (b *CUDA) SwiGLU(out, gate, up Tensor) {
+	o, g, u := gt(out), gt(gate), gt(up)
+	sameShapeG("SwiGLU", o, g)
+	sameShapeG("SwiGLU", o, u)
+	n := int64(o.n())
+	b.launch("model", "swiglu_f32", b.gridFor(n, 256), 256, 0, o.ptr(), g.ptr(), u.ptr(), n)
+}
+
+func (b *CUDA) SwiGLUBackward(dgate, dup, dout, gate, up Tensor) {
+	dg, du, do, g, u := gt(dgate), gt(dup), gt(dout), gt(gate), gt(up)
+	sameShapeG("SwiGLUBackward", dg, g)
+	sameShapeG("SwiGLUBackward", du, u)
+	sameShapeG("SwiGLUBackward", do, g)
+	n := int64(g.n())
+	b.launch("model", "swiglu_bwd_f32", b.gridFor(n, 256), 256, 0, dg.ptr(), du.ptr(), do.ptr(), g.ptr(), u.ptr(), n)
+}
+
+func (b *CUDA) TokenLogProbs(lp, lse, logits Tensor, targets []int) {
+	L, S, Z := gt(lp), gt(lse), gt(logits)
+	if len(targets) != Z.r || L.n() != Z.r || S.n() != Z.r {
+		panic("model: TokenLogProbs shape mismatch")
+	}
+	if Z.r == 0 {
+		return
+	}
+	tg := b.uploadInts(targets)
+	b.launch("model", "token_logprobs_f32", min(Z.r, 65535*4), 1024, 0, L.ptr(), S.ptr(), Z.ptr(), tg, Z.r, int64(Z.c))
+}
+
+func (b *CUDA) TokenLogProbsBackward(dlogits, logits, lse Tensor, targets []int, dlp []float32) {
+	D, Z, S := gt(dlogits), gt(logits), gt(lse)
+	sameShapeG("TokenLogProbsBackward", D, Z)
+	if len(targets) != Z.r || len(dlp) < Z.r || S.n() != Z.r {
+		panic("model: TokenLogProbsBackward shape mismatch")
+	}
+	if Z.r == 0 {
+		return
+	}
+	tg := b.uploadInts(targets)
+	g := b.uploadF32(dlp[:Z.r])
+	b.launch("model", "token_logprobs_bwd_f32", min(Z.r, 65535*4), 1024, 0, D.ptr(), Z.ptr(), S.ptr(), tg, g, Z.r, int64(Z.c))
+}
+
+// Attention tiles: 16 query rows (forward, dq) or keys (dk, dv) per block.
+const attnTile = 16
+
+func attnNT(hd int) (int, error) {
+	switch {
+	case hd <= 32:
+		return 1, nil
+	case hd <= 64:
+		return 2, nil
+	case hd <= 128:
+		return 4, nil
+	case hd <= 256:
+		return 8, nil
+	}
+	return 0, fmt.Errorf("model: CUDA attention supports head dims up to 256, got %d", hd)
+}
+
+// attnWork uploads the sequence table and a tile list (sequence, first row)
+// covering each sequence's N rows in tiles of attnTile.
+func (b *CUDA) attnWork(seqs []AttnSeq) (tiles, st cuda.Ptr, ntiles int) {
+	sv := make([]int, 0, 4*len(seqs))
+	var tv []int
+	for i, s := range seqs {
+		sv = append(sv, s.Q, s.N, s.K, s.Past)
+		for r := 0; r < s.N; r += attnTile {
+			tv = append(tv, i, r)
+		}
+	}
+	if len(tv) == 0 {
+		return 0, 0, 0
+	}
+	return b.uploadInts(tv), b.uploadInts(sv), len(tv) / 2
+}
+
+func (b *CUDA) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape) {
+	O, LSE, Q, K, V := gt(out), gt(lse), gt(q), gt(k), gt(v)
+	hd := sh.HeadDim
+	if Q.c != sh.Heads*hd || K.c != sh.KVHeads*hd || V.c != K.c || O.c != Q.c || LSE.c != sh.Heads || sh.Heads%sh.KVHeads != 0 {
+		panic("model: Attention shape mismatch")
+	}
+	for _, s := range seqs {
+		if s.Q < 0 || s.Q+s.N > Q.r || s.K < 0 || s.K+s.Past+s.N > K.r {
+			panic(fmt.Sprintf("model: Attention sequence %+v outside q (%d rows) or k (%d rows)", s, Q.r, K.r))
+		}
+	}
+	nt, err := attnNT(hd)
+	must(err)
+	tiles, st, n := b.attnWork(seqs)
+	if n == 0 {
+		return
+	}
+	shmem := 4 * (attnTile*hd + 32*(hd+1) + 32*hd)
+	b.launch2("attention", fmt.Sprintf("attn_fwd_%d", nt), cuda.Dim3{X: n, Y: sh.Heads}, 128, shmem,
+		O.ptr(), LSE.ptr(), Q.ptr(), K.ptr(), V.ptr(), tiles, st, sh.Heads, sh.KVHeads, hd, sh.Scale)
+}
+
+func (b *CUDA) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seqs []AttnSeq, sh AttnShape) {
+	DQ, DK, DV, DO, Q, K, V, O, LSE := gt(dq), gt(dk), gt(dv), gt(dout), gt(q), gt(k), gt(v), gt(out), gt(lse)
+	hd := sh.HeadDim
+	for _, s := range seqs {
+		if s.Past != 0 {
+			panic("model: AttentionBackward with a KV cache")
+		}
+	}
+	nt, err := attnNT(hd)
+	must(err)
+	tiles, st, n := b.attnWork(seqs)
+	if n == 0 {
+		return
+	}
+	D := b.newTensor(Q.r, sh.Heads)
+	warps := int64(Q.r) * int64(sh.Heads)
+	b.launch("attention", "attn_bwd_dsum", int((warps*32+255)/256), 256, 0, D.ptr(), DO.ptr(), O.ptr(), Q.r, sh.Heads, hd)
+	shq := 4 * (2*attnTile*hd + 2*32*(hd+1))
+	b.launch2("attention", fmt.Sprintf("attn_bwd_dq_%d", nt), cuda.Dim3{X: n, Y: sh.Heads}, 128, shq,
+		DQ.ptr(), DO.ptr(), Q.ptr(), K.ptr(), V.ptr(), LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, hd, sh.Scale)
+	shk := 4 * (2*attnTile*hd + 2*32*(hd+1) + 64)
+	b.launch2("attention", fmt.Sprintf("attn_bwd_dkv_%d", nt), cuda.Dim3{X: n, Y: sh.KVHeads}, 128, shk,
+		DK.ptr(), DV.ptr(), DO.ptr(), Q.ptr(), K.ptr(), V.ptr(), LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, hd, sh.Scale)
+	b.Free(D)
+}
+
+// Sample draws greedy and plain-temperature rows on the device (sample.cu);
+// rows with top-k or top-p are drawn on the host by the CPU backend's
+// sampleRow over their copied logits, so every row has the CPU's semantics.
+func (b *CUDA) Sample(logits Tensor, params []SampleParams, u []float64) []Sampled {
+	Z := gt(logits)
+	out := make([]Sampled, Z.r)
+	if Z.r == 0 {
+		return out
+	}
+	if len(params) < Z.r || len(u) < Z.r {
+		panic("model: Sample needs params and u for every row")
+	}
+	invT := make([]float64, Z.r)
+	var hostRows []int
+	for r := 0; r < Z.r; r++ {
+		p := params[r]
+		if p.Temperature > 0 {
+			invT[r] = 1 / p.Temperature
+			if (p.TopK > 0 && p.TopK < Z.c) || (p.TopP > 0 && p.TopP < 1) {
+				hostRows = append(hostRows, r)
+			}
+		}
+	}
+	ids := b.newTensor(Z.r, 1)
+	lp, slp := b.newTensor(Z.r, 1), b.newTensor(Z.r, 1)
+	b.launch("sample", "sample_f32", Z.r, 1024, 0, ids.ptr(), lp.ptr(), slp.ptr(), Z.ptr(), int64(Z.c), b.uploadF64(invT), b.uploadF64(u[:Z.r]))
+	idv := b.ToHost(ids, nil)
+	lpv, slpv := b.ToHost(lp, nil), b.ToHost(slp, nil)
+	for r := range out {
+		out[r] = Sampled{ID: int(int32(math.Float32bits(idv[r]))), LogProb: lpv[r], SampleLogProb: slpv[r]}
+	}
+	b.Free(ids)
+	b.Free(lp)
+	b.Free(slp)
+	row := make([]float32, Z.c)
+	for _, r := range hostRows {
+		must(b.dev.DtoH(unsafe.Pointer(&row[0]), Z.ptr()+cuda.Ptr(4*r*Z.c), 4*Z.c))
+		out[r] = sampleRow(row, params[r], u[r])
+	}
+	return out
+}
+
+// Sync waits for every queued operation (for timing).
+func (b *CUDA) Sync() { must(b.dev.Sync()) }
+
+var _ Backend = (*CUDA)(nil)

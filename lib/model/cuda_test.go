@@ -1,0 +1,365 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"testing"
+)
+
+// The CUDA backend's tests: each op alone against the CPU backend's op on
+// fresh random inputs (odd sizes, sizes that are not multiples of any tile),
+// with every output poisoned (NaN) before the run so an unwritten element
+// fails; then the transformers parity of parity_test.go on CUDA. Without a
+// usable GPU they skip with the reason.
+
+func cudaOrSkip(t testing.TB) *CUDA {
+	t.Helper()
+	ok, why := CUDAAvailableReason()
+	if !ok {
+		t.Skipf("no CUDA: %s", why)
+	}
+	be, err := NewCUDA()
+	if err != nil {
+		t.Skipf("no CUDA: %v", err)
+	}
+	return be
+}
+
+type opPair struct {
+	cpu *CPU
+	gpu *CUDA
+	r   *rand.Rand
+	t   *testing.T
+}
+
+func newOpPair(t *testing.T, seed uint64) *opPair {
+	return &opPair{cpu: NewCPU(), gpu: cudaOrSkip(t), r: rand.New(rand.NewPCG(seed, 7)), t: t}
+}
+
+func (p *opPair) randv(n int, scale float64) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(scale * p.r.NormFloat64())
+	}
+	return v
+}
+
+// pair is one tensor on both backends with the same contents.
+type pair struct{ c, g Tensor }
+
+func (p *opPair) rnd(rows, cols int, scale float64) pair {
+	v := p.randv(rows*cols, scale)
+	return pair{p.cpu.FromHost(v, rows, cols), p.gpu.FromHost(v, rows, cols)}
+}
+
+// out is an output tensor: CPU zeros, GPU poisoned with NaN.
+func (p *opPair) out(rows, cols int) pair {
+	g := p.gpu.Zeros(rows, cols)
+	p.gpu.Fill(g, float32(math.NaN()))
+	return pair{p.cpu.Zeros(rows, cols), g}
+}
+
+// same copies the same values into an accumulating output on both.
+func (p *opPair) acc(rows, cols int) pair { return p.rnd(rows, cols, 1) }
+
+func (p *opPair) check(name string, x pair, tol float64) {
+	p.t.Helper()
+	a := p.gpu.ToHost(x.g, nil)
+	b := p.cpu.ToHost(x.c, nil)
+	for i, v := range a {
+		if math.IsNaN(float64(v)) && !math.IsNaN(float64(b[i])) {
+			p.t.Errorf("%s: element %d not written (NaN)", name, i)
+			return
+		}
+	}
+	if e := maxRelErr(a, b); e > tol || math.IsNaN(e) {
+		p.t.Errorf("%s: relative error %.3g > %.3g", name, e, tol)
+	}
+}
+
+func TestCUDAElementwiseOps(t *testing.T) {
+	p := newOpPair(t, 1)
+	for _, sz := range [][2]int{{1, 1}, {3, 5}, {37, 129}, {257, 1000}} {
+		r, c := sz[0], sz[1]
+		name := fmt.Sprintf("%d×%d", r, c)
+		a, b := p.rnd(r, c, 1), p.rnd(r, c, 1)
+		p.cpu.Add(a.c, b.c)
+		p.gpu.Add(a.g, b.g)
+		p.check("Add "+name, a, 1e-6)
+
+		bias := p.rnd(1, c, 1)
+		p.cpu.AddBias(a.c, bias.c)
+		p.gpu.AddBias(a.g, bias.g)
+		p.check("AddBias "+name, a, 1e-6)
+
+		s := p.acc(1, c)
+		p.cpu.SumRows(s.c, a.c)
+		p.gpu.SumRows(s.g, a.g)
+		p.check("SumRows "+name, s, 1e-5)
+
+		cp := p.out(r, c)
+		p.cpu.Copy(cp.c, a.c)
+		p.gpu.Copy(cp.g, a.g)
+		p.check("Copy "+name, cp, 0)
+
+		f := p.out(r, c)
+		p.cpu.Fill(f.c, 2.5)
+		p.gpu.Fill(f.g, 2.5)
+		p.check("Fill "+name, f, 0)
+
+		g, u := p.rnd(r, c, 2), p.rnd(r, c, 1)
+		o := p.out(r, c)
+		p.cpu.SwiGLU(o.c, g.c, u.c)
+		p.gpu.SwiGLU(o.g, g.g, u.g)
+		p.check("SwiGLU "+name, o, 1e-5)
+		do := p.rnd(r, c, 1)
+		dg, du := p.out(r, c), p.out(r, c)
+		p.cpu.SwiGLUBackward(dg.c, du.c, do.c, g.c, u.c)
+		p.gpu.SwiGLUBackward(dg.g, du.g, do.g, g.g, u.g)
+		p.check("SwiGLUBackward dgate "+name, dg, 1e-5)
+		p.check("SwiGLUBackward dup "+name, du, 1e-5)
+
+		// Views and reshapes address the right rows.
+		if r > 2 {
+			vo := p.out(r-2, c)
+			p.cpu.Copy(vo.c, p.cpu.View(a.c, 1, r-2))
+			p.gpu.Copy(vo.g, p.gpu.View(a.g, 1, r-2))
+			p.check("View "+name, vo, 0)
+		}
+		rows := []int{r - 1, 0, r / 2, r - 1}
+		gr := p.out(len(rows), c)
+		p.cpu.GatherRows(gr.c, a.c, rows)
+		p.gpu.GatherRows(gr.g, a.g, rows)
+		p.check("GatherRows "+name, gr, 0)
+	}
+}
+
+func TestCUDAMatMul(t *testing.T) {
+	p := newOpPair(t, 2)
+	for _, sz := range [][3]int{{1, 1, 1}, {5, 7, 3}, {33, 65, 129}, {200, 96, 300}} {
+		m, n, k := sz[0], sz[1], sz[2]
+		for _, ta := range []bool{false, true} {
+			for _, tb := range []bool{false, true} {
+				ar, ac := m, k
+				if ta {
+					ar, ac = k, m
+				}
+				br, bc := k, n
+				if tb {
+					br, bc = n, k
+				}
+				a, b := p.rnd(ar, ac, 1), p.rnd(br, bc, 1)
+				c := p.acc(m, n)
+				name := fmt.Sprintf("MatMul %dx%dx%d ta=%v tb=%v", m, n, k, ta, tb)
+				p.cpu.MatMul(c.c, a.c, b.c, ta, tb, 0.5, 1)
+				p.gpu.MatMul(c.g, a.g, b.g, ta, tb, 0.5, 1)
+				p.check(name, c, 1e-5)
+				o := p.out(m, n)
+				p.cpu.MatMul(o.c, a.c, b.c, ta, tb, 1, 0)
+				p.gpu.MatMul(o.g, a.g, b.g, ta, tb, 1, 0)
+				p.check(name+" beta=0", o, 1e-5)
+			}
+		}
+	}
+}
+
+func TestCUDANormEmbedRoPE(t *testing.T) {
+	p := newOpPair(t, 3)
+	for _, sz := range [][3]int{{1, 8, 8}, {7, 40, 20}, {65, 896, 896}, {33, 384, 128}} {
+		r, c, dim := sz[0], sz[1], sz[2]
+		name := fmt.Sprintf("%d×%d/%d", r, c, dim)
+		x, w := p.rnd(r, c, 1), p.rnd(1, dim, 1)
+		n := r * c / dim
+		o, s := p.out(r, c), p.out(n, 1)
+		p.cpu.RMSNorm(o.c, s.c, x.c, w.c, 1e-6)
+		p.gpu.RMSNorm(o.g, s.g, x.g, w.g, 1e-6)
+		p.check("RMSNorm "+name, o, 1e-5)
+		p.check("RMSNorm rstd "+name, s, 1e-5)
+		dy := p.rnd(r, c, 1)
+		dx, dw := p.out(r, c), p.acc(1, dim)
+		p.cpu.RMSNormBackward(dx.c, dw.c, dy.c, x.c, w.c, s.c)
+		p.gpu.RMSNormBackward(dx.g, dw.g, dy.g, x.g, w.g, s.g)
+		p.check("RMSNormBackward dx "+name, dx, 1e-5)
+		p.check("RMSNormBackward dw "+name, dw, 1e-5)
+		// dx aliasing dy.
+		dy2 := p.rnd(r, c, 1)
+		dw2 := p.acc(1, dim)
+		p.cpu.RMSNormBackward(dy2.c, dw2.c, dy2.c, x.c, w.c, s.c)
+		p.gpu.RMSNormBackward(dy2.g, dw2.g, dy2.g, x.g, w.g, s.g)
+		p.check("RMSNormBackward in place "+name, dy2, 1e-5)
+
+		for _, hd := range []int{4, 64, 128} {
+			if c%hd != 0 {
+				continue
+			}
+			pos := make([]int, r)
+			for i := range pos {
+				pos[i] = p.r.IntN(5000)
+			}
+			for _, inv := range []bool{false, true} {
+				xr := p.rnd(r, c, 1)
+				p.cpu.RoPE(xr.c, pos, hd, 1e6, inv)
+				p.gpu.RoPE(xr.g, pos, hd, 1e6, inv)
+				p.check(fmt.Sprintf("RoPE hd=%d inv=%v %s", hd, inv, name), xr, 1e-5)
+			}
+		}
+	}
+	for _, sz := range [][2]int{{1, 3}, {13, 7}, {300, 129}} {
+		vocab, cols := sz[0]+5, sz[1]
+		tab := p.rnd(vocab, cols, 1)
+		ids := make([]int, sz[0]*3)
+		for i := range ids {
+			ids[i] = p.r.IntN(vocab)
+		}
+		ids[len(ids)-1] = ids[0] // a repeated id
+		o := p.out(len(ids), cols)
+		p.cpu.Embedding(o.c, tab.c, ids)
+		p.gpu.Embedding(o.g, tab.g, ids)
+		p.check("Embedding", o, 0)
+		dOut := p.rnd(len(ids), cols, 1)
+		dT := p.acc(vocab, cols)
+		p.cpu.EmbeddingBackward(dT.c, dOut.c, ids)
+		p.gpu.EmbeddingBackward(dT.g, dOut.g, ids)
+		p.check("EmbeddingBackward", dT, 1e-5)
+	}
+}
+
+func TestCUDATokenLogProbs(t *testing.T) {
+	p := newOpPair(t, 4)
+	for _, sz := range [][2]int{{1, 5}, {9, 320}, {33, 151936}} {
+		rows, V := sz[0], sz[1]
+		z := p.rnd(rows, V, 3)
+		tg := make([]int, rows)
+		dlp := make([]float32, rows)
+		for i := range tg {
+			tg[i] = p.r.IntN(V)
+			dlp[i] = float32(p.r.NormFloat64())
+		}
+		tg[0] = -1
+		if rows > 2 {
+			dlp[1] = 0
+		}
+		lp, lse := p.out(rows, 1), p.out(rows, 1)
+		p.cpu.TokenLogProbs(lp.c, lse.c, z.c, tg)
+		p.gpu.TokenLogProbs(lp.g, lse.g, z.g, tg)
+		p.check(fmt.Sprintf("TokenLogProbs lp %dx%d", rows, V), lp, 1e-5)
+		p.check(fmt.Sprintf("TokenLogProbs lse %dx%d", rows, V), lse, 1e-5)
+		d := p.out(rows, V)
+		p.cpu.TokenLogProbsBackward(d.c, z.c, lse.c, tg, dlp)
+		p.gpu.TokenLogProbsBackward(d.g, z.g, lse.g, tg, dlp)
+		p.check("TokenLogProbsBackward", d, 1e-5)
+		// In place over the logits.
+		p.cpu.TokenLogProbsBackward(z.c, z.c, lse.c, tg, dlp)
+		p.gpu.TokenLogProbsBackward(z.g, z.g, lse.g, tg, dlp)
+		p.check("TokenLogProbsBackward in place", z, 1e-5)
+	}
+}
+
+func TestCUDAAttention(t *testing.T) {
+	p := newOpPair(t, 5)
+	type cfg struct{ heads, kv, hd int }
+	for _, c := range []cfg{{2, 1, 4}, {4, 2, 16}, {14, 2, 64}, {12, 2, 128}, {3, 3, 40}} {
+		for _, lens := range [][]int{{1}, {5, 17}, {33, 1, 70}, {200}} {
+			sh := AttnShape{Heads: c.heads, KVHeads: c.kv, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd)))}
+			var seqs []AttnSeq
+			R := 0
+			for _, n := range lens {
+				seqs = append(seqs, AttnSeq{Q: R, N: n, K: R})
+				R += n
+			}
+			name := fmt.Sprintf("h=%d kv=%d hd=%d lens=%v", c.heads, c.kv, c.hd, lens)
+			q, k, v := p.rnd(R, c.heads*c.hd, 1), p.rnd(R, c.kv*c.hd, 1), p.rnd(R, c.kv*c.hd, 1)
+			o, lse := p.out(R, c.heads*c.hd), p.out(R, c.heads)
+			p.cpu.Attention(o.c, lse.c, q.c, k.c, v.c, seqs, sh)
+			p.gpu.Attention(o.g, lse.g, q.g, k.g, v.g, seqs, sh)
+			p.check("Attention out "+name, o, 1e-5)
+			p.check("Attention lse "+name, lse, 1e-5)
+			do := p.rnd(R, c.heads*c.hd, 1)
+			dq, dk, dv := p.out(R, c.heads*c.hd), p.out(R, c.kv*c.hd), p.out(R, c.kv*c.hd)
+			p.cpu.AttentionBackward(dq.c, dk.c, dv.c, do.c, q.c, k.c, v.c, o.c, lse.c, seqs, sh)
+			p.gpu.AttentionBackward(dq.g, dk.g, dv.g, do.g, q.g, k.g, v.g, o.g, lse.g, seqs, sh)
+			p.check("AttentionBackward dq "+name, dq, 1e-4)
+			p.check("AttentionBackward dk "+name, dk, 1e-4)
+			p.check("AttentionBackward dv "+name, dv, 1e-4)
+		}
+		// Decoding: one query per slot over a cache with Past rows.
+		capacity := 300
+		slots := 3
+		kc, vc := p.rnd(slots*capacity, c.kv*c.hd, 1), p.rnd(slots*capacity, c.kv*c.hd, 1)
+		seqs := []AttnSeq{{Q: 0, N: 1, K: 0, Past: 0}, {Q: 1, N: 1, K: capacity, Past: 37}, {Q: 2, N: 3, K: 2 * capacity, Past: 250}}
+		q := p.rnd(5, c.heads*c.hd, 1)
+		sh := AttnShape{Heads: c.heads, KVHeads: c.kv, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd)))}
+		o, lse := p.out(5, c.heads*c.hd), p.out(5, c.heads)
+		p.cpu.Attention(o.c, lse.c, q.c, kc.c, vc.c, seqs, sh)
+		p.gpu.Attention(o.g, lse.g, q.g, kc.g, vc.g, seqs, sh)
+		p.check(fmt.Sprintf("Attention decode hd=%d", c.hd), o, 1e-5)
+		p.check(fmt.Sprintf("Attention decode lse hd=%d", c.hd), lse, 1e-5)
+	}
+}
+
+func TestCUDASample(t *testing.T) {
+	p := newOpPair(t, 6)
+	for _, V := range []int{7, 320, 151936} {
+		rows := 40
+		z := p.rnd(rows, V, 2)
+		params := make([]SampleParams, rows)
+		u := make([]float64, rows)
+		for i := range params {
+			switch i % 5 {
+			case 0:
+				params[i] = SampleParams{} // greedy
+			case 1:
+				params[i] = SampleParams{Temperature: 1}
+			case 2:
+				params[i] = SampleParams{Temperature: 0.7}
+			case 3:
+				params[i] = SampleParams{Temperature: 1, TopK: 5}
+			case 4:
+				params[i] = SampleParams{Temperature: 0.9, TopP: 0.8}
+			}
+			u[i] = p.r.Float64()
+		}
+		a := p.cpu.Sample(z.c, params, u)
+		b := p.gpu.Sample(z.g, params, u)
+		for i := range a {
+			if a[i].ID != b[i].ID {
+				t.Errorf("V=%d row %d (%+v): id %d, CPU %d", V, i, params[i], b[i].ID, a[i].ID)
+				continue
+			}
+			if d := math.Abs(float64(a[i].LogProb - b[i].LogProb)); d > 1e-4 {
+				t.Errorf("V=%d row %d: logprob %g, CPU %g", V, i, b[i].LogProb, a[i].LogProb)
+			}
+			if d := math.Abs(float64(a[i].SampleLogProb - b[i].SampleLogProb)); d > 1e-4 {
+				t.Errorf("V=%d row %d: sample logprob %g, CPU %g", V, i, b[i].SampleLogProb, a[i].SampleLogProb)
+			}
+		}
+	}
+}
+
+// TestCUDAParityWithTransformers is parity_test.go's check on the CUDA backend.
+func TestCUDAParityWithTransformers(t *testing.T) {
+	cudaOrSkip(t)
+	runParity(t, func(name string) Backend {
+		be, err := NewCUDA()
+		if err != nil {
+			t.Fatal(err)
+		}
+		be.invFreqBF16 = name == "qwen2-bf16"
+		be.rope = map[ropeKey]*cudaRope{}
+		return be
+	})
+}
+
+// TestCUDAAvailableReason: without a GPU the backend says why, in one line.
+func TestCUDAAvailableReason(t *testing.T) {
+	ok, why := CUDAAvailableReason()
+	if os.Getenv("MEMPO_REQUIRE_CUDA") == "1" && !ok {
+		t.Fatalf("MEMPO_REQUIRE_CUDA=1 but CUDA is not available: %s", why)
+	}
+	if !ok && (why == "" || len(why) > 300) {
+		t.Errorf("reason %q", why)
+	}
+	t.Logf("CUDA available=%v %s", ok, why)
+}
