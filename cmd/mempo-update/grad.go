@@ -28,7 +28,7 @@ var gradCommand = &ucli.Command{
 		&ucli.StringFlag{Name: "shard", Usage: "i/n: this shard's index and the shard count"},
 		&ucli.IntFlag{Name: "plan-step", Usage: "optimizer step of the plan (epochs × mini-batches) to compute"},
 		&ucli.StringFlag{Name: "optimizer", Usage: "optimizer state of --model (default: its optimizer.safetensors when present)"},
-	}, rlFlags(), planFlags()),
+	}, rlFlags(), planFlags(), optimFlags(1e-6)),
 	Action: runGrad,
 }
 
@@ -52,7 +52,9 @@ func runGrad(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	// Only the loss knobs matter here; the optimizer's are apply's.
+	// Only the loss knobs matter here; the optimizer flags are accepted so
+	// that grad and the one-process update take the same command line, but
+	// they are apply's.
 	cfg, acfg, err := knobs(c, true)
 	if err != nil {
 		return err
@@ -106,11 +108,7 @@ func runGrad(c *ucli.Context) error {
 		if err := sameShapes(m, ref, "--ref "+c.String("ref")); err != nil {
 			return err
 		}
-		var samples []int
-		for _, i := range shard {
-			samples = append(samples, b.Trajs[i].Samples...)
-		}
-		if err := update.RefLogProbs(ref, b, samples, cfg.MicroTokens); err != nil {
+		if err := update.RefLogProbs(ref, b, shard, cfg.MicroTokens); err != nil {
 			return err
 		}
 	}

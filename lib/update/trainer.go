@@ -71,15 +71,19 @@ func (c Config) micro() int {
 }
 
 // micros cuts a list of sample indices into runs of at most maxTok tokens
-// (a longer sample gets a run of its own). The cut depends only on the
-// list, so every process that holds the same samples cuts them alike.
+// (a longer sample gets a run of its own) that never mix trajectories. The
+// packing changes the float rounding of the forward (BLAS picks kernels by
+// shape), so it is made canonical: a trajectory's log-probs are the same
+// whichever shard or mini-batch holds it, the policy and the reference are
+// scored alike (KL of identical models is exactly 0), and grad shards
+// reproduce the one-process update bit for bit.
 func micros(b *Batch, samples []int, maxTok int) [][]int {
 	var out [][]int
 	var cur []int
 	tok := 0
 	for _, s := range samples {
 		n := len(b.Samples[s].IDs)
-		if len(cur) > 0 && tok+n > maxTok {
+		if len(cur) > 0 && (tok+n > maxTok || b.Samples[cur[0]].Traj != b.Samples[s].Traj) {
 			out = append(out, cur)
 			cur, tok = nil, 0
 		}
@@ -161,24 +165,30 @@ func rowEntropy(logits []float32) float64 {
 	return math.Log(z) - s/z
 }
 
-// RefLogProbs fills Sample.Ref of the given samples (nil = all) with the
-// log-probs of ref under the same contexts.
-func RefLogProbs(ref *model.Model, b *Batch, samples []int, maxTok int) error {
-	if samples == nil {
-		samples = make([]int, len(b.Samples))
-		for i := range samples {
-			samples[i] = i
+// RefLogProbs fills Sample.Ref of the samples of the given trajectories
+// (nil = all) with the log-probs of ref under the same contexts. Each
+// trajectory is scored on its own (its steps packed together, never with
+// another trajectory's): packing changes the float rounding, and a grad
+// shard that scores only its trajectories must get the very values the
+// one-process update gets.
+func RefLogProbs(ref *model.Model, b *Batch, trajs []int, maxTok int) error {
+	if trajs == nil {
+		trajs = make([]int, len(b.Trajs))
+		for i := range trajs {
+			trajs[i] = i
 		}
 	}
 	if maxTok <= 0 {
 		maxTok = 8192
 	}
-	lp, _, err := outputLogProbs(ref, b, samples, maxTok, false)
-	if err != nil {
-		return err
-	}
-	for s, v := range lp {
-		b.Samples[s].Ref = v
+	for _, i := range trajs {
+		lp, _, err := outputLogProbs(ref, b, b.Trajs[i].Samples, maxTok, false)
+		if err != nil {
+			return err
+		}
+		for s, v := range lp {
+			b.Samples[s].Ref = v
+		}
 	}
 	return nil
 }
