@@ -2,8 +2,9 @@ package tokenizer
 
 import (
 	"fmt"
+	"hash/maphash"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -76,7 +77,7 @@ func (m *bpeModel) init() {
 			m.allBytes = false
 		}
 	}
-	m.cache = &bpeCache{m: make(map[string][]int32), limit: 200_000}
+	m.cache = newBPECache(200_000)
 	if m.heapThreshold == 0 {
 		m.heapThreshold = 48
 	}
@@ -95,8 +96,17 @@ func (m *bpeModel) tokenize(piece string, byteLevel bool, dst []int, sc *scratch
 	if piece == "" {
 		return dst
 	}
-	if byteLevel && len(piece) == 1 && m.allBytes && !m.ignoreMerges {
-		return append(dst, int(m.byteIDs[piece[0]]))
+	if byteLevel && len(piece) <= 2 && m.allBytes && !m.ignoreMerges {
+		// One or two bytes: at most one merge, cheaper than the cache.
+		a := m.byteIDs[piece[0]]
+		if len(piece) == 1 {
+			return append(dst, int(a))
+		}
+		b := m.byteIDs[piece[1]]
+		if r, nw := m.pair(a, b); r != noRank {
+			return append(dst, int(nw))
+		}
+		return append(dst, int(a), int(b))
 	}
 	if ids, ok := m.cache.get(piece); ok && !m.disableCacheForTest {
 		for _, id := range ids {
@@ -334,29 +344,77 @@ func (h *mergeHeap) pop() heapItem {
 }
 
 // bpeCache maps pre-tokens to their ids. Like HF's cache it stops growing
-// at its limit rather than evicting. (A sync.Map measured slower here than a
-// map behind an RWMutex.)
+// at its limit rather than evicting, so it can be a fixed open-addressing
+// table whose slots are only ever filled: readers take no lock (one atomic
+// load per probe) and writers claim a free slot with a compare-and-swap.
 type bpeCache struct {
-	mu    sync.RWMutex
-	m     map[string][]int32
-	limit int
+	slots []atomic.Pointer[cacheEntry]
+	shift uint
+	n     atomic.Int64
+	limit int64
+}
+
+// cacheEntry is immutable once published.
+type cacheEntry struct {
+	hash uint64
+	key  string
+	ids  []int32
+}
+
+var cacheSeed = maphash.MakeSeed()
+
+func newBPECache(limit int) *bpeCache {
+	bits := uint(4)
+	for 1<<bits < 2*limit {
+		bits++
+	}
+	return &bpeCache{slots: make([]atomic.Pointer[cacheEntry], 1<<bits), shift: 64 - bits, limit: int64(limit)}
 }
 
 func (c *bpeCache) get(k string) ([]int32, bool) {
-	c.mu.RLock()
-	v, ok := c.m[k]
-	c.mu.RUnlock()
-	return v, ok
+	h := maphash.String(cacheSeed, k)
+	mask := uint64(len(c.slots) - 1)
+	for i := h >> c.shift; ; i = (i + 1) & mask {
+		e := c.slots[i].Load()
+		if e == nil {
+			return nil, false
+		}
+		if e.hash == h && e.key == k {
+			return e.ids, true
+		}
+	}
 }
 
 func (c *bpeCache) put(k string, ids []int32) {
-	c.mu.Lock()
-	if len(c.m) < c.limit {
-		if _, ok := c.m[k]; !ok {
-			c.m[strings.Clone(k)] = append([]int32(nil), ids...)
+	if c.n.Load() >= c.limit {
+		return
+	}
+	h := maphash.String(cacheSeed, k)
+	var e *cacheEntry
+	mask := uint64(len(c.slots) - 1)
+	for i := h >> c.shift; ; i = (i + 1) & mask {
+		cur := c.slots[i].Load()
+		if cur == nil {
+			if e == nil {
+				// Reserve room first, so the table never holds more than limit.
+				if c.n.Add(1) > c.limit {
+					c.n.Add(-1)
+					return
+				}
+				e = &cacheEntry{hash: h, key: strings.Clone(k), ids: append([]int32(nil), ids...)}
+			}
+			if c.slots[i].CompareAndSwap(nil, e) {
+				return
+			}
+			cur = c.slots[i].Load() // another writer took this slot
+		}
+		if cur.hash == h && cur.key == k {
+			if e != nil {
+				c.n.Add(-1)
+			}
+			return
 		}
 	}
-	c.mu.Unlock()
 }
 
 // wordLevelModel is HF's WordLevel model: one vocabulary lookup per

@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/text/unicode/norm"
@@ -135,5 +136,41 @@ func TestNormalizedAddedToken(t *testing.T) {
 	}
 	if tok.VocabSize() != 602 {
 		t.Errorf("VocabSize = %d", tok.VocabSize())
+	}
+}
+
+// TestConcurrentEncode encodes from several goroutines on a cold cache,
+// whole and with a cache too small for the text, and checks every result.
+func TestConcurrentEncode(t *testing.T) {
+	rows := readJSONL[golden](t, testdata("small-bpe-golden.jsonl"))
+	for _, limit := range []int{200_000, 8} {
+		tok, err := Load(testdata("small-bpe.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok.model.(*bpeModel).cache = newBPECache(limit)
+		var wg sync.WaitGroup
+		errs := make(chan string, 4)
+		for g := 0; g < 4; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				for k := range rows {
+					r := rows[(k+g*97)%len(rows)]
+					if got := tok.Encode(r.Text); !slices.Equal(got, r.IDs) {
+						errs <- r.Text
+						return
+					}
+				}
+			}(g)
+		}
+		wg.Wait()
+		close(errs)
+		for e := range errs {
+			t.Errorf("cache limit %d: wrong ids for %q", limit, trunc(e))
+		}
+		if n := tok.model.(*bpeModel).cache.n.Load(); n > int64(limit) {
+			t.Errorf("cache holds %d entries, limit %d", n, limit)
+		}
 	}
 }
