@@ -541,3 +541,87 @@ func TestPlan(t *testing.T) {
 		t.Errorf("shard %v", got)
 	}
 }
+
+// Knobs reach the token advantages: without the memory advantage (plain
+// GRPO) every output token of a trajectory gets A^T; with α = 2 the <mem>
+// tokens get A^T + 2·A^M; with the step pool, A^M is a z-score per step index.
+func TestAdvantageKnobs(t *testing.T) {
+	m := tinyModel(t, 12)
+	rms := [][]*float64{{records.Ptr(0.5), records.Ptr(-0.1)}, {records.Ptr(0.2), records.Ptr(0.3)}}
+	s := synth{tasks: 1, G: 2, steps: 2, rt: func(_, g int) float64 { return float64(1 - g) },
+		rm: func(_, g, st int) *float64 { return rms[g][st] }, seed: 41}
+	rolls := s.rollouts(t, m)
+	base := rl.DefaultAdvConfig()
+	aT := 0.5 / (math.Sqrt(0.5) + 1e-6)
+
+	off := base
+	off.MemAdv = false
+	b, err := Prepare(rolls, PrepareOptions{Vocab: m.VocabSize(), RL: true, Adv: off})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sm := range b.Samples {
+		want := float32(aT)
+		if sm.Traj == 1 {
+			want = -want
+		}
+		for _, a := range sm.Adv {
+			if a != want {
+				t.Fatalf("plain GRPO: trajectory %d token advantage %v, want A^T %v", sm.Traj, a, want)
+			}
+		}
+	}
+
+	two := base
+	two.Alpha = 2
+	two.MemPool = rl.PoolStep
+	b, err = Prepare(rolls, PrepareOptions{Vocab: m.VocabSize(), RL: true, Adv: two})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Step pools of two values: ±0.15/(unbiased std 0.2121 + 1e-6) at
+	// step 0 ({0.5, 0.2}) and ∓0.2/(0.2828 + 1e-6) at step 1 ({−0.1, 0.3}).
+	zs := []float64{0.15 / (math.Sqrt(0.045) + 1e-6), 0.2 / (math.Sqrt(0.08) + 1e-6)}
+	for _, sm := range b.Samples {
+		z := zs[sm.Step]
+		aM := z
+		if (sm.Traj == 1) != (sm.Step == 1) {
+			aM = -z
+		}
+		sign := 1.0
+		if sm.Traj == 1 {
+			sign = -1
+		}
+		want := float32(sign*aT + 2*aM)
+		if math.Abs(float64(sm.Adv[0]-want)) > 1e-6 || math.Abs(float64(sm.Adv[2])-sign*aT) > 1e-6 {
+			t.Errorf("trajectory %d step %d: <mem> %v other %v, want %v and %v", sm.Traj, sm.Step, sm.Adv[0], sm.Adv[2], want, sign*aT)
+		}
+	}
+}
+
+// The entropy metric is the mean predictive entropy over the output tokens,
+// between 0 and log V, and it does not enter the loss (no bonus).
+func TestEntropyMetric(t *testing.T) {
+	m := tinyModel(t, 13)
+	s := synth{tasks: 1, G: 2, steps: 2, rt: func(_, g int) float64 { return float64(g) }, seed: 43}
+	b, err := Prepare(s.rollouts(t, m), rlOpts(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := noKL()
+	tr, _ := NewTrainer(m, b, cfg)
+	plain, _ := tr.Evaluate(allTrajs(b))
+	cfg.EntropyMetric = true
+	tr, _ = NewTrainer(m, b, cfg)
+	met, err := tr.Evaluate(allTrajs(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(met.Entropy > 0.1 && met.Entropy < math.Log(24)) || met.Loss != plain.Loss || plain.Entropy != 0 {
+		t.Errorf("entropy %v (log V %v), loss %v vs %v without", met.Entropy, math.Log(24), met.Loss, plain.Loss)
+	}
+	// Uniform logits have entropy log V.
+	if h := rowEntropy(make([]float32, 24)); math.Abs(h-math.Log(24)) > 1e-12 {
+		t.Errorf("entropy of uniform logits %v", h)
+	}
+}
