@@ -255,21 +255,27 @@ func TestFiniteDifferenceGradient(t *testing.T) {
 		i    int
 	}{{"model.embed_tokens.weight", 37}, {"model.layers.0.self_attn.q_proj.weight", 5}, {"model.layers.1.mlp.down_proj.weight", 11},
 		{"model.layers.1.input_layernorm.weight", 3}, {"model.layers.0.self_attn.v_proj.bias", 2}}
-	const h = 1e-2
+	// Central differences at h and h/2, combined by Richardson extrapolation
+	// (error O(h⁴)): the network is strongly nonlinear at these weights.
+	const h = 2e-2
 	for _, c := range checks {
 		p := m.Param(c.name)
 		x := p[c.i]
-		p[c.i] = x + h
-		m.SetParam(c.name, p)
-		lp := loss()
-		p[c.i] = x - h
-		m.SetParam(c.name, p)
-		lm := loss()
-		p[c.i] = x
-		m.SetParam(c.name, p)
-		fd := (lp - lm) / (2 * h)
+		central := func(h float64) float64 {
+			p[c.i] = x + float32(h)
+			m.SetParam(c.name, p)
+			lp := loss()
+			p[c.i] = x - float32(h)
+			m.SetParam(c.name, p)
+			lm := loss()
+			p[c.i] = x
+			m.SetParam(c.name, p)
+			return (lp - lm) / (float64(x+float32(h)) - float64(x-float32(h)))
+		}
+		fd := (4*central(h/2) - central(h)) / 3
 		g := float64(res.Grads[c.name][c.i])
-		if math.Abs(fd-g) > 2e-2*math.Max(math.Abs(fd), 1e-3) {
+		t.Logf("%s[%d]: gradient %.6g, finite difference %.6g", c.name, c.i, g, fd)
+		if math.Abs(fd-g) > 3e-3*math.Max(math.Abs(fd), 1e-2) {
 			t.Errorf("%s[%d]: gradient %.6g, finite difference %.6g", c.name, c.i, g, fd)
 		}
 	}
