@@ -1,8 +1,6 @@
 package tokenizer
 
 import (
-	"encoding/json"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -103,40 +101,6 @@ func FuzzEncodeDecode(f *testing.F) {
 			t.Fatalf("Count = %d, len(Encode) = %d", n, len(ids))
 		}
 	})
-}
-
-// TestNormalizedAddedToken: a token with normalized=true is matched in the
-// normalized text (here lowercased), one with normalized=false only as
-// written.
-func TestNormalizedAddedToken(t *testing.T) {
-	data, err := os.ReadFile(testdata("wordlevel.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var d map[string]any
-	json.Unmarshal(data, &d)
-	d["added_tokens"] = append(d["added_tokens"].([]any),
-		map[string]any{"id": 600, "content": "Zebra", "normalized": true},
-		map[string]any{"id": 601, "content": "Yak", "normalized": false})
-	b, _ := json.Marshal(d)
-	tok, err := Parse(b, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	unk := 0
-	for in, want := range map[string][]int{
-		"ZEBRA":    {600}, // lowercased to "zebra", the normalized form of "Zebra"
-		"a zebra!": {tok.Encode("a")[0], 600, tok.Encode("!")[0]},
-		"Yak":      {601},
-		"YAK":      {unk},
-	} {
-		if got := tok.Encode(in); !slices.Equal(got, want) {
-			t.Errorf("%q: %v, want %v", in, got, want)
-		}
-	}
-	if tok.VocabSize() != 602 {
-		t.Errorf("VocabSize = %d", tok.VocabSize())
-	}
 }
 
 // TestConcurrentEncode encodes from several goroutines on a cold cache,
