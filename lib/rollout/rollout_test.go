@@ -625,3 +625,54 @@ func sortRows(rows []records.Rollout) {
 		}
 	}
 }
+
+// Two objectives per task: R^T needs both answers right and exactly two of
+// them; EM and F1 are per objective.
+func TestMultiObjectiveRewards(t *testing.T) {
+	index, _ := hotpot(t)
+	src := filepath.Join(fixture.dir, "hotpotqa", "dev-slice.jsonl")
+	qs, _, err := tasks.ReadFile(src, "hotpotqa", "hotpotqa")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := tasks.Build(qs[:4], 2)
+	if err != nil || len(ts) != 2 {
+		t.Fatalf("%d tasks: %v", len(ts), err)
+	}
+	tok := smallTok(t)
+	ag := newAgent(t, tok, nil)
+	local, err := retrieval.NewLocal(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	script := func(prompt string, sample int, _ uint64) string {
+		for _, tk := range ts {
+			if !strings.Contains(prompt, tk.Questions[1]) {
+				continue
+			}
+			g1, g2 := tk.Golds[0][0], tk.Golds[1][0]
+			ans := [...]string{g1 + "; " + g2, g1, g1 + "; certainly not it"}[sample]
+			return "<mem>S0T0 both</mem><think>ok</think><answer>" + ans + "</answer>"
+		}
+		return "lost"
+	}
+	e := &Engine{Agent: ag, Policy: &Scripted{Tok: tok, Script: script, EOS: eosID}, Searcher: local, Opts: Options{
+		Group: 3, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID}, Keep: "1"}}
+	rows, _ := run(t, e, jobsOf(ts))
+	want := []struct {
+		em     []float64
+		rt     float64
+		format bool
+	}{{[]float64{1, 1}, 1, true}, {[]float64{0, 0}, 0, false}, {[]float64{1, 0}, 0, true}}
+	for _, r := range rows {
+		w := want[r.Sample]
+		if r.K != 2 || !reflect.DeepEqual(r.EM, w.em) || r.RewardTask != w.rt || r.FormatOK != w.format || len(r.F1) != 2 {
+			t.Errorf("task %d sample %d: answer %q EM %v F1 %v R^T %v format %v; want EM %v R^T %v format %v",
+				r.Group, r.Sample, r.Answer, r.EM, r.F1, r.RewardTask, r.FormatOK, w.em, w.rt, w.format)
+		}
+		if r.Sample == 2 && r.F1[0] != 1 {
+			t.Errorf("F1 of the right objective: %v", r.F1)
+		}
+	}
+}
