@@ -3,7 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
-	"sort"
+	"slices"
 	"sync"
 
 	"github.com/mempo/mempo/lib/tensor"
@@ -604,21 +604,38 @@ func sampleRow(z []float32, p SampleParams, u float64) Sampled {
 	// tokens with weight ≥ τ, where τ is lowered until the set holds k tokens
 	// (top-k) or mass p (top-p) — everything outside is smaller than
 	// everything inside, so the kept prefix of the full sort lies within it.
-	var cand []int
+	type cw struct {
+		w  float64
+		id int
+	}
+	var cs []cw
 	for tau := 1e-4; ; tau *= 1e-3 {
-		cand = cand[:0]
+		cs = cs[:0]
 		var mass float64
 		for i, x := range w {
 			if x >= tau {
-				cand = append(cand, i)
+				cs = append(cs, cw{x, i})
 				mass += x
 			}
 		}
-		if (useK && len(cand) >= p.TopK) || (useP && mass >= p.TopP*total) || tau < 1e-300 || len(cand) == len(z) {
+		if (useK && len(cs) >= p.TopK) || (useP && mass >= p.TopP*total) || tau < 1e-300 || len(cs) == len(z) {
 			break
 		}
 	}
-	sort.SliceStable(cand, func(a, b int) bool { return w[cand[a]] > w[cand[b]] })
+	// Descending weight, ties by lower id: the order of a stable sort.
+	slices.SortFunc(cs, func(a, b cw) int {
+		switch {
+		case a.w > b.w:
+			return -1
+		case a.w < b.w:
+			return 1
+		}
+		return a.id - b.id
+	})
+	cand := make([]int, len(cs))
+	for i, c := range cs {
+		cand[i] = c.id
+	}
 	if useK && len(cand) > p.TopK {
 		cand = cand[:p.TopK]
 	}
