@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/mempo/mempo/lib/agent"
+	"github.com/mempo/mempo/lib/records"
+	"github.com/mempo/mempo/lib/retrieval"
+	"github.com/mempo/mempo/lib/rollout"
+	"github.com/mempo/mempo/lib/tasks"
+	"github.com/mempo/mempo/lib/tokenizer"
+	"github.com/mempo/mempo/lib/world"
+)
+
+func init() { subcommands = append(subcommands, expertCommand) }
+
+var expertCommand = &ucli.Command{
+	Name:  "expert",
+	Usage: "write protocol-perfect demonstration trajectories of the world's tasks for the SFT cold start",
+	Description: "Example:\n   mempo-rollout expert --tasks data/world/train-sft.jsonl --index index/ --tokenizer data/world/tokenizer.json --out demos.parquet\n\n" +
+		"The scripted expert plays the role of the paper's GPT-4.1 trajectories: one search per lookup (two for a\n" +
+		"two-hop question), a <mem> that lists every answer found so far, and a final <answer> with all k answers.\n" +
+		"Contexts are built by the agent protocol and searches go to the real index, so rows are in the rollouts\n" +
+		"schema with exact token ids (mempo-update sft reads them). The expert reads each answer from the retrieved\n" +
+		"passages; a task whose fact is not retrieved gets no row (counted on stderr). Every row is checked against\n" +
+		"the protocol (agent.CheckRecord) before it is written. The protocol flags are mempo-rollout's, with the same\n" +
+		"defaults: give both commands the same values, so that SFT trains on the contexts rollouts will show.",
+	Flags: []ucli.Flag{
+		&ucli.StringSliceFlag{Name: "tasks", Required: true, Usage: "tasks file(s) of world questions"},
+		&ucli.StringFlag{Name: "index", Required: true, Usage: "index directory of the world corpus (mempo-index)"},
+		&ucli.StringFlag{Name: "tokenizer", Required: true, Usage: "tokenizer.json or a model directory"},
+		&ucli.StringFlag{Name: "out", Required: true, Usage: "demonstrations (.parquet or .jsonl, rollouts schema)"},
+		&ucli.StringFlag{Name: "keep", Value: "1", Usage: "context: previous steps kept (1 = MemPO, all = ReAct full history)"},
+		&ucli.IntFlag{Name: "max-turns", Value: 16, Usage: "turn limit"},
+		&ucli.IntFlag{Name: "topk", Value: 3, Usage: "passages per search"},
+		&ucli.StringFlag{Name: "tool-tag", Value: "search", Usage: "search action tag: search or tool_call"},
+		&ucli.IntFlag{Name: "obs-tokens", Value: 1000, Usage: "cap on the ids of one observation, tags kept (0: none)"},
+		&ucli.BoolFlag{Name: "hint", Value: true, Usage: "show the turns left inside every observation (--hint=false: off)"},
+		&ucli.BoolFlag{Name: "chat", Value: true, Usage: "ChatML turns (instruct checkpoints); --chat=false renders raw text (base checkpoints)"},
+	},
+	Action: runExpert,
+}
+
+func runExpert(c *ucli.Context) error {
+	keep, err := agent.ParseKeep(c.String("keep"))
+	if err != nil {
+		return fmt.Errorf("--keep: %w", err)
+	}
+	tk, err := tokenizer.Load(c.String("tokenizer"))
+	if err != nil {
+		return err
+	}
+	tok := rollout.Tok{T: tk}
+	cfg := agent.DefaultConfig()
+	cfg.Keep, cfg.MaxTurns, cfg.TopK, cfg.ToolTag = keep, c.Int("max-turns"), c.Int("topk"), c.String("tool-tag")
+	cfg.ObsMaxTokens, cfg.TurnsHint, cfg.Chat = c.Int("obs-tokens"), c.Bool("hint"), c.Bool("chat")
+	ag, err := agent.New(cfg, tok)
+	if err != nil {
+		return err
+	}
+	srch, err := retrieval.NewLocal(c.String("index"))
+	if err != nil {
+		return err
+	}
+	defer srch.Close()
+	keepWord := c.String("keep")
+	if keep == agent.KeepAll {
+		keepWord = "all"
+	}
+	ex := &world.Expert{Agent: ag, Tok: tok, Searcher: srch, Keep: keepWord}
+	var all []tasks.Task
+	for _, f := range c.StringSlice("tasks") {
+		ts, err := tasks.ReadTasks(f)
+		if err != nil {
+			return err
+		}
+		all = append(all, ts...)
+	}
+	var rows []records.Rollout
+	missed := 0
+	var peak, steps int64
+	for i, t := range all {
+		r, err := ex.Run(context.Background(), t, int64(i))
+		if errors.Is(err, world.ErrNotFound) {
+			missed++
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if err := ag.CheckRecord(r.Questions, rollout.StepRecords(&r)); err != nil {
+			return fmt.Errorf("task %s: %w", t.TaskID, err)
+		}
+		peak += r.PeakTokens
+		steps += int64(r.Turns)
+		rows = append(rows, r)
+	}
+	if len(rows) == 0 {
+		return fmt.Errorf("no demonstrations: the facts of all %d tasks were not retrieved", len(all))
+	}
+	if err := records.WriteFile(c.String("out"), rows); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.ErrWriter, "%d demonstrations of %d tasks → %s (%d dropped: fact not retrieved); %.1f steps and %.0f peak tokens per trajectory, keep %s\n",
+		len(rows), len(all), c.String("out"), missed, float64(steps)/float64(len(rows)), float64(peak)/float64(len(rows)), keepWord)
+	return nil
+}

@@ -1,0 +1,295 @@
+package world
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mempo/mempo/lib/agent"
+	"github.com/mempo/mempo/lib/checkpoint"
+	"github.com/mempo/mempo/lib/retrieval"
+	"github.com/mempo/mempo/lib/rollout"
+	"github.com/mempo/mempo/lib/tasks"
+	"github.com/mempo/mempo/lib/tokenizer"
+)
+
+func TestGenerateIsSeeded(t *testing.T) {
+	a, err := Generate(DefaultConfig(7))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := Generate(DefaultConfig(7))
+	c, _ := Generate(DefaultConfig(8))
+	if len(a.Corpus) != len(b.Corpus) {
+		t.Fatalf("same seed, %d vs %d passages", len(a.Corpus), len(b.Corpus))
+	}
+	for i := range a.Corpus {
+		if a.Corpus[i] != b.Corpus[i] {
+			t.Fatalf("same seed, passage %d differs: %q vs %q", i, a.Corpus[i].Contents, b.Corpus[i].Contents)
+		}
+	}
+	same := 0
+	for i := range a.Corpus {
+		if i < len(c.Corpus) && a.Corpus[i] == c.Corpus[i] {
+			same++
+		}
+	}
+	if same == len(a.Corpus) {
+		t.Fatal("seeds 7 and 8 gave the same corpus")
+	}
+	ta, _, _ := a.Tasks(Train, 2, 5, 1)
+	tb, _, _ := b.Tasks(Train, 2, 5, 1)
+	tc, _, _ := a.Tasks(Train, 2, 5, 2)
+	if ta[3].Prompt != tb[3].Prompt {
+		t.Fatalf("same seed and stream, different tasks: %q vs %q", ta[3].Prompt, tb[3].Prompt)
+	}
+	if ta[3].Prompt == tc[3].Prompt && ta[4].Prompt == tc[4].Prompt {
+		t.Fatal("streams 1 and 2 drew the same tasks")
+	}
+}
+
+// Memory must be necessary: no answer may be readable from a prompt, test
+// people never appear in training tasks, and every task fits the turn limit.
+func TestTasksNeedSearch(t *testing.T) {
+	w, err := Generate(DefaultConfig(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainPeople := map[string]bool{}
+	for _, split := range []Split{Train, Test} {
+		for _, k := range []int{1, 2, 4, 8, 15} {
+			ts, qs, err := w.Tasks(split, k, 40, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			twoHop := 0
+			for i, task := range ts {
+				if err := task.Check(); err != nil {
+					t.Fatalf("%s: %v", task.TaskID, err)
+				}
+				if len(task.Questions) != k || len(task.Golds) != k {
+					t.Fatalf("%s: %d questions, %d golds for k=%d", task.TaskID, len(task.Questions), len(task.Golds), k)
+				}
+				lookups := 0
+				for j, q := range qs[i] {
+					lookups += len(q.Lookups)
+					if len(q.Lookups) == 2 {
+						twoHop++
+					}
+					gold := task.Golds[j][0]
+					for _, word := range strings.Fields(strings.ReplaceAll(task.Prompt, "?", "")) {
+						if word == gold {
+							t.Fatalf("%s: gold %q is in the prompt %q", task.TaskID, gold, task.Prompt)
+						}
+					}
+					p := q.Lookups[0].Entity
+					if split == Train {
+						trainPeople[p] = true
+					} else if trainPeople[p] || !w.Test[p] {
+						t.Fatalf("%s: test task asks about %s, who is not held out", task.TaskID, p)
+					}
+					// The chain of lookups ends at the gold answer.
+					if last := q.Lookups[len(q.Lookups)-1]; last.Value != gold || w.Facts[last.Entity][last.Attr] != gold {
+						t.Fatalf("%s: lookups %v do not end at gold %q", task.TaskID, q.Lookups, gold)
+					}
+				}
+				if lookups > w.Cfg.MaxTurns-1 {
+					t.Fatalf("%s: %d lookups do not fit %d turns", task.TaskID, lookups, w.Cfg.MaxTurns)
+				}
+			}
+			if k <= 8 && twoHop == 0 {
+				t.Fatalf("%s k=%d: no two-hop question in 40 tasks", split, k)
+			}
+		}
+	}
+}
+
+func TestPlanReadsQuestions(t *testing.T) {
+	w, _ := Generate(DefaultConfig(1))
+	p := w.People[0]
+	plan, err := Plan([]string{w.Single(p, "city").Text, w.TwoHop(p, "product").Text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != 2 || len(plan[0]) != 1 || len(plan[1]) != 2 || plan[0][0] != (Fact{Entity: p, Attr: "city"}) ||
+		plan[1][0] != (Fact{Entity: p, Attr: "employer"}) || plan[1][1].Attr != "product" {
+		t.Fatalf("plan %+v", plan)
+	}
+	if _, err := Plan([]string{"Who wrote Hamlet?"}); err == nil {
+		t.Fatal("a question from outside the world was planned")
+	}
+	if v, ok := ReadFact("Doc 1(Title: X) The city of Velmar is Oskaro.\nDoc 2…", "city", "Velmar"); !ok || v != "Oskaro" {
+		t.Fatalf("ReadFact = %q, %v", v, ok)
+	}
+	if _, ok := ReadFact("Velmar once travelled from the city of Oskaro to a fair.", "city", "Velmar"); ok {
+		t.Fatal("ReadFact took a distractor for the fact")
+	}
+}
+
+// writeWorld writes a small world and its index into a temporary directory.
+func writeWorld(t *testing.T, seed uint64) (dir, index string, tok *tokenizer.Tokenizer) {
+	t.Helper()
+	dir = t.TempDir()
+	s := DefaultSizes()
+	s.SFTTasks, s.RLTasks, s.TestTasks = 24, 8, 8
+	if _, err := Write(dir, DefaultConfig(seed), s); err != nil {
+		t.Fatal(err)
+	}
+	index = filepath.Join(dir, "index")
+	if _, err := retrieval.Build(context.Background(), retrieval.BuildOptions{Corpus: filepath.Join(dir, CorpusFile), Out: index,
+		Analyzer: retrieval.DefaultAnalyzer}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenizer.Load(filepath.Join(dir, TokenizerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir, index, tok
+}
+
+func TestTokenizer(t *testing.T) {
+	dir, _, tok := writeWorld(t, 5)
+	for _, s := range append(append([]string(nil), SpecialTokens...), ProtocolTokens...) {
+		if ids := tok.Encode(s); len(ids) != 1 {
+			t.Fatalf("%s is %v, want one id", s, ids)
+		}
+	}
+	w, _ := Generate(DefaultConfig(5))
+	words, tokens := 0, 0
+	for _, text := range w.Texts() {
+		ids := tok.Encode(text)
+		back, err := tok.Decode(ids)
+		if err != nil || back != text {
+			t.Fatalf("round trip of %q gave %q (%v)", text, back, err)
+		}
+		words += len(strings.Fields(text))
+		tokens += len(ids)
+	}
+	// The point of a world tokenizer: about one id per word.
+	if r := float64(tokens) / float64(words); r > 2 {
+		t.Fatalf("%.2f ids per word", r)
+	}
+	// Text the world never wrote still round-trips (byte-level BPE).
+	for _, s := range []string{"Größe 東京 🙂", "\t\n  x", "<mem>α</mem>"} {
+		if back, _ := tok.Decode(tok.Encode(s)); back != s {
+			t.Fatalf("round trip of %q gave %q", s, back)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, ModelConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := checkpoint.ParseConfig(ModelConfigFile, data)
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.VocabSize < tok.VocabSize() || cfg.VocabSize%64 != 0 {
+		t.Fatalf("vocab_size %d for %d tokenizer ids", cfg.VocabSize, tok.VocabSize())
+	}
+	imEnd, _ := tok.TokenID("<|im_end|>")
+	if len(cfg.EOSTokenIDs) == 0 || cfg.EOSTokenIDs[0] != imEnd {
+		t.Fatalf("eos ids %v, want <|im_end|> = %d first", cfg.EOSTokenIDs, imEnd)
+	}
+}
+
+// The expert's trajectories follow the protocol exactly, answer right, carry
+// every answer in <mem>, and under keep 1 the final context holds the early
+// answers only through the memory.
+func TestExpert(t *testing.T) {
+	dir, index, tk := writeWorld(t, 2)
+	tok := rollout.Tok{T: tk}
+	srch, err := retrieval.NewLocal(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srch.Close()
+	for _, keep := range []int{1, agent.KeepAll} {
+		cfg := agent.DefaultConfig()
+		cfg.Keep = keep
+		ag, err := agent.New(cfg, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex := &Expert{Agent: ag, Tok: tok, Searcher: srch, Keep: "1"}
+		for _, k := range []int{1, 2, 4, 8} {
+			ts, err := tasks.ReadTasks(filepath.Join(dir, TestTasksFile(k)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, task := range ts {
+				r, err := ex.Run(context.Background(), task, int64(i))
+				if err != nil {
+					t.Fatalf("keep %d, %s: %v", keep, task.TaskID, err)
+				}
+				if err := ag.CheckRecord(r.Questions, rollout.StepRecords(&r)); err != nil {
+					t.Fatalf("keep %d, %s: %v", keep, task.TaskID, err)
+				}
+				if r.RewardTask != 1 || !r.FormatOK || r.Failure != "" {
+					t.Fatalf("keep %d, %s: reward %g, format %v, failure %q, answer %q, golds %v", keep, task.TaskID, r.RewardTask, r.FormatOK, r.Failure, r.Answer, r.Golds)
+				}
+				if int(r.Turns) < k+1 {
+					t.Fatalf("%s: %d turns for %d objectives", task.TaskID, r.Turns, k)
+				}
+				last := r.Steps[len(r.Steps)-1]
+				memText := tok.Decode(from32(last.OutputIDs[last.MemStart:last.MemEnd]))
+				for j, g := range r.Golds {
+					if !strings.Contains(memText, g[0]) {
+						t.Fatalf("%s: final memory %q lacks answer %d %q", task.TaskID, memText, j+1, g[0])
+					}
+				}
+				if keep == 1 && k >= 2 {
+					// The first search's observation is gone from the final
+					// context: the answer it gave lives on only in <mem>.
+					ctx := tok.Decode(from32(last.ContextIDs))
+					if strings.Contains(ctx, r.Steps[0].InfoText) {
+						t.Fatalf("%s: keep 1 context still holds the first observation", task.TaskID)
+					}
+				}
+			}
+		}
+	}
+}
+
+// data/world is the generator's output for seed 1 with the default sizes:
+// regenerate it and compare byte for byte.
+func TestDefaultInstanceIsGenerated(t *testing.T) {
+	shipped := filepath.Join("..", "..", "data", "world")
+	if _, err := os.Stat(filepath.Join(shipped, ManifestFile)); err != nil {
+		t.Skipf("no default instance at %s: %v", shipped, err)
+	}
+	dir := t.TempDir()
+	if _, err := Write(dir, DefaultConfig(1), DefaultSizes()); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		want, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(shipped, e.Name()))
+		if err != nil {
+			t.Fatalf("data/world lacks %s: %v", e.Name(), err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("data/world/%s differs from `mempo-rollout world --seed 1` (regenerate it)", e.Name())
+		}
+	}
+}
+
+func from32(ids []int32) []int {
+	out := make([]int, len(ids))
+	for i, id := range ids {
+		out[i] = int(id)
+	}
+	return out
+}
