@@ -2,6 +2,7 @@ package retrieval
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 )
@@ -52,24 +53,33 @@ func TestHotpotRecall(t *testing.T) {
 	}
 }
 
-// TestAnalyzerRecall compares analyzer settings; run with -v to see the table.
-func TestAnalyzerRecall(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds four indexes; skipped in -short")
+// BenchmarkAnalyzerRecall measures HotpotQA recall@3/@10 for analyzer and
+// BM25 settings (the table in docs/BENCHMARKS.md).
+func BenchmarkAnalyzerRecall(b *testing.B) {
+	sharedData(b, hotpotFiles[0])
+	tmp := b.TempDir()
+	corpus, qs := hotpotCorpus(b, tmp)
+	type setting struct {
+		an Analyzer
+		p  BM25Params
 	}
-	sharedData(t, hotpotFiles[0])
-	tmp := t.TempDir()
-	corpus, qs := hotpotCorpus(t, tmp)
-	for _, an := range []Analyzer{{}, {Stopwords: true}, {Stem: true}, {Stopwords: true, Stem: true}} {
-		out := filepath.Join(tmp, "ix")
-		if _, err := Build(context.Background(), BuildOptions{Corpus: corpus, Out: out, Analyzer: an}); err != nil {
-			t.Fatal(err)
-		}
-		ix, err := Open(out)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("stopwords=%v stem=%v: recall@3 %.4f recall@10 %.4f", an.Stopwords, an.Stem, recallAt(t, ix, qs, 3), recallAt(t, ix, qs, 10))
-		ix.Close()
+	for _, s := range []setting{{Analyzer{}, DefaultBM25}, {Analyzer{Stopwords: true}, DefaultBM25},
+		{Analyzer{Stem: true}, DefaultBM25}, {DefaultAnalyzer, DefaultBM25}, {DefaultAnalyzer, BM25Params{K1: 1.2, B: 0.75}}} {
+		name := fmt.Sprintf("stopwords=%v/stem=%v/k1=%g/b=%g", s.an.Stopwords, s.an.Stem, s.p.K1, s.p.B)
+		b.Run(name, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				out := filepath.Join(tmp, "ix")
+				if _, err := Build(context.Background(), BuildOptions{Corpus: corpus, Out: out, Analyzer: s.an, BM25: s.p}); err != nil {
+					b.Fatal(err)
+				}
+				ix, err := Open(out)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(recallAt(b, ix, qs, 3), "recall@3")
+				b.ReportMetric(recallAt(b, ix, qs, 10), "recall@10")
+				ix.Close()
+			}
+		})
 	}
 }
