@@ -28,6 +28,8 @@ type CUDA struct {
 	// invFreqBF16: see CPU.invFreqBF16 (parity test of the bf16 fixture).
 	invFreqBF16 bool
 
+	prof *cudaProf // per-kernel event timing, when profiling
+
 	live      atomic.Int64 // bytes of device memory held by tensors
 	sinceGC   atomic.Int64
 	gcTrigger int64
@@ -223,7 +225,7 @@ func (b *CUDA) fn(module, name string) *cuda.Function {
 }
 
 func (b *CUDA) launch(module, name string, grid, block int, shmem int, args ...any) {
-	must(b.dev.Launch(b.fn(module, name), cuda.Dim3{X: grid}, cuda.Dim3{X: block}, shmem, args...))
+	b.launch2(module, name, cuda.Dim3{X: grid}, block, shmem, args...)
 }
 
 func (b *CUDA) launch2(module, name string, grid cuda.Dim3, block int, shmem int, args ...any) {
@@ -231,7 +233,55 @@ func (b *CUDA) launch2(module, name string, grid cuda.Dim3, block int, shmem int
 	if shmem > 48<<10 {
 		must(b.dev.SetMaxDynamicShared(f, shmem))
 	}
+	defer b.timed(name)()
 	must(b.dev.Launch(f, grid, cuda.Dim3{X: block}, shmem, args...))
+}
+
+// cudaProf records an event pair around every kernel and GEMM.
+type cudaProf struct {
+	recs []profRec
+}
+
+type profRec struct {
+	name string
+	a, b *cuda.Event
+}
+
+func (b *CUDA) timed(name string) func() {
+	if b.prof == nil {
+		return func() {}
+	}
+	e0, err := b.dev.Record()
+	must(err)
+	return func() {
+		e1, err := b.dev.Record()
+		must(err)
+		b.prof.recs = append(b.prof.recs, profRec{name, e0, e1})
+	}
+}
+
+// StartProfile times every kernel and GEMM from now on (with events, so the
+// queue is not synchronized).
+func (b *CUDA) StartProfile() { b.prof = &cudaProf{} }
+
+// StopProfile stops timing and returns milliseconds and calls per kernel name
+// (GEMMs are "gemm").
+func (b *CUDA) StopProfile() (ms map[string]float64, calls map[string]int) {
+	p := b.prof
+	b.prof = nil
+	ms, calls = map[string]float64{}, map[string]int{}
+	if p == nil {
+		return
+	}
+	for _, r := range p.recs {
+		t, err := b.dev.Elapsed(r.a, r.b)
+		must(err)
+		ms[r.name] += t
+		calls[r.name]++
+		r.a.Destroy()
+		r.b.Destroy()
+	}
+	return
 }
 
 // gridFor is a grid-stride grid for n elements.
@@ -316,6 +366,7 @@ func (b *CUDA) MatMul(c, a, bb Tensor, transA, transB bool, alpha, beta float32)
 		}
 		return
 	}
+	defer b.timed("gemm")()
 	must(b.dev.Gemm(transA, transB, m, n, k, alpha, A.ptr(), cuda.F32, A.c, B.ptr(), cuda.F32, B.c, beta, C.ptr(), cuda.F32, C.c))
 }
 

@@ -18,11 +18,14 @@ func cudaOrSkip(t testing.TB) *CUDA {
 	t.Helper()
 	ok, why := CUDAAvailableReason()
 	if !ok {
+		if os.Getenv("MEMPO_REQUIRE_CUDA") == "1" {
+			t.Fatalf("MEMPO_REQUIRE_CUDA=1 but no CUDA: %s", why)
+		}
 		t.Skipf("no CUDA: %s", why)
 	}
 	be, err := NewCUDA()
 	if err != nil {
-		t.Skipf("no CUDA: %v", err)
+		t.Fatal(err)
 	}
 	return be
 }

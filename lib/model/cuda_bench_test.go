@@ -1,0 +1,164 @@
+package model
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mempo/mempo/lib/checkpoint"
+)
+
+// TestCUDABenchmarks measures the CUDA backend on random-weight Qwen2.5
+// shapes when MEMPO_CUDA_BENCH=1 (scripts/gpu/run.sh sets it): a training
+// step (forward+backward of the token log-probs, packed sequences of 2048),
+// prefill (LogProbs), greedy batched decoding, and the time by kernel of one
+// training step. MEMPO_CUDA_BENCH_MODELS picks the presets (comma list),
+// MEMPO_CUDA_BENCH_BATCH the training batch in sequences. Lines starting with
+// "BENCH" are the results.
+func TestCUDABenchmarks(t *testing.T) {
+	if os.Getenv("MEMPO_CUDA_BENCH") != "1" {
+		t.Skip("set MEMPO_CUDA_BENCH=1 to run the CUDA benchmarks")
+	}
+	be := cudaOrSkip(t)
+	models := strings.Split(cudaEnvOr("MEMPO_CUDA_BENCH_MODELS", "qwen2.5-0.5b,qwen2.5-1.5b"), ",")
+	batch, _ := strconv.Atoi(cudaEnvOr("MEMPO_CUDA_BENCH_BATCH", "8"))
+	T := 2048
+	fmt.Printf("BENCH device %s\n", be.Device())
+	for _, name := range models {
+		cfg, err := checkpoint.Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		tensors := checkpoint.RandomInit(cfg, 1)
+		m, err := New(cfg, tensors, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tensors = nil
+		runtime.GC()
+		fmt.Printf("BENCH %s loaded in %.1fs\n", name, time.Since(t0).Seconds())
+		flops := trainFLOPsCUDA(m, T)
+
+		seqs := make([][]int, batch)
+		weights := make([][]float32, batch)
+		for b := range seqs {
+			seqs[b] = make([]int, T)
+			weights[b] = make([]float32, T)
+			for i := range seqs[b] {
+				seqs[b][i] = (i*7919 + b*104729) % m.a.vocab
+				weights[b][i] = 1
+			}
+		}
+		// Training step.
+		step := func() {
+			m.ZeroGrads()
+			if _, _, err := m.Backward(seqs, weights); err != nil {
+				t.Fatal(err)
+			}
+			be.Sync()
+		}
+		step() // warm-up: compiles kernels, grows the pool
+		var best float64
+		for i := 0; i < 2; i++ {
+			s := time.Now()
+			step()
+			d := time.Since(s).Seconds()
+			if best == 0 || d < best {
+				best = d
+			}
+		}
+		tok := float64(batch*T) / best
+		fmt.Printf("BENCH %s fp32 train B=%d T=%d: %.0f tokens/s (%.3f s/step), %.1f TFLOP/s = MFU %.1f%% of 989 (bf16 dense) / %.1f%% of 67 (fp32)\n",
+			name, batch, T, tok, best, flops*float64(batch)/best/1e12, 100*flops*float64(batch)/best/989e12, 100*flops*float64(batch)/best/67e12)
+
+		// Time by kernel of one training step.
+		be.StartProfile()
+		step()
+		ms, calls := be.StopProfile()
+		var total float64
+		var names []string
+		for k, v := range ms {
+			total += v
+			names = append(names, k)
+		}
+		sort.Slice(names, func(i, j int) bool { return ms[names[i]] > ms[names[j]] })
+		for _, k := range names {
+			fmt.Printf("BENCH %s train kernel %-26s %8.1f ms %5.1f%% (%d calls)\n", name, k, ms[k], 100*ms[k]/total, calls[k])
+		}
+
+		// Prefill: forward + LM head + log-probs over the same batch.
+		m.Recompute = false
+		s := time.Now()
+		if _, err := m.LogProbs(seqs); err != nil {
+			t.Fatal(err)
+		}
+		d := time.Since(s).Seconds()
+		s = time.Now()
+		if _, err := m.LogProbs(seqs); err != nil {
+			t.Fatal(err)
+		}
+		d = min(d, time.Since(s).Seconds())
+		fmt.Printf("BENCH %s fp32 prefill B=%d T=%d: %.0f tokens/s\n", name, batch, T, float64(batch*T)/d)
+
+		// Greedy decoding: prompts of 128, 128 new tokens.
+		var paramBytes float64
+		for _, sp := range m.specs {
+			paramBytes += 4 * float64(sp.rows*sp.cols)
+		}
+		for _, B := range []int{1, 32, 256} {
+			reqs := make([]Request, B)
+			for i := range reqs {
+				p := make([]int, 128)
+				for j := range p {
+					p[j] = (j*31 + i*17 + 1) % m.a.vocab
+				}
+				reqs[i] = Request{Prompt: p}
+			}
+			opts := GenerateOptions{MaxTokens: 128, IgnoreEOS: true}
+			if _, err := m.Generate(reqs[:1], GenerateOptions{MaxTokens: 4, IgnoreEOS: true}); err != nil {
+				t.Fatal(err)
+			}
+			s := time.Now()
+			if _, err := m.Generate(reqs, opts); err != nil {
+				t.Fatal(err)
+			}
+			d := time.Since(s).Seconds()
+			// HBM bound: every step reads all weights once (fp32 here) and the cache.
+			kvBytes := float64(2*m.a.layers*m.a.kvHeads*m.a.headDim*4) * float64(B) * 192
+			bound := float64(B) * 4.3e12 / (paramBytes + kvBytes)
+			fmt.Printf("BENCH %s fp32 decode B=%d: %.0f tokens/s (incl. prefill of 128), HBM bound %.0f tokens/s (fp32 weights %.2f GB, 4.3 TB/s)\n",
+				name, B, float64(B*128)/d, bound, paramBytes/1e9)
+		}
+		m = nil
+		runtime.GC()
+		be.Sync()
+	}
+}
+
+// trainFLOPsCUDA is trainFLOPs of bench_test.go: useful FLOPs of one
+// forward+backward of a sequence of T tokens.
+func trainFLOPsCUDA(m *Model, T int) float64 {
+	a := m.a
+	var w float64
+	for _, s := range m.specs {
+		if s.rows > 1 && s.name != "model.embed_tokens.weight" {
+			w += float64(s.rows * s.cols)
+		}
+	}
+	w += float64(a.vocab * a.hidden)
+	fwd := 2*w*float64(T) + float64(a.layers)*2*float64(T)*float64(T)*float64(a.heads*a.headDim)
+	return 3 * fwd
+}
+
+func cudaEnvOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
