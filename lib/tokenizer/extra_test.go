@@ -138,3 +138,14 @@ func TestConcurrentEncode(t *testing.T) {
 		}
 	}
 }
+
+// TestInvalidUTF8Input: bytes that are not UTF-8 are encoded as U+FFFD, one
+// per maximal invalid subpart, rather than dropped or passed to the model.
+func TestInvalidUTF8Input(t *testing.T) {
+	tok := qwen(t, ImplHand)
+	for in, same := range map[string]string{"a\xffb": "a\uFFFDb", "x\xF0\x9F\x91": "x\uFFFD", "\xC3(": "\uFFFD("} {
+		if got, want := tok.Encode(in), tok.Encode(same); !slices.Equal(got, want) {
+			t.Errorf("Encode(%q) = %v, want Encode(%q) = %v", in, got, same, want)
+		}
+	}
+}

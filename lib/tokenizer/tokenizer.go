@@ -7,6 +7,19 @@
 //
 // Encoding follows HF's `encode(text, add_special_tokens=False)`: special
 // tokens written in the text are matched, nothing is added around it.
+//
+// Typical use:
+//
+//	tok, err := tokenizer.Load("ckpt/")         // or ".../tokenizer.json"
+//	ids := tok.Encode("Who wrote Hamlet?")
+//	text, err := tok.Decode(ids)                 // errors on unknown ids
+//	eos, err := tok.SpecialID("<|im_end|>")
+//	chat, err := tok.ChatML()
+//	prompt := chat.Render(msgs, true, "<mem>")   // ids, no text round trip
+//	ctx := chat.CloseTurn(chat.AppendGenerated(prompt, generated))
+//	d := tok.NewDecoder()                        // streaming: d.Add(id), d.Flush()
+//
+// A Tokenizer is safe for concurrent use.
 package tokenizer
 
 import (
