@@ -575,7 +575,11 @@ func TestTinyModelSamplingIsBatchIndependent(t *testing.T) {
 	ts := all[9:11]
 	tok := smallTok(t)
 	m := tinyModel(t, tok)
-	ag := newAgent(t, tok, func(c *agent.Config) { c.MaxTurns = 2; c.OnInvalid = agent.CorrectOnInvalid; c.TaskPrompt = shortPrompt })
+	ag := newAgent(t, tok, func(c *agent.Config) {
+		c.MaxTurns = 2
+		c.OnInvalid = agent.CorrectOnInvalid
+		c.TaskPrompt = shortPrompt
+	})
 	local, err := retrieval.NewLocal(index)
 	if err != nil {
 		t.Fatal(err)
