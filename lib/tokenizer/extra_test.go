@@ -80,9 +80,8 @@ func FuzzEncodeDecode(f *testing.F) {
 	f.Add("Cafe\u0301 <|im_start|>user\n中文 👋  \n\n x's 12345<|im_end|>")
 	tok := qwen(f, ImplHand)
 	f.Fuzz(func(t *testing.T, x string) {
-		if !utf8Valid(x) {
-			t.Skip("encoding replaces invalid UTF-8 first")
-		}
+		// Random bytes are mostly not UTF-8; make them so rather than skip.
+		x = strings.ToValidUTF8(x, "\uFFFD")
 		checkSplitters(t, x)
 		ids := tok.Encode(x)
 		got, err := tok.Decode(ids)
