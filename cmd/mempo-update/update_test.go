@@ -389,3 +389,53 @@ func TestSFTCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// apply refuses shard sets that do not make one step: a missing or repeated
+// shard, shards of different runs, or a model that is not the one the
+// gradients were computed on; nothing is written.
+func TestApplyRefusesBadShards(t *testing.T) {
+	f := newUpdFixture(t)
+	g := func(name, shard string, extra ...string) string {
+		p := filepath.Join(f.root, name)
+		a := append([]string{"grad", "--model", f.model, "--rollouts", f.rollouts, "--kl-coef", "0", "--out", p, "--shard", shard}, extra...)
+		if msg, err := runUpdateCmd(t, a...); err != nil {
+			t.Fatal(msg, err)
+		}
+		return p
+	}
+	g0, g1 := g("g0", "0/2"), g("g1", "1/2")
+	h1 := g("h1", "1/2", "--alpha", "0.5")
+	out := filepath.Join(f.root, "out")
+	cases := []struct {
+		grads []string
+		want  string
+	}{
+		{[]string{g0}, "but 1 gradient files were given"},
+		{[]string{g0, g0}, "given twice"},
+		{[]string{g0, h1}, "from another step or run"},
+	}
+	for _, c := range cases {
+		var args []string
+		for _, p := range c.grads {
+			args = append(args, "--grads", p)
+		}
+		_, err := runUpdateCmd(t, append([]string{"apply", "--model", f.model, "--out", out}, args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want %q", c.grads, err, c.want)
+		}
+	}
+	// Applied once, the same gradients do not fit the resulting model.
+	done := filepath.Join(f.root, "done")
+	if msg, err := runUpdateCmd(t, "apply", "--model", f.model, "--grads", g0, "--grads", g1, "--out", done); err != nil {
+		t.Fatal(msg, err)
+	}
+	if _, err := runUpdateCmd(t, "apply", "--model", done, "--grads", g0, "--grads", g1, "--out", out); err == nil || !strings.Contains(err.Error(), "has taken 1 optimizer steps") {
+		t.Errorf("gradients applied to the wrong model: %v", err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("a refused apply wrote --out")
+	}
+	if _, err := runUpdateCmd(t, "grad", "--model", f.model, "--rollouts", f.rollouts, "--kl-coef", "0", "--out", g0, "--shard", "2/2"); err == nil {
+		t.Error("--shard 2/2 accepted")
+	}
+}
