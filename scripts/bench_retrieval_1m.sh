@@ -28,7 +28,7 @@ echo "== synthesize $N passages"
 "$WORK/synthcorpus" --n "$N" --out "$WORK/big.jsonl" "$WORK/hotpot.jsonl" "$WORK/2wiki.jsonl" "$WORK/musique.jsonl" $DATA/wiki18/wiki18-first-1000.jsonl
 ls -la "$WORK/big.jsonl"
 echo "== build (peak RSS by /usr/bin/time)"
-/usr/bin/time -f "wall %e s, peak RSS %M KiB" bin/mempo-index --corpus "$WORK/big.jsonl" --out "$WORK/index"
+/usr/bin/time -f "wall %e s, user %U s, system %S s, peak RSS %M KiB" bin/mempo-index --corpus "$WORK/big.jsonl" --out "$WORK/index"
 du -sh "$WORK/index"; ls -la "$WORK/index"
 echo "== BM25 search"
 MEMPO_BENCH_INDEX="$WORK/index" go test -run '^$' -bench 'LargeBM25' -benchtime 1x ./lib/retrieval/

@@ -66,8 +66,8 @@ func IndexApp() *ucli.App {
 		if m.Dense != nil {
 			dense = fmt.Sprintf(", dense %d×%d", m.Dense.Ntotal, m.Dense.Dim)
 		}
-		fmt.Fprintf(os.Stderr, "mempo-index: %d passages, %d terms%s → %s in %.1fs (%.0f passages/s, peak RSS %d MiB)\n",
-			m.Docs, m.BM25Stats.Terms, dense, c.String("out"), secs, float64(m.Docs)/secs, m.PeakRSSBytes>>20)
+		fmt.Fprintf(os.Stderr, "mempo-index: %d passages, %d terms%s → %s in %.1fs (%.0f passages/s; CPU %.1fs; peak RSS %d MiB)\n",
+			m.Docs, m.BM25Stats.Terms, dense, c.String("out"), secs, float64(m.Docs)/secs, m.CPUSeconds, m.PeakRSSBytes>>20)
 		return nil
 	}
 	app.Commands = []*ucli.Command{{

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/mempo/mempo/lib/cli"
@@ -46,6 +47,7 @@ type Manifest struct {
 	BM25         BM25Params     `json:"bm25"`
 	BM25Stats    BM25Stats      `json:"bm25_stats"`
 	Dense        *DenseManifest `json:"dense,omitempty"`
+	CPUSeconds   float64        `json:"cpu_seconds,omitempty"` // user+system CPU of the building process
 	PeakRSSBytes int64          `json:"peak_rss_bytes,omitempty"`
 }
 
@@ -182,6 +184,7 @@ func Build(ctx context.Context, opts BuildOptions) (*Manifest, error) {
 	m.BuiltAt = time.Now().UTC().Format(time.RFC3339)
 	m.BuildSeconds = time.Since(start).Seconds()
 	m.PeakRSSBytes = PeakRSS()
+	m.CPUSeconds = CPUTime().Seconds()
 	raw, _ := json.MarshalIndent(m, "", "  ")
 	if err := os.WriteFile(filepath.Join(tmp, ManifestFile), append(raw, '\n'), 0o644); err != nil {
 		return nil, err
@@ -215,6 +218,15 @@ func PeakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// CPUTime is the user+system CPU time the process has used so far.
+func CPUTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Index is an opened index directory.
