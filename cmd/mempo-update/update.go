@@ -70,7 +70,7 @@ var updateFlags = concatFlags([]ucli.Flag{
 	&ucli.StringFlag{Name: "out", Usage: "checkpoint directory to write (HF files, optimizer.safetensors, update_metrics.jsonl)"},
 	&ucli.StringFlag{Name: "metrics", Usage: "also write the metrics rows here (.parquet or .jsonl)"},
 	&ucli.StringFlag{Name: "optimizer", Usage: "optimizer state to resume (default: --model's optimizer.safetensors when present)"},
-	&ucli.IntFlag{Name: "grad-shards", Value: 1, Usage: "accumulate each step's gradient as this many shards, summed in order exactly as `mempo-update apply` sums `grad --shard i/n` files"},
+	&ucli.IntFlag{Name: "grad-shards", Value: 1, Usage: "accumulate each step's gradient as this many shards, summed in order exactly as apply sums the files of grad --shard i/n"},
 	&ucli.StringFlag{Name: "golden", Usage: "write logits of the written checkpoint on a few rollout sequences here (for scripts/check_update_hf.py)"},
 	&ucli.IntFlag{Name: "stop-after", Usage: "stop after this many optimizer steps and write a resumable checkpoint; rerunning the same command continues it"},
 }, rlFlags(), optimFlags(1e-6), planFlags())
