@@ -230,6 +230,13 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 		if err != nil {
 			return stats, fmt.Errorf("rollout: generate: %w", err)
 		}
+		want := 0
+		for _, r := range reqs {
+			want += max(r.N, 1)
+		}
+		if len(gens) != want {
+			return stats, fmt.Errorf("rollout: generate returned %d rows for %d", len(gens), want)
+		}
 		var searching []*traj
 		for _, g := range gens {
 			if g.Request < 0 || g.Request >= len(slots) || g.Sample < 0 || g.Sample >= len(slots[g.Request].trajs) {
