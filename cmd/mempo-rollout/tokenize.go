@@ -71,7 +71,7 @@ func tokenizeStream(tok *tokenizer.Tokenizer, decode bool, r io.Reader, file str
 	jw := cli.NewJSONLWriter(w)
 	var ids []int
 	err := cli.EachJSONL(r, file, func(line int, raw []byte) error {
-		fields, err := objectFields(raw)
+		fields, err := tokObjectFields(raw)
 		if err != nil {
 			return cli.BadInput(file, line, "", "not a JSON object: %v", err)
 		}
@@ -91,7 +91,7 @@ func tokenizeStream(tok *tokenizer.Tokenizer, decode bool, r io.Reader, file str
 				return cli.BadInput(file, line, "ids", "%v", err)
 			}
 			key = "text"
-			val = jsonString(text)
+			val = tokJSONString(text)
 		} else {
 			src, ok := fields.get("text")
 			if !ok {
@@ -121,16 +121,16 @@ func tokenizeStream(tok *tokenizer.Tokenizer, decode bool, r io.Reader, file str
 	return jw.Flush()
 }
 
-// field is one member of a JSON object, its value kept byte for byte.
-type field struct {
+// tokField is one member of a JSON object, its value kept byte for byte.
+type tokField struct {
 	key string
 	val json.RawMessage
 }
 
-type fieldList []field
+type tokFieldList []tokField
 
-// objectFields splits a JSON object into its members, in order.
-func objectFields(raw []byte) (fieldList, error) {
+// tokObjectFields splits a JSON object into its members, in order.
+func tokObjectFields(raw []byte) (tokFieldList, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	t, err := dec.Token()
@@ -140,7 +140,7 @@ func objectFields(raw []byte) (fieldList, error) {
 	if d, ok := t.(json.Delim); !ok || d != '{' {
 		return nil, errors.New("the line is not an object")
 	}
-	var fs fieldList
+	var fs tokFieldList
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
@@ -150,7 +150,7 @@ func objectFields(raw []byte) (fieldList, error) {
 		if err := dec.Decode(&v); err != nil {
 			return nil, err
 		}
-		fs = append(fs, field{t.(string), v})
+		fs = append(fs, tokField{t.(string), v})
 	}
 	if _, err := dec.Token(); err != nil {
 		return nil, err
@@ -161,7 +161,7 @@ func objectFields(raw []byte) (fieldList, error) {
 	return fs, nil
 }
 
-func (fs fieldList) get(key string) (json.RawMessage, bool) {
+func (fs tokFieldList) get(key string) (json.RawMessage, bool) {
 	for _, f := range fs {
 		if f.key == key {
 			return f.val, true
@@ -171,24 +171,24 @@ func (fs fieldList) get(key string) (json.RawMessage, bool) {
 }
 
 // set replaces key's value where it is, or appends it.
-func (fs fieldList) set(key string, val []byte) fieldList {
+func (fs tokFieldList) set(key string, val []byte) tokFieldList {
 	for i := range fs {
 		if fs[i].key == key {
 			fs[i].val = val
 			return fs
 		}
 	}
-	return append(fs, field{key, val})
+	return append(fs, tokField{key, val})
 }
 
-func (fs fieldList) marshal() []byte {
+func (fs tokFieldList) marshal() []byte {
 	var b bytes.Buffer
 	b.WriteByte('{')
 	for i, f := range fs {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.Write(jsonString(f.key))
+		b.Write(tokJSONString(f.key))
 		b.WriteByte(':')
 		b.Write(f.val)
 	}
@@ -196,9 +196,9 @@ func (fs fieldList) marshal() []byte {
 	return b.Bytes()
 }
 
-// jsonString encodes s as a JSON string without escaping <, > and &, which
+// tokJSONString encodes s as a JSON string without escaping <, > and &, which
 // special tokens such as <|im_end|> are full of.
-func jsonString(s string) []byte {
+func tokJSONString(s string) []byte {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)

@@ -20,7 +20,7 @@ func runTokenizeCmd(args ...string) error {
 	return app.Run(append([]string{"mempo-rollout", "tokenize"}, args...))
 }
 
-func readLines(t *testing.T, path string) []map[string]any {
+func tokReadLines(t *testing.T, path string) []map[string]any {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -40,7 +40,7 @@ func readLines(t *testing.T, path string) []map[string]any {
 	return out
 }
 
-func intsOf(v any) []int {
+func tokInts(v any) []int {
 	var out []int
 	for _, x := range v.([]any) {
 		out = append(out, int(x.(float64)))
@@ -92,14 +92,14 @@ func TestTokenizeGoldenFileToFile(t *testing.T) {
 	if err := runTokenizeCmd("--tokenizer", filepath.Dir(tokPath), "--in", inPath, "--out", outPath); err != nil {
 		t.Fatal(err)
 	}
-	rows := readLines(t, outPath)
+	rows := tokReadLines(t, outPath)
 	if len(rows) != len(lines) {
 		t.Fatalf("%d rows out, %d in", len(rows), len(lines))
 	}
 	raw, _ := os.ReadFile(outPath)
 	outLines := strings.Split(strings.TrimSpace(string(raw)), "\n")
 	for i, r := range rows {
-		if got := intsOf(r["ids"]); !slices.Equal(got, want[i]) {
+		if got := tokInts(r["ids"]); !slices.Equal(got, want[i]) {
 			t.Fatalf("row %d: ids %v, want HF's %v", i+1, got, want[i])
 		}
 		if i%2 == 0 {
@@ -117,7 +117,7 @@ func TestTokenizeGoldenFileToFile(t *testing.T) {
 	if err := runTokenizeCmd("--tokenizer", tokPath, "--decode", "--in", outPath, "--out", back); err != nil {
 		t.Fatal(err)
 	}
-	for i, r := range readLines(t, back) {
+	for i, r := range tokReadLines(t, back) {
 		var g struct {
 			Decoded string `json:"decoded"`
 		}
@@ -136,8 +136,8 @@ func TestTokenizeSpecialTokensAndNoHTMLEscape(t *testing.T) {
 	if err := runTokenizeCmd("--tokenizer", tokPath, "--in", inPath, "--out", outPath); err != nil {
 		t.Fatal(err)
 	}
-	rows := readLines(t, outPath)
-	ids := intsOf(rows[0]["ids"])
+	rows := tokReadLines(t, outPath)
+	ids := tokInts(rows[0]["ids"])
 	if ids[0] != 1 || ids[len(ids)-1] != 2 { // <|im_start|> = 1, <|im_end|> = 2 in small-bpe.json
 		t.Fatalf("special tokens not matched: %v", ids)
 	}
