@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,11 @@ type CUDA struct {
 
 	// invFreqBF16: see CPU.invFreqBF16 (parity test of the bf16 fixture).
 	invFreqBF16 bool
+
+	// bf16: matrix products take bf16 operands (rounded from the fp32
+	// tensors at each call) with fp32 accumulation and fp32 results; every
+	// other op stays fp32. See SetBF16.
+	bf16 bool
 
 	prof *cudaProf // per-kernel event timing, when profiling
 
@@ -97,8 +103,19 @@ func NewCUDA() (*CUDA, error) {
 	}
 	be := &CUDA{dev: d, cpu: NewCPU(), rope: map[ropeKey]*cudaRope{}}
 	be.gcTrigger = max(d.TotalMem/8, 1<<30)
+	be.bf16 = os.Getenv("MEMPO_CUDA_BF16") == "1"
 	return be, nil
 }
+
+// SetBF16 switches the matrix products to bf16 operands with fp32
+// accumulation (tensor cores), the rest of the model staying fp32: weights
+// and activations are rounded to bf16 where they enter a GEMM, as under
+// torch.autocast, and outputs, gradients and master weights stay fp32.
+// MEMPO_CUDA_BF16=1 sets it for every new backend.
+func (b *CUDA) SetBF16(on bool) { b.bf16 = on }
+
+// BF16 reports whether the GEMMs take bf16 operands.
+func (b *CUDA) BF16() bool { return b.bf16 }
 
 // Device is the GPU the backend runs on.
 func (b *CUDA) Device() *cuda.Device { return b.dev }
@@ -366,8 +383,29 @@ func (b *CUDA) MatMul(c, a, bb Tensor, transA, transB bool, alpha, beta float32)
 		}
 		return
 	}
+	if b.bf16 {
+		a16, b16 := b.castBF16(A), b.castBF16(B)
+		func() {
+			defer b.timed("gemm_bf16")()
+			must(b.dev.Gemm(transA, transB, m, n, k, alpha, a16, cuda.BF16, A.c, b16, cuda.BF16, B.c, beta, C.ptr(), cuda.F32, C.c))
+		}()
+		// Stream-ordered frees: the GEMM queued before still reads them.
+		must(b.dev.Free(a16))
+		must(b.dev.Free(b16))
+		return
+	}
 	defer b.timed("gemm")()
 	must(b.dev.Gemm(transA, transB, m, n, k, alpha, A.ptr(), cuda.F32, A.c, B.ptr(), cuda.F32, B.c, beta, C.ptr(), cuda.F32, C.c))
+}
+
+// castBF16 returns a new device buffer holding t rounded to bf16 (the
+// caller frees it).
+func (b *CUDA) castBF16(t *cudaTensor) cuda.Ptr {
+	n := int64(t.n())
+	p, err := b.dev.Alloc(int(2*n + 16))
+	must(err)
+	b.launch("model", "cast_bf16", b.gridFor(n, 256), 256, 0, p, t.ptr(), n)
+	return p
 }
 
 func (b *CUDA) Add(dst, src Tensor) {

@@ -25,11 +25,23 @@ func TestCUDABenchmarks(t *testing.T) {
 		t.Skip("set MEMPO_CUDA_BENCH=1 to run the CUDA benchmarks")
 	}
 	be := cudaOrSkip(t)
-	models := strings.Split(cudaEnvOr("MEMPO_CUDA_BENCH_MODELS", "qwen2.5-0.5b,qwen2.5-1.5b"), ",")
+	// Runs are model:mode, mode fp32 or bf16 (bf16 GEMM operands, fp32
+	// accumulation); a bare model name runs both modes.
+	var runs [][2]string
+	for _, r := range strings.Split(cudaEnvOr("MEMPO_CUDA_BENCH_RUNS", cudaEnvOr("MEMPO_CUDA_BENCH_MODELS", "qwen2.5-0.5b,qwen2.5-1.5b")), ",") {
+		name, mode, ok := strings.Cut(r, ":")
+		if !ok {
+			runs = append(runs, [2]string{name, "fp32"}, [2]string{name, "bf16"})
+		} else {
+			runs = append(runs, [2]string{name, mode})
+		}
+	}
 	batch, _ := strconv.Atoi(cudaEnvOr("MEMPO_CUDA_BENCH_BATCH", "8"))
 	T := 2048
 	fmt.Printf("BENCH device %s\n", be.Device())
-	for _, name := range models {
+	for _, run := range runs {
+		name, mode := run[0], run[1]
+		be.SetBF16(mode == "bf16")
 		cfg, err := checkpoint.Preset(name)
 		if err != nil {
 			t.Fatal(err)
@@ -42,7 +54,11 @@ func TestCUDABenchmarks(t *testing.T) {
 		}
 		tensors = nil
 		runtime.GC()
-		fmt.Printf("BENCH %s loaded in %.1fs\n", name, time.Since(t0).Seconds())
+		// LM head in chunks of 2048 rows (the model's default, 32 MiB of
+		// logits a chunk, suits the CPU; the GPU has room for larger GEMMs).
+		m.headRows = 2048
+		fmt.Printf("BENCH %s %s loaded in %.1fs (LM head chunk 2048 rows)\n", name, mode, time.Since(t0).Seconds())
+		name = name + " " + mode
 		flops := trainFLOPsCUDA(m, T)
 
 		seqs := make([][]int, batch)
@@ -74,23 +90,14 @@ func TestCUDABenchmarks(t *testing.T) {
 			}
 		}
 		tok := float64(batch*T) / best
-		fmt.Printf("BENCH %s fp32 train B=%d T=%d: %.0f tokens/s (%.3f s/step), %.1f TFLOP/s = MFU %.1f%% of 989 (bf16 dense) / %.1f%% of 67 (fp32)\n",
+		fmt.Printf("BENCH %s train B=%d T=%d: %.0f tokens/s (%.3f s/step), %.1f TFLOP/s = MFU %.1f%% of 989 (bf16 dense) / %.1f%% of 67 (fp32)\n",
 			name, batch, T, tok, best, flops*float64(batch)/best/1e12, 100*flops*float64(batch)/best/989e12, 100*flops*float64(batch)/best/67e12)
 
 		// Time by kernel of one training step.
 		be.StartProfile()
 		step()
 		ms, calls := be.StopProfile()
-		var total float64
-		var names []string
-		for k, v := range ms {
-			total += v
-			names = append(names, k)
-		}
-		sort.Slice(names, func(i, j int) bool { return ms[names[i]] > ms[names[j]] })
-		for _, k := range names {
-			fmt.Printf("BENCH %s train kernel %-26s %8.1f ms %5.1f%% (%d calls)\n", name, k, ms[k], 100*ms[k]/total, calls[k])
-		}
+		printProfile(name+" train", ms, calls, best)
 
 		// Prefill: forward + LM head + log-probs over the same batch.
 		m.Recompute = false
@@ -104,7 +111,7 @@ func TestCUDABenchmarks(t *testing.T) {
 			t.Fatal(err)
 		}
 		d = min(d, time.Since(s).Seconds())
-		fmt.Printf("BENCH %s fp32 prefill B=%d T=%d: %.0f tokens/s\n", name, batch, T, float64(batch*T)/d)
+		fmt.Printf("BENCH %s prefill B=%d T=%d: %.0f tokens/s\n", name, batch, T, float64(batch*T)/d)
 
 		// Greedy decoding: prompts of 128, 128 new tokens.
 		var paramBytes float64
@@ -124,20 +131,46 @@ func TestCUDABenchmarks(t *testing.T) {
 			if _, err := m.Generate(reqs[:1], GenerateOptions{MaxTokens: 4, IgnoreEOS: true}); err != nil {
 				t.Fatal(err)
 			}
+			if B == 256 {
+				be.StartProfile()
+			}
 			s := time.Now()
 			if _, err := m.Generate(reqs, opts); err != nil {
 				t.Fatal(err)
 			}
 			d := time.Since(s).Seconds()
+			if B == 256 {
+				ms, calls := be.StopProfile()
+				printProfile(name+" decode B=256", ms, calls, d)
+			}
 			// HBM bound: every step reads all weights once (fp32 here) and the cache.
 			kvBytes := float64(2*m.a.layers*m.a.kvHeads*m.a.headDim*4) * float64(B) * 192
 			bound := float64(B) * 4.3e12 / (paramBytes + kvBytes)
-			fmt.Printf("BENCH %s fp32 decode B=%d: %.0f tokens/s (incl. prefill of 128), HBM bound %.0f tokens/s (fp32 weights %.2f GB, 4.3 TB/s)\n",
+			fmt.Printf("BENCH %s decode B=%d: %.0f tokens/s (incl. prefill of 128), HBM bound %.0f tokens/s (fp32 weights %.2f GB, 4.3 TB/s)\n",
 				name, B, float64(B*128)/d, bound, paramBytes/1e9)
 		}
 		m = nil
 		runtime.GC()
 		be.Sync()
+	}
+}
+
+// printProfile prints time by kernel, largest first, and the kernels' sum
+// against the wall time (the rest is host work and launch gaps).
+func printProfile(what string, ms map[string]float64, calls map[string]int, wall float64) {
+	var total float64
+	var names []string
+	for k, v := range ms {
+		total += v
+		names = append(names, k)
+	}
+	sort.Slice(names, func(i, j int) bool { return ms[names[i]] > ms[names[j]] })
+	fmt.Printf("BENCH %s: kernels %.1f ms of %.1f ms wall\n", what, total, 1000*wall)
+	for _, k := range names {
+		if ms[k] < 0.005*total {
+			continue
+		}
+		fmt.Printf("BENCH %s kernel %-24s %8.1f ms %5.1f%% (%d calls)\n", what, k, ms[k], 100*ms[k]/total, calls[k])
 	}
 }
 

@@ -366,3 +366,78 @@ func TestCUDAAvailableReason(t *testing.T) {
 	}
 	t.Logf("CUDA available=%v %s", ok, why)
 }
+
+// TestCUDABF16 measures the bf16 mode (bf16 GEMM operands, fp32
+// accumulation, everything else fp32) against transformers' fp32 goldens and
+// states its tolerances: logits within 3e-2 of the logits' scale, token
+// log-probs within 5e-2 absolute, every gradient within 1e-1 of its scale,
+// and greedy continuations are reported (token agreement), not required.
+func TestCUDABF16(t *testing.T) {
+	cudaOrSkip(t)
+	// One GEMM alone: bf16 rounding of both operands.
+	p := newOpPair(t, 9)
+	p.gpu.SetBF16(true)
+	a, b := p.rnd(130, 257, 1), p.rnd(97, 257, 1)
+	c := p.out(130, 97)
+	p.cpu.MatMul(c.c, a.c, b.c, false, true, 1, 0)
+	p.gpu.MatMul(c.g, a.g, b.g, false, true, 1, 0)
+	p.check("MatMul bf16", c, 2e-2)
+
+	for _, name := range fixtureCases {
+		t.Run(name, func(t *testing.T) {
+			be, err := NewCUDA()
+			if err != nil {
+				t.Fatal(err)
+			}
+			be.invFreqBF16 = name == "qwen2-bf16"
+			be.rope = map[ropeKey]*cudaRope{}
+			be.SetBF16(true)
+			m := loadFixtureOn(t, name, be)
+			g := openGolden(t, name)
+			seqs := [][]int{g.ids(t, "ids.0"), g.ids(t, "ids.1")}
+			weights := [][]float32{g.f32(t, "weights.0"), g.f32(t, "weights.1")}
+			logits, err := m.Logits(seqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var le, lpe, ge float64
+			for bi := range seqs {
+				le = math.Max(le, maxRelErr(logits[bi], g.f32(t, "logits."+string(rune('0'+bi)))))
+			}
+			lps, err := m.LogProbs(seqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for bi := range seqs {
+				want := g.f32(t, "logprobs."+string(rune('0'+bi)))
+				for i := range want {
+					lpe = math.Max(lpe, math.Abs(float64(lps[bi][i]-want[i])))
+				}
+			}
+			m.ZeroGrads()
+			if _, _, err := m.Backward(seqs, weights); err != nil {
+				t.Fatal(err)
+			}
+			worst := ""
+			for pname, got := range m.Grads() {
+				if e := maxRelErr(got, g.f32(t, "grad."+pname)); e > ge {
+					ge, worst = e, pname
+				}
+			}
+			prompt, want := g.ids(t, "greedy.prompt"), g.ids(t, "greedy.output")
+			gen, err := m.Generate([]Request{{Prompt: prompt}}, GenerateOptions{MaxTokens: len(want), IgnoreEOS: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			agree := 0
+			for agree < len(want) && gen[0].IDs[agree] == want[agree] {
+				agree++
+			}
+			t.Logf("bf16 %s: logits rel err %.3g, log-prob abs err %.3g, worst grad rel err %.3g (%s), greedy agrees on the first %d of %d tokens",
+				name, le, lpe, ge, worst, agree, len(want))
+			if le > 3e-2 || lpe > 5e-2 || ge > 1e-1 {
+				t.Errorf("bf16 %s outside the stated tolerances", name)
+			}
+		})
+	}
+}

@@ -197,3 +197,16 @@ extern "C" __global__ void token_logprobs_bwd_f32(float *d, const float *z, cons
 		__syncthreads();
 	}
 }
+
+// cast_bf16: float32 → bfloat16 bits, round to nearest even (NaN stays NaN).
+extern "C" __global__ void cast_bf16(unsigned short *dst, const float *src, long long n) {
+	GRID_STRIDE(i, n) {
+		unsigned u = __float_as_uint(src[i]);
+		if ((u & 0x7fffffffu) > 0x7f800000u) {
+			dst[i] = 0x7fc0;
+		} else {
+			u += 0x7fffu + ((u >> 16) & 1u);
+			dst[i] = (unsigned short)(u >> 16);
+		}
+	}
+}
