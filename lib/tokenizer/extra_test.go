@@ -148,3 +148,27 @@ func TestInvalidUTF8Input(t *testing.T) {
 		}
 	}
 }
+
+// TestSplittersExhaustive compares the hand-written matchers with regexp2 on
+// every string of up to three characters over an alphabet with one member of
+// each class the patterns distinguish, and of up to six over the whitespace
+// and apostrophe cases where backtracking matters.
+func TestSplittersExhaustive(t *testing.T) {
+	count := 0
+	var rec func(alphabet []string, prefix string, n int)
+	rec = func(alphabet []string, prefix string, n int) {
+		checkSplitters(t, prefix)
+		count++
+		if n == 0 {
+			return
+		}
+		for _, c := range alphabet {
+			rec(alphabet, prefix+c, n-1)
+		}
+	}
+	rec([]string{"a", "S", "e", "1", "²", " ", "\n", "\r", "\t", "'", ".", "中", "\u00a0", "\u0301", "ſ"}, "", 3)
+	rec([]string{" ", "\n", "\t", "a", "'", "."}, "", 6)
+	if count < 50000 {
+		t.Fatalf("only %d strings", count)
+	}
+}
