@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -351,5 +352,52 @@ func TestRolloutBadInput(t *testing.T) {
 	os.WriteFile(filepath.Join(out+".partial", "run.json"), []byte(encodeSettings(settings{"seed": "99"})), 0o644)
 	if err := runRoot(base()...); err == nil || !strings.Contains(err.Error(), "the unfinished run there has") || !strings.Contains(err.Error(), "to start over") {
 		t.Errorf("mismatched journal: %v", err)
+	}
+}
+
+// The same run through a retrieval server (--retriever URL) and in process
+// (--index DIR) gives the same rows.
+func TestRolloutRetrieverURLMatchesIndex(t *testing.T) {
+	index, tasksFile, modelDir, _ := roFixture(t)
+	useScripted(0)
+	defer func() { loadPolicy = realLoadPolicy }()
+	ix, err := retrieval.Open(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	srv := retrieval.NewServer(ix, retrieval.ServerConfig{})
+	defer srv.Close()
+	hs := httptest.NewServer(srv.Handler())
+	defer hs.Close()
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.parquet"), filepath.Join(dir, "b.parquet")
+	common := []string{"--model", modelDir, "--tasks", tasksFile, "--group", "3", "--limit", "4", "--seed", "5"}
+	if err := runRoot(append(common, "--index", index, "--out", a)...); err != nil {
+		t.Fatal(err)
+	}
+	if err := runRoot(append(common, "--retriever", hs.URL, "--out", b)...); err != nil {
+		t.Fatal(err)
+	}
+	ra, rb := readRows(t, a), readRows(t, b)
+	if len(ra) != 12 || len(rb) != 12 {
+		t.Fatalf("%d and %d rows", len(ra), len(rb))
+	}
+	searched := 0
+	for i := range ra {
+		ra[i].WallS, rb[i].WallS = 0, 0
+		if !reflect.DeepEqual(ra[i], rb[i]) {
+			for j := range ra[i].Steps {
+				sa, sb := ra[i].Steps[j], rb[i].Steps[j]
+				t.Logf("step %d: docs %v / %v\ninfo %q\n/ %q", j, sa.DocIDs, sb.DocIDs, sa.InfoText, sb.InfoText)
+			}
+			t.Fatalf("row %d differs between --index and --retriever", i)
+		}
+		for _, s := range ra[i].Steps {
+			searched += len(s.DocIDs)
+		}
+	}
+	if searched == 0 {
+		t.Fatal("no step retrieved anything")
 	}
 }
