@@ -62,7 +62,8 @@ func runApply(c *ucli.Context) error {
 				files[i], i, gm.PlanStep, gm.Fingerprint, g0.PlanStep, g0.Fingerprint)
 		}
 	}
-	m, err := loadModel(c.String("model"), "model", false)
+	// apply runs no forward: the parameters and AdamW live on the host.
+	m, err := loadModel(c.String("model"), "model", false, "cpu")
 	if err != nil {
 		return err
 	}

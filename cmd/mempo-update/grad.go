@@ -59,7 +59,7 @@ func runGrad(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := loadModel(c.String("model"), "model", c.Bool("recompute"))
+	m, err := loadModel(c.String("model"), "model", c.Bool("recompute"), c.String("device"))
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func runGrad(c *ucli.Context) error {
 		if !c.IsSet("ref") {
 			return fmt.Errorf("flag --ref is required when --kl-coef is not 0")
 		}
-		ref, err := loadModel(c.String("ref"), "ref", false)
+		ref, err := loadModel(c.String("ref"), "ref", false, c.String("device"))
 		if err != nil {
 			return err
 		}

@@ -37,7 +37,7 @@ func runSFT(c *ucli.Context) error {
 	}
 	cfg.Loss.KLCoef = 0
 	j := &job{c: c, sft: true, cfg: cfg, shards: 1, modelD: c.String("model"), out: c.String("out")}
-	m, err := loadModel(j.modelD, "model", c.Bool("recompute"))
+	m, err := loadModel(j.modelD, "model", c.Bool("recompute"), c.String("device"))
 	if err != nil {
 		return err
 	}

@@ -60,6 +60,7 @@ func planFlags() []ucli.Flag {
 		&ucli.Int64Flag{Name: "seed", Usage: "seed of the mini-batch shuffle"},
 		&ucli.IntFlag{Name: "micro-tokens", Value: 8192, Usage: "most tokens per forward/backward call (memory bound)"},
 		&ucli.BoolFlag{Name: "recompute", Usage: "recompute layer activations in the backward (less memory, more compute)"},
+		&ucli.StringFlag{Name: "device", Usage: "cpu or cuda (default: cuda when usable, else cpu); bit-identical resume and shards are tested on the cpu"},
 	}
 }
 
@@ -183,11 +184,17 @@ func prepare(rolls []records.Rollout, where []origin, opt update.PrepareOptions)
 	return b, err
 }
 
-func loadModel(dir, flag string, recompute bool) (*model.Model, error) {
+// loadModel loads a checkpoint on the --device backend (model.NewBackend:
+// cpu, cuda, or "" for CUDA when usable).
+func loadModel(dir, flag string, recompute bool, device string) (*model.Model, error) {
 	if dir == "" {
 		return nil, fmt.Errorf("flag --%s is required", flag)
 	}
-	m, err := model.Load(dir, nil)
+	be, err := model.NewBackend(device)
+	if err != nil {
+		return nil, fmt.Errorf("--device: %w", err)
+	}
+	m, err := model.Load(dir, be)
 	if err != nil {
 		return nil, fmt.Errorf("--%s: %w", flag, err)
 	}
@@ -268,7 +275,7 @@ func runUpdate(c *ucli.Context) error {
 		return fmt.Errorf("--grad-shards must be ≥ 1")
 	}
 	j := &job{c: c, cfg: cfg, shards: c.Int("grad-shards"), modelD: c.String("model"), out: c.String("out")}
-	m, err := loadModel(j.modelD, "model", c.Bool("recompute"))
+	m, err := loadModel(j.modelD, "model", c.Bool("recompute"), c.String("device"))
 	if err != nil {
 		return err
 	}
@@ -285,7 +292,7 @@ func runUpdate(c *ucli.Context) error {
 			return fmt.Errorf("flag --ref is required when --kl-coef is not 0")
 		}
 		j.prepRef = func(b *update.Batch) error {
-			ref, err := loadModel(c.String("ref"), "ref", false)
+			ref, err := loadModel(c.String("ref"), "ref", false, c.String("device"))
 			if err != nil {
 				return err
 			}
@@ -325,7 +332,7 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 			fmt.Fprintf(c.App.Writer, "%s: already holds the result of this run (%d steps); nothing to do\n", j.out, ors.PlanSteps)
 			return j.finish(nil, nil)
 		}
-		pm, err := loadModel(j.out, "out", m.Recompute)
+		pm, err := loadModel(j.out, "out", m.Recompute, c.String("device"))
 		if err != nil {
 			return err
 		}
@@ -400,7 +407,7 @@ func (j *job) finish(m *model.Model, rows []records.Update) error {
 	}
 	if p := c.String("golden"); p != "" {
 		if m == nil {
-			if m, err = loadModel(j.out, "out", false); err != nil {
+			if m, err = loadModel(j.out, "out", false, c.String("device")); err != nil {
 				return err
 			}
 		}

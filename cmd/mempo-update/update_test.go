@@ -154,7 +154,8 @@ func maxDiff(a, b map[string][]float32) float64 {
 	return d
 }
 
-var knobArgs = []string{"--lr", "1e-3", "--kl-coef", "0.01", "--epochs", "2", "--mini-batch", "4", "--seed", "7"}
+// knobArgs pin the CPU: the bit-identity claims are the CPU backend's.
+var knobArgs = []string{"--lr", "1e-3", "--kl-coef", "0.01", "--epochs", "2", "--mini-batch", "4", "--seed", "7", "--device", "cpu"}
 
 // grad shards on "other machines" + apply equal the single-process update
 // with the same shard count bit for bit, over a two-step plan; a different
@@ -336,6 +337,13 @@ func TestUpdateBadInput(t *testing.T) {
 		{"mismatched ref", []string{"--model", f.model, "--ref", other, "--rollouts", f.rollouts}, "checkpoint does not match the policy"},
 		{"no ref", []string{"--model", f.model, "--rollouts", f.rollouts}, "--ref is required"},
 		{"entropy bonus", []string{"--model", f.model, "--ref", f.ref, "--rollouts", f.rollouts, "--entropy-coef", "0.01"}, "no entropy gradient"},
+	}
+	if !model.CUDAAvailable() {
+		cases = append(cases, struct {
+			name string
+			args []string
+			want string
+		}{"no cuda", []string{"--model", f.model, "--ref", f.ref, "--rollouts", f.rollouts, "--device", "cuda"}, "--device: device cuda: not usable here"})
 	}
 	for _, c := range cases {
 		_, err := runUpdateCmd(t, append(c.args, "--out", out)...)
