@@ -108,11 +108,13 @@ func (m *bpeModel) tokenize(piece string, byteLevel bool, dst []int, sc *scratch
 		}
 		return append(dst, int(a), int(b))
 	}
-	if ids, ok := m.cache.get(piece); ok && !m.disableCacheForTest {
-		for _, id := range ids {
-			dst = append(dst, int(id))
+	if !m.disableCacheForTest {
+		if ids, ok := m.cache.get(piece); ok {
+			for _, id := range ids {
+				dst = append(dst, int(id))
+			}
+			return dst
 		}
-		return dst
 	}
 	var word []int32
 	if byteLevel && m.allBytes && !m.ignoreMerges {

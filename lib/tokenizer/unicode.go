@@ -108,14 +108,15 @@ func lossyUTF8(b []byte) string {
 }
 
 // utf8Seq looks at the sequence starting at b[0]. It returns (length, true)
-// for a valid character, or (length of the maximal invalid subpart, false).
-// When b ends inside a sequence that could still be valid, it returns
-// (len(b), false) and incomplete reports that case.
+// for a valid character, or (length of the maximal invalid subpart, false);
+// a sequence cut short by the end of b counts as invalid.
 func utf8Seq(b []byte) (int, bool) {
 	n, ok, _ := utf8SeqIncomplete(b)
 	return n, ok
 }
 
+// utf8SeqIncomplete is utf8Seq that also reports, with incomplete, when b
+// ends inside a sequence that more bytes could still make valid.
 func utf8SeqIncomplete(b []byte) (n int, ok bool, incomplete bool) {
 	c := b[0]
 	if c < 0x80 {
