@@ -34,6 +34,10 @@ type CUDA struct {
 	// other op stays fp32. See SetBF16.
 	bf16 bool
 
+	// attnV1 forces attention.cu's kernels; otherwise head dims that are
+	// multiples of 4 use attention2.cu (MEMPO_CUDA_ATTN=v1 sets it).
+	attnV1 bool
+
 	prof *cudaProf // per-kernel event timing, when profiling
 
 	live      atomic.Int64 // bytes of device memory held by tensors
@@ -104,6 +108,7 @@ func NewCUDA() (*CUDA, error) {
 	be := &CUDA{dev: d, cpu: NewCPU(), rope: map[ropeKey]*cudaRope{}}
 	be.gcTrigger = max(d.TotalMem/8, 1<<30)
 	be.bf16 = os.Getenv("MEMPO_CUDA_BF16") == "1"
+	be.attnV1 = os.Getenv("MEMPO_CUDA_ATTN") == "v1"
 	return be, nil
 }
 
@@ -618,6 +623,16 @@ func (b *CUDA) attnWork(seqs []AttnSeq) (tiles, st cuda.Ptr, ntiles int) {
 	return b.uploadInts(tv), b.uploadInts(sv), len(tv) / 2
 }
 
+// attnKernels picks the attention module, kernel prefix and the padding of
+// its K/Q tile rows: attention2.cu (float4 rows, 4 rows per warp at once)
+// when the head dim allows, else attention.cu.
+func (b *CUDA) attnKernels(hd int) (module, prefix string, pad int) {
+	if hd%4 == 0 && !b.attnV1 {
+		return "attention2", "attn2", 4
+	}
+	return "attention", "attn", 1
+}
+
 func (b *CUDA) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape) {
 	O, LSE, Q, K, V := gt(out), gt(lse), gt(q), gt(k), gt(v)
 	hd := sh.HeadDim
@@ -635,8 +650,9 @@ func (b *CUDA) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape)
 	if n == 0 {
 		return
 	}
-	shmem := 4 * (attnTile*hd + 32*(hd+1) + 32*hd)
-	b.launch2("attention", fmt.Sprintf("attn_fwd_%d", nt), cuda.Dim3{X: n, Y: sh.Heads}, 128, shmem,
+	mod, pre, pad := b.attnKernels(hd)
+	shmem := 4 * (attnTile*hd + 32*(hd+pad) + 32*hd)
+	b.launch2(mod, fmt.Sprintf("%s_fwd_%d", pre, nt), cuda.Dim3{X: n, Y: sh.Heads}, 128, shmem,
 		O.ptr(), LSE.ptr(), Q.ptr(), K.ptr(), V.ptr(), tiles, st, sh.Heads, sh.KVHeads, hd, sh.Scale)
 }
 
@@ -657,11 +673,12 @@ func (b *CUDA) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seq
 	D := b.newTensor(Q.r, sh.Heads)
 	warps := int64(Q.r) * int64(sh.Heads)
 	b.launch("attention", "attn_bwd_dsum", int((warps*32+255)/256), 256, 0, D.ptr(), DO.ptr(), O.ptr(), Q.r, sh.Heads, hd)
-	shq := 4 * (2*attnTile*hd + 2*32*(hd+1))
-	b.launch2("attention", fmt.Sprintf("attn_bwd_dq_%d", nt), cuda.Dim3{X: n, Y: sh.Heads}, 128, shq,
+	mod, pre, pad := b.attnKernels(hd)
+	shq := 4 * (2*attnTile*hd + 2*32*(hd+pad))
+	b.launch2(mod, fmt.Sprintf("%s_bwd_dq_%d", pre, nt), cuda.Dim3{X: n, Y: sh.Heads}, 128, shq,
 		DQ.ptr(), DO.ptr(), Q.ptr(), K.ptr(), V.ptr(), LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, hd, sh.Scale)
-	shk := 4 * (2*attnTile*hd + 2*32*(hd+1) + 64)
-	b.launch2("attention", fmt.Sprintf("attn_bwd_dkv_%d", nt), cuda.Dim3{X: n, Y: sh.KVHeads}, 128, shk,
+	shk := 4 * (2*attnTile*hd + 2*32*(hd+pad) + 64)
+	b.launch2(mod, fmt.Sprintf("%s_bwd_dkv_%d", pre, nt), cuda.Dim3{X: n, Y: sh.KVHeads}, 128, shk,
 		DK.ptr(), DV.ptr(), DO.ptr(), Q.ptr(), K.ptr(), V.ptr(), LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, hd, sh.Scale)
 	b.Free(D)
 }

@@ -261,9 +261,18 @@ func TestCUDATokenLogProbs(t *testing.T) {
 }
 
 func TestCUDAAttention(t *testing.T) {
-	p := newOpPair(t, 5)
+	for _, v1 := range []bool{true, false} {
+		t.Run(map[bool]string{true: "v1", false: "v2"}[v1], func(t *testing.T) {
+			p := newOpPair(t, 5)
+			p.gpu.attnV1 = v1
+			testCUDAAttention(t, p)
+		})
+	}
+}
+
+func testCUDAAttention(t *testing.T, p *opPair) {
 	type cfg struct{ heads, kv, hd int }
-	for _, c := range []cfg{{2, 1, 4}, {4, 2, 16}, {14, 2, 64}, {12, 2, 128}, {3, 3, 40}} {
+	for _, c := range []cfg{{2, 1, 4}, {4, 2, 16}, {14, 2, 64}, {12, 2, 128}, {3, 3, 40}, {2, 2, 6}, {4, 1, 256}} {
 		for _, lens := range [][]int{{1}, {5, 17}, {33, 1, 70}, {200}} {
 			sh := AttnShape{Heads: c.heads, KVHeads: c.kv, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd)))}
 			var seqs []AttnSeq

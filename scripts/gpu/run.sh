@@ -5,7 +5,9 @@
 # the CUDA backend and the PyTorch reference (scripts/gpu/bench_torch.py) in
 # the same run. Logs go to $OUT (the device tool's folder) or ./gpu-out.
 #   usage: scripts/gpu/run.sh [tests|bench|all]      (default: all)
-# Environment: MEMPO_CUDA_BENCH_MODELS (default qwen2.5-0.5b,qwen2.5-1.5b),
+# Environment: MEMPO_CUDA_BENCH_RUNS (model:mode list, mode fp32 or bf16;
+# default both modes of qwen2.5-0.5b and qwen2.5-1.5b), MEMPO_CUDA_BENCH_MODELS
+# (the torch script's models), MEMPO_TORCH_DTYPES (default bf16,fp32),
 # MEMPO_CUDA_BENCH_BATCH (training batch in sequences of 2048, default 8),
 # MEMPO_CUDA_LIB_DIR (folders of libnvrtc/libcublas; default: PyTorch's
 # nvidia-* wheels), MEMPO_CUDA_DEBUG=1 (synchronize and check every launch).
@@ -50,7 +52,7 @@ if [[ $what == tests || $what == all ]]; then
 	s=${PIPESTATUS[0]}; [[ $s == 0 ]] || status=$s
 	# One process per test, so a crash in one kernel does not hide the others;
 	# MEMPO_CUDA_DEBUG=1 synchronizes after every launch to name a failing kernel.
-	for t in TestCUDAAvailableReason TestCUDAElementwiseOps TestCUDAMatMul TestCUDANormEmbedRoPE TestCUDATokenLogProbs TestCUDAAttention TestCUDASample TestCUDAParityWithTransformers; do
+	for t in TestCUDAAvailableReason TestCUDAElementwiseOps TestCUDAMatMul TestCUDANormEmbedRoPE TestCUDATokenLogProbs TestCUDAAttention TestCUDASample TestCUDAParityWithTransformers TestCUDABF16; do
 		(cd lib/model && MEMPO_REQUIRE_CUDA=1 MEMPO_CUDA_DEBUG=${MEMPO_CUDA_DEBUG:-1} timeout 300 "$B/model.test" -test.v -test.count=1 -test.run "^$t\$") >/tmp/mempo-test.log 2>&1
 		s=$?; [[ $s == 0 ]] || status=$s
 		{ echo "== $t exit $s"; cat /tmp/mempo-test.log; } >>"$OUT/tests.log"
