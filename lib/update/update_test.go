@@ -309,6 +309,12 @@ func TestUpdateLowersLossAndClips(t *testing.T) {
 			t.Fatal(err)
 		}
 		rows = append(rows, res.Row)
+		if k == 0 {
+			// One step on the whole batch already lowers its loss.
+			if after, _ := tr.Evaluate(all); !(after.Loss < start.Loss) {
+				t.Errorf("loss %v after one step, %v before", after.Loss, start.Loss)
+			}
+		}
 	}
 	end, _ := tr.Evaluate(all)
 	// On-policy the drift is only float rounding: the rollout's log-probs
