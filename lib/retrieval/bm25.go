@@ -171,14 +171,35 @@ func (s *BM25) Search(query string, k int) []ScoredDoc {
 		w := float32(idf*float64(qtf[t])) * k1p1
 		doc := uint32(0)
 		for i := 0; i < len(post); {
-			d, n := binary.Uvarint(post[i:])
-			i += n
-			tf, n2 := binary.Uvarint(post[i:])
-			i += n2
-			if n <= 0 || n2 <= 0 {
-				break // corrupt postings; stop this term
+			// One-byte fast path: most gaps and term frequencies are < 128.
+			var d, tf uint64
+			if c := post[i]; c < 0x80 {
+				d = uint64(c)
+				i++
+			} else {
+				var n int
+				if d, n = binary.Uvarint(post[i:]); n <= 0 {
+					break // corrupt postings; stop this term
+				}
+				i += n
+			}
+			if i >= len(post) {
+				break
+			}
+			if c := post[i]; c < 0x80 {
+				tf = uint64(c)
+				i++
+			} else {
+				var n int
+				if tf, n = binary.Uvarint(post[i:]); n <= 0 {
+					break
+				}
+				i += n
 			}
 			doc += uint32(d)
+			if int(doc) >= len(acc.score) {
+				break // corrupt postings
+			}
 			ftf := float32(tf)
 			if acc.score[doc] == 0 {
 				acc.touched = append(acc.touched, doc)

@@ -86,6 +86,13 @@ func (b *bm25Builder) add(text string) error {
 		}
 		b.tf[id]++
 	}
+	if b.pdoc == nil {
+		// Full capacity at once: appends never double past the limit (the
+		// pages are only touched, and counted in RSS, as postings arrive).
+		b.pdoc = make([]uint32, 0, b.runLimit+1024)
+		b.ptf = make([]uint16, 0, b.runLimit+1024)
+		b.pnext = make([]int32, 0, b.runLimit+1024)
+	}
 	doc := b.docs
 	for id, tf := range b.tf {
 		if tf > 65535 {

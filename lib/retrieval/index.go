@@ -117,6 +117,9 @@ func Build(ctx context.Context, opts BuildOptions) (*Manifest, error) {
 			os.RemoveAll(tmp)
 		}
 	}()
+	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700
+		return nil, err
+	}
 	m := &Manifest{Format: formatString, ToolVersion: cli.Version, Corpus: opts.Corpus,
 		Analyzer: opts.Analyzer, BM25: opts.BM25}
 	logf := func(format string, args ...any) {
