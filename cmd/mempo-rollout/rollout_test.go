@@ -401,3 +401,45 @@ func TestRolloutRetrieverURLMatchesIndex(t *testing.T) {
 		t.Fatal("no step retrieved anything")
 	}
 }
+
+// Ctrl-C (SIGINT) ends the run after the turn in flight with one line that
+// says how to resume; the journal then resumes to the full file.
+func TestRolloutInterruptResumes(t *testing.T) {
+	index, tasksFile, modelDir, n := roFixture(t)
+	dir := t.TempDir()
+	out := filepath.Join(dir, "r.parquet")
+	args := []string{"--model", modelDir, "--tasks", tasksFile, "--index", index, "--group", "2", "--batch", "2", "--out", out}
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "MEMPO_ROLLOUT_AS_COMMAND=1", "MEMPO_ROLLOUT_DELAY=60ms")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if ents, _ := filepath.Glob(filepath.Join(out+".partial", "task-*.parquet")); len(ents) >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			t.Fatalf("nothing journaled in time: %s", stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cmd.Process.Signal(os.Interrupt)
+	err := cmd.Wait()
+	msg := strings.TrimSpace(stderr.String())
+	if err == nil || strings.Contains(msg, "\n") || !strings.Contains(msg, "interrupted after") || !strings.Contains(msg, "rerun the same command to resume") {
+		t.Fatalf("exit %v, stderr %q", err, msg)
+	}
+	cmd = exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), "MEMPO_ROLLOUT_AS_COMMAND=1")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("resume: %v: %s", err, b)
+	}
+	if rows := readRows(t, out); len(rows) != 2*n {
+		t.Fatalf("%d rows after resume, want %d", len(rows), 2*n)
+	}
+}

@@ -684,3 +684,47 @@ func TestMultiObjectiveRewards(t *testing.T) {
 		}
 	}
 }
+
+// failingSearcher fails from its n-th call on.
+type failingSearcher struct {
+	retrieval.Searcher
+	n, calls int
+}
+
+func (f *failingSearcher) Search(ctx context.Context, qs []string, k int) ([][]retrieval.Hit, error) {
+	f.calls++
+	if f.calls >= f.n {
+		return nil, fmt.Errorf("connection refused")
+	}
+	return f.Searcher.Search(ctx, qs, k)
+}
+
+// A retrieval failure stops the run with an error that says so; the tasks
+// emitted before it are whole.
+func TestRetrievalErrorStopsRun(t *testing.T) {
+	index, all := hotpot(t)
+	ts := all[1:7]
+	tok := smallTok(t)
+	ag := newAgent(t, tok, nil)
+	local, err := retrieval.NewLocal(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	e := &Engine{Agent: ag, Policy: &Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID}, Searcher: &failingSearcher{Searcher: local, n: 5},
+		Opts: Options{Group: 4, Batch: 4, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID}}}
+	emitted := 0
+	_, err = e.Run(context.Background(), jobsOf(ts), func(j Job, rs []records.Rollout) error {
+		if len(rs) != 4 {
+			t.Errorf("task emitted with %d rows", len(rs))
+		}
+		emitted++
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "retrieval") || !strings.Contains(err.Error(), "connection refused") {
+		t.Fatalf("error %v", err)
+	}
+	if emitted == 0 || emitted >= len(ts) {
+		t.Errorf("%d tasks emitted before the failure", emitted)
+	}
+}
