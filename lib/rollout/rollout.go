@@ -11,8 +11,10 @@
 // that asked for one in a single Searcher call, and observes. A task whose G
 // trajectories have all ended gets its memory rewards (teacher-forced
 // prefill-only passes through Policy.LogProbs, batched across every task that
-// ended in the same turn) and is handed to the caller; its slots are refilled
-// from the queue at the start of the next turn.
+// ended in the same turn) and is handed to the caller. The slots of ended
+// trajectories are refilled from the queue at the start of the next turn, a
+// whole task at a time (its G samples share their first prefill) as soon as G
+// slots are free, even while other samples of the same tasks still run.
 //
 // Tokens in, tokens out: a step's output ids are the sampled ids, stored with
 // their log-probs and never decoded and encoded again; the context of every
@@ -51,8 +53,10 @@ type Policy interface {
 type Options struct {
 	// Group is G, the trajectories per task.
 	Group int
-	// Batch is the most trajectories in flight at once; whole tasks are
-	// admitted, so it is raised to Group when smaller.
+	// Batch is the most trajectories in flight (not yet ended) at once. The
+	// slots of ended trajectories are refilled with whole tasks, whose G
+	// samples share their first prefill, so it is raised to Group when
+	// smaller.
 	Batch int
 	// MaxStepTokens is the generation budget of one step.
 	MaxStepTokens int
@@ -188,17 +192,19 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 	t0 := time.Now()
 	queue := jobs
 	var active []*jobState
-	inFlight := 0
+	live := 0 // trajectories in flight (not ended)
 
 	for {
 		if err := ctx.Err(); err != nil {
 			return stats, err
 		}
-		// Refill: admit whole tasks while their G trajectories fit.
-		for len(queue) > 0 && (inFlight == 0 || inFlight+o.Group <= batch) {
+		// Refill the slots of ended trajectories: admit whole tasks (their
+		// G samples share the first prefill) while they fit beside the
+		// trajectories still running.
+		for len(queue) > 0 && (live == 0 || live+o.Group <= batch) {
 			active = append(active, e.admit(queue[0]))
 			queue = queue[1:]
-			inFlight += o.Group
+			live += o.Group
 		}
 		if len(active) == 0 {
 			break
@@ -288,6 +294,7 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 		var done []*jobState
 		keep := active[:0]
 		now := time.Now()
+		live = 0
 		for _, js := range active {
 			js.left = 0
 			for _, t := range js.trajs {
@@ -299,9 +306,9 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 					js.left++
 				}
 			}
+			live += js.left
 			if js.left == 0 {
 				done = append(done, js)
-				inFlight -= o.Group
 			} else {
 				keep = append(keep, js)
 			}

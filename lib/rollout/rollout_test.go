@@ -281,6 +281,12 @@ func TestScriptedRolloutsOnRealIndex(t *testing.T) {
 	if len(first) != 2 || first[0].N != G || first[1].N != G {
 		t.Fatalf("first Generate call: %d requests %+v, want 2 with N = %d", len(first), first, G)
 	}
+	// Samples 2 and 3 of both tasks end at the first turn: four free slots
+	// beside six running trajectories admit the third task at once, while
+	// the first two are still running.
+	if c := pol.calls[1]; len(c) == 0 || c[len(c)-1].N != G {
+		t.Errorf("second Generate call does not admit a new task: %+v", c)
+	}
 	mixed := false
 	for _, c := range pol.calls[1:] {
 		hasFresh, hasOld := false, false
@@ -318,6 +324,22 @@ func TestScriptedRolloutsOnRealIndex(t *testing.T) {
 		// Every stored context is exactly what the protocol gives.
 		if err := ag.CheckRecord(tk.Questions, StepRecords(&r)); err != nil {
 			t.Fatalf("task %d sample %d: %v", r.Group, r.Sample, err)
+		}
+		// By hand, keep 1: step t sees the prompt, then step t−1 as an
+		// assistant turn and its observation as a user turn, then the
+		// generation prompt — nothing older.
+		prompt := from32(r.Steps[0].ContextIDs)
+		prompt = prompt[:len(prompt)-len(asstOpen)]
+		for i := 1; i < len(r.Steps); i++ {
+			prev := r.Steps[i-1]
+			var want []int
+			for _, part := range [][]int{prompt, asstOpen, from32(prev.OutputIDs), tok.Encode("<|im_end|>\n"),
+				tok.Encode("<|im_start|>user\n"), from32(prev.ObsIDs), tok.Encode("<|im_end|>\n"), asstOpen} {
+				want = append(want, part...)
+			}
+			if !reflect.DeepEqual(from32(r.Steps[i].ContextIDs), want) {
+				t.Fatalf("task %d sample %d step %d: context is not prompt ⊕ previous step ⊕ its observation", r.Group, r.Sample, i)
+			}
 		}
 		// Step 0 sees the prompt and the generation prompt only.
 		want0 := len(ag.PromptIDs(tk.Questions)) + len(asstOpen)
