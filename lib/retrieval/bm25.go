@@ -6,8 +6,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
-	"sync"
 	"syscall"
 )
 
@@ -37,7 +37,10 @@ type BM25 struct {
 	post   []byte    // mmapped bm25.post
 	nterms int
 	strs   []byte
-	acc    sync.Pool
+	// acc is a free list of score accumulators (N floats each); unlike a
+	// sync.Pool it survives garbage collections, so large ones are not
+	// reallocated and cleared again under load.
+	acc chan *accumulator
 }
 
 func mmapFile(path string) ([]byte, error) {
@@ -91,7 +94,7 @@ func openBM25(dir string, an Analyzer, params BM25Params, avgdl float64) (*BM25,
 		s.Close()
 		return nil, err
 	}
-	s.acc.New = func() any { return &accumulator{score: make([]float32, s.n)} }
+	s.acc = make(chan *accumulator, 2*runtime.GOMAXPROCS(0)+2)
 	return s, nil
 }
 
@@ -159,8 +162,18 @@ func (s *BM25) Search(query string, k int) []ScoredDoc {
 		}
 		qtf[t]++
 	}
-	acc := s.acc.Get().(*accumulator)
-	defer s.acc.Put(acc)
+	var acc *accumulator
+	select {
+	case acc = <-s.acc:
+	default:
+		acc = &accumulator{score: make([]float32, s.n)}
+	}
+	defer func() {
+		select {
+		case s.acc <- acc:
+		default: // the free list is full; let this one go
+		}
+	}()
 	k1p1 := float32(s.params.K1 + 1)
 	for _, t := range uniq {
 		post, df, ok := s.lookup(t)

@@ -15,14 +15,14 @@ import (
 
 // Every QA layout in the shared data converts; counts are what the files hold
 // (MuSiQue's question paragraphs are all in its corpus file, so both together
-// give the corpus size).
+// give the corpus size). The HotpotQA dev layout is converted by
+// TestHotpotRecall, which checks its 10,787 passages.
 func TestConvertSharedLayouts(t *testing.T) {
 	cases := []struct {
 		from     string
 		files    []string
 		passages int
 	}{
-		{FromHotpotQA, hotpotFiles, 10787},
 		{FromHotpotQA, []string{"hotpotqa/train-with-paragraphs.jsonl"}, 4968},
 		{FromMuSiQue, []string{"musique/train-with-paragraphs.json", "musique/train-corpus.json"}, 1890},
 		{From2Wiki, []string{"2wikimultihopqa/corpus.json"}, 6119},
