@@ -162,18 +162,29 @@ func Write(dir string, cfg Config, s Sizes) (*Manifest, error) {
 	}
 	m.Files[CorpusFile] = fmt.Sprintf("%d passages", len(w.Corpus))
 
-	// Tasks. The SFT set cycles through SFTK; each k is its own stream.
-	var sft []tasks.Task
+	// Tasks. The SFT set cycles through SFTK task by task, so any prefix of
+	// the file (head -n N) mixes the objective counts; each k is its own
+	// stream.
 	per := map[int]int{}
 	for i := 0; i < s.SFTTasks; i++ {
 		per[s.SFTK[i%len(s.SFTK)]]++
 	}
+	byK := map[int][]tasks.Task{}
 	for _, k := range s.SFTK {
+		if _, done := byK[k]; done {
+			continue
+		}
 		ts, _, err := w.Tasks(Train, k, per[k], 1)
 		if err != nil {
 			return nil, err
 		}
-		sft = append(sft, ts...)
+		byK[k] = ts
+	}
+	sft := make([]tasks.Task, 0, s.SFTTasks)
+	for i := 0; i < s.SFTTasks; i++ {
+		k := s.SFTK[i%len(s.SFTK)]
+		sft = append(sft, byK[k][0])
+		byK[k] = byK[k][1:]
 	}
 	if err := tasks.Write(filepath.Join(dir, SFTTasksFile), sft); err != nil {
 		return nil, err

@@ -1,0 +1,204 @@
+package world_test
+
+import (
+	"context"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mempo/mempo/lib/agent"
+	"github.com/mempo/mempo/lib/checkpoint"
+	"github.com/mempo/mempo/lib/records"
+	"github.com/mempo/mempo/lib/rollout"
+	"github.com/mempo/mempo/lib/tokenizer"
+)
+
+// TestShortDemo runs scripts/demo/run.sh in its SHORT mode (every stage of
+// `make demo`, on a handful of tasks) through freshly built commands, then
+// reads back every file the stages wrote and checks that it is well formed:
+// rows parse and validate, stored contexts are exactly the protocol's,
+// checkpoints open, scores and plots are there, the summary has its tables.
+// It says nothing about learning; `make demo-check` does.
+func TestShortDemo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the demo builds four commands and trains for a few seconds")
+	}
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("bash is needed to run scripts/demo/run.sh")
+	}
+	root, err := filepath.Abs(filepath.Join("..", ".."))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	tmp := t.TempDir()
+	bin := filepath.Join(tmp, "bin")
+	start := time.Now()
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/",
+		"./cmd/mempo-index", "./cmd/mempo-rollout", "./cmd/mempo-update", "./cmd/mempo-score")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	t.Logf("built the commands in %.1fs", time.Since(start).Seconds())
+	out := filepath.Join(tmp, "demo")
+	start = time.Now()
+	cmd := exec.CommandContext(ctx, "bash", "scripts/demo/run.sh")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "SHORT=1", "BIN="+bin, "OUT="+out)
+	log, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("scripts/demo/run.sh: %v\n%s", err, log)
+	}
+	t.Logf("short demo ran in %.1fs", time.Since(start).Seconds())
+
+	tk, err := tokenizer.Load(filepath.Join(root, "data", "world", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := rollout.Tok{T: tk}
+	agentFor := func(keep string) *agent.Agent {
+		cfg := agent.DefaultConfig()
+		k, err := agent.ParseKeep(keep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Keep = k
+		a, err := agent.New(cfg, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	// readRollouts reads a rollouts file and checks every row's contexts
+	// against the protocol under the row's own keep setting.
+	readRollouts := func(name string, wantRows int) []records.Rollout {
+		t.Helper()
+		rows, err := records.ReadFile[records.Rollout](filepath.Join(out, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(rows) != wantRows {
+			t.Fatalf("%s: %d rows, want %d", name, len(rows), wantRows)
+		}
+		for i := range rows {
+			r := &rows[i]
+			if len(r.Steps) == 0 {
+				t.Fatalf("%s row %d: no steps", name, i+1)
+			}
+			if err := agentFor(r.Keep).CheckRecord(r.Questions, rollout.StepRecords(r)); err != nil {
+				t.Fatalf("%s row %d (keep %s): %v", name, i+1, r.Keep, err)
+			}
+		}
+		return rows
+	}
+
+	// Expert demonstrations: protocol-perfect and right.
+	for _, name := range []string{"demos.parquet", "demos-react.parquet"} {
+		for _, r := range readRollouts(name, 8) {
+			if r.RewardTask != 1 || !r.FormatOK {
+				t.Fatalf("%s: demonstration of %s has reward %g, format %v", name, r.TaskID, r.RewardTask, r.FormatOK)
+			}
+			if want := map[string]string{"demos.parquet": "1", "demos-react.parquet": "all"}[name]; r.Keep != want {
+				t.Fatalf("%s: keep %q, want %q", name, r.Keep, want)
+			}
+		}
+	}
+	// Checkpoints: complete Hugging Face directories.
+	for _, dir := range []string{"init", "sft", "sft-react", "mempo/iter1", "grpo/iter1", "mempo/final"} {
+		ck, err := checkpoint.Open(filepath.Join(out, dir))
+		if err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		ck.Close()
+		for _, f := range []string{"config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json"} {
+			if _, err := os.Stat(filepath.Join(out, dir, f)); err != nil {
+				t.Fatalf("%s: %v", dir, err)
+			}
+		}
+	}
+	// RL rollouts: G samples per task, log-probs for the update, memory
+	// reward terms only where MemPO asked for them.
+	for _, v := range []string{"mempo", "grpo"} {
+		rows := readRollouts(v+"/rollouts-1.parquet", 2*2)
+		for _, r := range rows {
+			for _, st := range r.Steps {
+				if len(st.Logprobs) != len(st.OutputIDs) {
+					t.Fatalf("%s rollouts: %d log-probs for %d output ids", v, len(st.Logprobs), len(st.OutputIDs))
+				}
+				if v == "grpo" && st.RMem != nil {
+					t.Fatalf("grpo rollouts carry a memory reward")
+				}
+				if v == "mempo" && st.MemStart >= 0 && st.RMem == nil {
+					t.Fatalf("mempo rollouts: a step with <mem> has no memory reward")
+				}
+			}
+		}
+		ms, err := records.ReadFile[records.Update](filepath.Join(out, v, v+"-train.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) == 0 {
+			t.Fatalf("%s: no update metrics", v)
+		}
+	}
+	for _, name := range []string{"sft-metrics.jsonl", "sft-react-metrics.jsonl"} {
+		if ms, err := records.ReadFile[records.Update](filepath.Join(out, name)); err != nil || len(ms) == 0 {
+			t.Fatalf("%s: %d rows, %v", name, len(ms), err)
+		}
+	}
+	// Evaluation rollouts and scores.
+	for _, run := range []string{"sft", "mempo", "grpo", "react"} {
+		rows := readRollouts("eval/"+run+"-k2.parquet", 2)
+		wantKeep := "1"
+		if run == "react" {
+			wantKeep = "all"
+		}
+		if rows[0].Keep != wantKeep || rows[0].Temperature != 0 {
+			t.Fatalf("eval %s: keep %q temperature %g", run, rows[0].Keep, rows[0].Temperature)
+		}
+	}
+	scores, err := records.ReadFile[records.Score](filepath.Join(out, "scores.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, s := range scores {
+		seen[s.Run+"/"+s.Metric] = true
+	}
+	for _, run := range []string{"sft", "mempo", "grpo", "react"} {
+		for _, m := range []string{"all_correct", "f1", "peak_tokens"} {
+			if !seen[run+"/"+m] {
+				t.Fatalf("scores.jsonl has no %s of run %s", m, run)
+			}
+		}
+	}
+	for _, f := range []string{"report/f1_vs_k.png", "report/peak_tokens_vs_k.png", "report/train/reward.png", "report/train/memory_reward.png"} {
+		fh, err := os.Open(filepath.Join(out, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = png.Decode(fh)
+		fh.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	sum, err := os.ReadFile(filepath.Join(out, "summary.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| 2 | ", "SFT (before RL)", "MemPO-RL (after)", "ReAct / MemPO"} {
+		if !strings.Contains(string(sum), want) {
+			t.Fatalf("summary.md lacks %q:\n%s", want, sum)
+		}
+	}
+	if !strings.Contains(string(log), "demo finished in") {
+		t.Fatalf("the script did not report its end:\n%s", log)
+	}
+}

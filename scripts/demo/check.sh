@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# make demo-check: the full demo over three seeds (world, model init and
+# sampling all change with the seed), then an assertion that RL learned:
+# the mean over seeds of (MemPO-RL − SFT) F1 on the k = 2 test set must be
+# at least MARGIN points, and MemPO-RL must beat SFT on every seed. The
+# margin is set from measured runs (docs/DEMO.md, "demo-check"); it is not
+# part of CI because it takes three full demos.
+set -euo pipefail
+SEEDS=${SEEDS:-"1 2 3"}
+OUT=${OUT:-runs/demo-check}
+MARGIN=${MARGIN:-5}          # F1 points, mean over seeds (measured: see docs/DEMO.md)
+METRIC=${METRIC:-f1}         # f1 or all_correct (success)
+K=${K:-2}
+here=$(dirname "$0")
+
+val() { # val SCORES RUN METRIC
+	awk -v run="$2" -v k="$K" -v metric="$3" '
+		index($0, "\"run\":\"" run "\",") && index($0, "\"k\":" k ",") && index($0, "\"metric\":\"" metric "\",") {
+			match($0, /"value":[^,}]*/); print substr($0, RSTART + 8, RLENGTH - 8); found = 1
+		}
+		END { if (!found) print "nan" }' "$1"
+}
+
+sum=0 n=0 fail=0
+for s in $SEEDS; do
+	SEED=$s OUT=$OUT/seed$s bash "$here/run.sh"
+	sft=$(val "$OUT/seed$s/scores.jsonl" sft "$METRIC")
+	rl=$(val "$OUT/seed$s/scores.jsonl" mempo "$METRIC")
+	d=$(awk -v a="$rl" -v b="$sft" 'BEGIN { printf "%.2f", a - b }')
+	echo "seed $s: $METRIC k=$K SFT $sft → MemPO-RL $rl (Δ $d)" | tee -a "$OUT/check.txt"
+	awk -v d="$d" 'BEGIN { exit !(d > 0) }' || fail=1
+	sum=$(awk -v a="$sum" -v d="$d" 'BEGIN { print a + d }')
+	n=$((n + 1))
+done
+mean=$(awk -v a="$sum" -v n="$n" 'BEGIN { printf "%.2f", a / n }')
+echo "mean Δ $METRIC over $n seeds: $mean (required ≥ $MARGIN, and > 0 on every seed)" | tee -a "$OUT/check.txt"
+if [ "$fail" = 1 ] || ! awk -v m="$mean" -v t="$MARGIN" 'BEGIN { exit !(m >= t) }'; then
+	echo "demo-check FAILED: RL did not beat SFT by the measured margin" >&2
+	exit 1
+fi
+echo "demo-check passed"

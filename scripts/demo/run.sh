@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# The MemPO demo: a tiny Qwen2 model trained from scratch on the generated
+# world (data/world), through the five commands only:
+#
+#   world → mempo-index → expert demonstrations → mempo-update init → sft
+#         → MemPO iterations: mempo-rollout → mempo-update → (next iteration)
+#         → baselines: GRPO without the memory reward, ReAct (--keep all)
+#         → evaluation rollouts at k = 2, 4, 8 → mempo-score → summary table
+#
+# Every knob is a variable below; override any of them from the environment
+# (SEED=2 ITERS=6 bash scripts/demo/run.sh). docs/DEMO.md walks through what
+# each stage reads and writes. The same stages run on a real checkpoint and
+# corpus by pointing MODEL_INIT, CORPUS and the task files elsewhere (see
+# docs/DEMO.md, "Running the loop on real data").
+set -euo pipefail
+
+BIN=${BIN:-bin}                       # where make build puts the commands
+OUT=${OUT:-runs/demo}                 # everything the demo writes
+SEED=${SEED:-1}                       # world seed, model init, sampling
+WORLD=${WORLD:-}                      # a world directory; default: data/world for seed 1, else generated
+DEVICE=${DEVICE:-}                    # cpu or cuda; empty: cuda when usable
+SHORT=${SHORT:-0}                     # 1: the few-second smoke version make test runs
+
+# Cold start.
+SFT_DEMOS=${SFT_DEMOS:-480}           # expert trajectories used for SFT (kept short on purpose: RL needs headroom)
+SFT_EPOCHS=${SFT_EPOCHS:-2}
+SFT_LR=${SFT_LR:-2e-3}
+SFT_BATCH=${SFT_BATCH:-32}            # trajectories per optimizer step
+# RL.
+ITERS=${ITERS:-4}                     # MemPO iterations (rollout → update)
+RL_TASKS=${RL_TASKS:-16}              # training tasks per iteration (k = 2)
+GROUP=${GROUP:-8}                     # G, trajectories per task
+RL_LR=${RL_LR:-2e-4}
+RL_TEMP=${RL_TEMP:-1}
+KL_COEF=${KL_COEF:-0.001}
+# Evaluation.
+EVAL_K=${EVAL_K:-"2 4 8"}
+EVAL_TASKS=${EVAL_TASKS:-32}          # test tasks per k (held-out people), greedy
+MAX_STEP_TOKENS=${MAX_STEP_TOKENS:-96}
+
+if [ "$SHORT" = 1 ]; then
+	SFT_DEMOS=${SHORT_SFT_DEMOS:-8}; SFT_EPOCHS=1; SFT_BATCH=4
+	ITERS=1; RL_TASKS=2; GROUP=2; EVAL_K="2"; EVAL_TASKS=2; MAX_STEP_TOKENS=24
+fi
+
+say() { printf '\n== %s\n' "$*" >&2; }
+T0=$(date +%s)
+mkdir -p "$OUT"
+dev=()
+[ -n "$DEVICE" ] && dev=(--device "$DEVICE")
+
+# 1. The world: corpus, tasks, tokenizer, model config.
+if [ -z "$WORLD" ]; then
+	if [ "$SEED" = 1 ] && [ -f data/world/world.json ]; then
+		WORLD=data/world
+	else
+		WORLD=$OUT/world
+		say "world (seed $SEED) → $WORLD"
+		"$BIN/mempo-rollout" world --seed "$SEED" --out "$WORLD"
+	fi
+fi
+
+# 2. The retrieval index (BM25) over the world's corpus.
+say "index → $OUT/index"
+"$BIN/mempo-index" --corpus "$WORLD/corpus.jsonl" --out "$OUT/index"
+
+# 3. Expert demonstrations, MemPO's context (keep 1) and ReAct's (keep all).
+head -n "$SFT_DEMOS" "$WORLD/train-sft.jsonl" > "$OUT/sft-tasks.jsonl"
+say "expert demonstrations → $OUT/demos.parquet, $OUT/demos-react.parquet"
+for keep in 1 all; do
+	name=demos; [ "$keep" = all ] && name=demos-react
+	"$BIN/mempo-rollout" expert --tasks "$OUT/sft-tasks.jsonl" --index "$OUT/index" \
+		--tokenizer "$WORLD/tokenizer.json" --keep "$keep" --out "$OUT/$name.parquet"
+done
+
+# 4. A randomly initialised tiny Qwen2 (a Hugging Face directory).
+say "init → $OUT/init"
+"$BIN/mempo-update" init --config "$WORLD/model-config.json" --tokenizer "$WORLD/tokenizer.json" \
+	--out "$OUT/init" --seed "$SEED" --force
+
+# 5. SFT cold start on the demonstrations (one for MemPO/GRPO, one for ReAct),
+#    warmup then cosine decay over all its optimizer steps.
+steps=$(( (SFT_DEMOS + SFT_BATCH - 1) / SFT_BATCH * SFT_EPOCHS ))
+for name in sft sft-react; do
+	data=$OUT/demos.parquet; [ "$name" = sft-react ] && data=$OUT/demos-react.parquet
+	say "$name ← $data"
+	"$BIN/mempo-update" sft --model "$OUT/init" --data "$data" --out "$OUT/$name" \
+		--epochs "$SFT_EPOCHS" --lr "$SFT_LR" --batch-size "$SFT_BATCH" --seed "$SEED" \
+		--schedule cosine --warmup $(( steps / 10 )) --total-steps "$steps" \
+		--metrics "$OUT/$name-metrics.jsonl"
+done
+
+# rollout MODEL TASKS OUT [flags…]: one rollout run with the demo's protocol.
+rollout() {
+	local model=$1 tasks=$2 out=$3; shift 3
+	"$BIN/mempo-rollout" --model "$model" --tasks "$tasks" --index "$OUT/index" --out "$out" \
+		--max-step-tokens "$MAX_STEP_TOKENS" --overwrite "${dev[@]}" "$@"
+}
+
+# 6. RL: ITERS iterations of rollout → update from the SFT checkpoint, for
+#    MemPO (memory reward on <mem> tokens) and plain GRPO (no memory reward).
+rl() {
+	local variant=$1; shift
+	local dir=$OUT/$variant ckpt
+	mkdir -p "$dir"
+	# RL starts from the SFT weights with a fresh optimizer.
+	rm -rf "$dir/iter0" && cp -r "$OUT/sft" "$dir/iter0" && rm -f "$dir/iter0/optimizer.safetensors"
+	ckpt=$dir/iter0
+	: > "$dir/$variant-train.jsonl"
+	for i in $(seq 1 "$ITERS"); do
+		# Iteration i takes the next RL_TASKS tasks of the training set.
+		sed -n "$(( (i - 1) * RL_TASKS + 1 )),$(( i * RL_TASKS ))p" "$WORLD/train-rl-k2.jsonl" > "$dir/tasks-$i.jsonl"
+		say "$variant iteration $i/$ITERS: rollout ($RL_TASKS tasks × $GROUP)"
+		local mr=(); [ "$variant" = grpo ] && mr=(--no-memory-reward)
+		rollout "$ckpt" "$dir/tasks-$i.jsonl" "$dir/rollouts-$i.parquet" \
+			--group "$GROUP" --temperature "$RL_TEMP" --seed $(( SEED * 1000 + i )) "${mr[@]}"
+		say "$variant iteration $i/$ITERS: update"
+		local adv=(); [ "$variant" = grpo ] && adv=(--no-mem-adv)
+		"$BIN/mempo-update" --model "$ckpt" --ref "$OUT/sft" --rollouts "$dir/rollouts-$i.parquet" \
+			--out "$dir/iter$i" --lr "$RL_LR" --kl-coef "$KL_COEF" --seed "$SEED" "${adv[@]}" \
+			--metrics "$dir/metrics-$i.jsonl" "${dev[@]}"
+		cat "$dir/metrics-$i.jsonl" >> "$dir/$variant-train.jsonl"
+		ckpt=$dir/iter$i
+	done
+	ln -sfn "iter$ITERS" "$dir/final"
+}
+rl mempo
+rl grpo
+
+# 7. Evaluation on held-out people: greedy, one trajectory per task.
+mkdir -p "$OUT/eval"
+for k in $EVAL_K; do
+	tasks=$OUT/eval/test-k$k.jsonl
+	head -n "$EVAL_TASKS" "$WORLD/test-k$k.jsonl" > "$tasks"
+	for run in sft mempo grpo react; do
+		model=$OUT/$run/final keep=1 mr=()
+		case $run in
+		sft) model=$OUT/sft ;;
+		react) model=$OUT/sft-react keep=all ;;
+		esac
+		# The memory reward (P(gold | mem)) is scored where the table reads it.
+		[ "$k" = 2 ] && { [ "$run" = sft ] || [ "$run" = mempo ]; } || mr=(--no-memory-reward)
+		say "eval $run k=$k"
+		rollout "$model" "$tasks" "$OUT/eval/$run-k$k.parquet" --group 1 --temperature 0 --keep "$keep" "${mr[@]}"
+	done
+done
+
+# 8. Scores, report and plots.
+say "score → $OUT/scores.jsonl, $OUT/report/"
+mkdir -p "$OUT/report"
+args=()
+for run in sft mempo grpo react; do
+	for k in $EVAL_K; do args+=(--rollouts "$OUT/eval/$run-k$k.parquet" --label "$run"); done
+done
+"$BIN/mempo-score" "${args[@]}" --out "$OUT/scores.jsonl" --report "$OUT/report" > "$OUT/report/scores.md"
+# The training side: reward, memory reward and peak tokens over the updates.
+args=()
+for v in mempo grpo; do
+	for i in $(seq 1 "$ITERS"); do args+=(--rollouts "$OUT/$v/rollouts-$i.parquet" --label "$v-train"); done
+done
+"$BIN/mempo-score" "${args[@]}" --metrics "$OUT/mempo/mempo-train.jsonl" --metrics "$OUT/grpo/grpo-train.jsonl" \
+	--out "$OUT/train-scores.jsonl" --report "$OUT/report/train" > "$OUT/report/train-scores.md"
+
+bash "$(dirname "$0")/summary.sh" "$OUT" "$EVAL_K" | tee "$OUT/summary.md"
+echo "demo finished in $(( $(date +%s) - T0 ))s; report in $OUT/report/" >&2

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# summary.sh OUT "KS": the demo's table from OUT/scores.jsonl (mempo-score's
+# long form, one JSON object per line), with awk only, so it runs on a fresh
+# machine without jq or Python.
+set -euo pipefail
+OUT=$1
+KS=${2:-"2 4 8"}
+SC=$OUT/scores.jsonl
+
+# val RUN K METRIC: the value of one score row ("-" when absent).
+val() {
+	awk -v run="$1" -v k="$2" -v metric="$3" '
+		index($0, "\"run\":\"" run "\",") && index($0, "\"k\":" k ",") && index($0, "\"metric\":\"" metric "\",") {
+			match($0, /"value":[^,}]*/); v = substr($0, RSTART + 8, RLENGTH - 8); found = 1
+		}
+		END { if (found) printf "%s", v; else printf "-" }' "$SC"
+}
+fmt() { [ "$1" = - ] && printf -- - || LC_ALL=C printf "%.${2:-1}f" "$1"; }
+
+echo "## MemPO demo ($(basename "$OUT"))"
+echo
+echo "Held-out people, greedy decoding, one trajectory per task. success = all k answers exact (R^T), F1 = mean over objectives (×100)."
+echo
+echo "| k | SFT success | SFT F1 | MemPO-RL success | MemPO-RL F1 | GRPO-RL success | GRPO-RL F1 | ReAct success | ReAct F1 |"
+echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+for k in $KS; do
+	row="| $k"
+	for run in sft mempo grpo react; do
+		row="$row | $(fmt "$(val "$run" "$k" all_correct)") | $(fmt "$(val "$run" "$k" f1)")"
+	done
+	echo "$row |"
+done
+echo
+k0=$(echo "$KS" | awk '{print $1}')
+echo "Memory (k = $k0): mean R^M = P(gold | q, mem) − P(gold | q, history) over <mem> blocks, and mean P(gold | q, mem)."
+echo
+echo "| model | mean R^M | mean P(gold \| mem) |"
+echo "|---|---:|---:|"
+echo "| SFT (before RL) | $(fmt "$(val sft "$k0" r_mem)" 4) | $(fmt "$(val sft "$k0" p_gold_mem)" 4) |"
+echo "| MemPO-RL (after) | $(fmt "$(val mempo "$k0" r_mem)" 4) | $(fmt "$(val mempo "$k0" p_gold_mem)" 4) |"
+echo
+echo "Peak tokens per step (max over steps of context + output), mean over tasks:"
+echo
+echo "| k | MemPO-RL (keep 1) | ReAct (keep all) | ReAct / MemPO |"
+echo "|---:|---:|---:|---:|"
+for k in $KS; do
+	m=$(val mempo "$k" peak_tokens) r=$(val react "$k" peak_tokens)
+	ratio=-
+	[ "$m" != - ] && [ "$r" != - ] && ratio=$(awk -v a="$r" -v b="$m" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }')
+	echo "| $k | $(fmt "$m" 0) | $(fmt "$r" 0) | $ratio |"
+done
