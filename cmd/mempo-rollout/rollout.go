@@ -275,8 +275,12 @@ func runRollout(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	summary := fmt.Sprintf("mempo-rollout: %d tasks (%d resumed), %d trajectories, mean R^T %.3f; %s; wall %.1fs → %s",
-		len(run), resumed, n, rt, rates(st), st.Wall.Seconds(), out)
+	reward := 0.0
+	if st.Wall > 0 {
+		reward = 100 * st.Reward.Seconds() / st.Wall.Seconds()
+	}
+	summary := fmt.Sprintf("mempo-rollout: %d tasks (%d resumed), %d trajectories, mean R^T %.3f; %s, memory-reward passes %.1f%%; wall %.1fs → %s",
+		len(run), resumed, n, rt, rates(st), reward, st.Wall.Seconds(), out)
 	if term.IsTerminal(int(os.Stderr.Fd())) {
 		prog.Done("%s", summary)
 	} else {
