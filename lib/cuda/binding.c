@@ -9,6 +9,20 @@
 
 static char errbuf[512];
 
+// The context every driver and cuBLAS call runs in. A goroutine may move to
+// another OS thread between two cgo calls, so each wrapper that needs a
+// context makes it current itself, inside the same C call.
+static CUcontext g_ctx;
+static CUresult (*p_cuCtxSetCurrent_early)(CUcontext);
+#define CTX()                                                           \
+	do {                                                            \
+		if (g_ctx) {                                            \
+			CUresult r_ = p_cuCtxSetCurrent_early(g_ctx);   \
+			if (r_) return r_;                              \
+		}                                                       \
+	} while (0)
+void mempo_set_ctx(CUcontext c) { g_ctx = c; }
+
 const char *mempo_dlerror(void) {
 	const char *e = dlerror();
 	return e ? e : "unknown dlopen error";
@@ -85,6 +99,7 @@ const char *mempo_load_driver(const char *path) {
 	SYM(h, p_cuDeviceTotalMem, "cuDeviceTotalMem_v2");
 	SYM(h, p_cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
 	SYM(h, p_cuCtxSetCurrent, "cuCtxSetCurrent");
+	p_cuCtxSetCurrent_early = p_cuCtxSetCurrent;
 	SYM(h, p_cuMemGetInfo, "cuMemGetInfo_v2");
 	SYM(h, p_cuMemAlloc, "cuMemAlloc_v2");
 	SYM(h, p_cuMemFree, "cuMemFree_v2");
@@ -122,13 +137,29 @@ CUresult mcuDeviceGetName(char *n, int l, CUdevice d) { return p_cuDeviceGetName
 CUresult mcuDeviceTotalMem(size_t *b, CUdevice d) { return p_cuDeviceTotalMem(b, d); }
 CUresult mcuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) { return p_cuDevicePrimaryCtxRetain(c, d); }
 CUresult mcuCtxSetCurrent(CUcontext c) { return p_cuCtxSetCurrent(c); }
-CUresult mcuMemGetInfo(size_t *f, size_t *t) { return p_cuMemGetInfo(f, t); }
-CUresult mcuMemAlloc(CUdeviceptr *p, size_t n) { return p_cuMemAlloc(p, n); }
-CUresult mcuMemFree(CUdeviceptr p) { return p_cuMemFree(p); }
+CUresult mcuMemGetInfo(size_t *f, size_t *t) {
+	CTX();
+	return p_cuMemGetInfo(f, t);
+}
+CUresult mcuMemAlloc(CUdeviceptr *p, size_t n) {
+	CTX();
+	return p_cuMemAlloc(p, n);
+}
+CUresult mcuMemFree(CUdeviceptr p) {
+	CTX();
+	return p_cuMemFree(p);
+}
 int mcuHasAsyncAlloc(void) { return p_cuMemAllocAsync && p_cuMemFreeAsync; }
-CUresult mcuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) { return p_cuMemAllocAsync(p, n, s); }
-CUresult mcuMemFreeAsync(CUdeviceptr p, CUstream s) { return p_cuMemFreeAsync(p, s); }
+CUresult mcuMemAllocAsync(CUdeviceptr *p, size_t n, CUstream s) {
+	CTX();
+	return p_cuMemAllocAsync(p, n, s);
+}
+CUresult mcuMemFreeAsync(CUdeviceptr p, CUstream s) {
+	CTX();
+	return p_cuMemFreeAsync(p, s);
+}
 CUresult mcuSetPoolThresholdMax(CUdevice d) {
+	CTX();
 	if (!p_cuDeviceGetDefaultMemPool || !p_cuMemPoolSetAttribute) return 0;
 	CUmemoryPool pool;
 	CUresult r = p_cuDeviceGetDefaultMemPool(&pool, d);
@@ -136,33 +167,82 @@ CUresult mcuSetPoolThresholdMax(CUdevice d) {
 	uint64_t v = ~(uint64_t)0;
 	return p_cuMemPoolSetAttribute(pool, 4 /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */, &v);
 }
-CUresult mcuMemHostAlloc(void **p, size_t n, unsigned f) { return p_cuMemHostAlloc(p, n, f); }
-CUresult mcuMemFreeHost(void *p) { return p_cuMemFreeHost(p); }
-CUresult mcuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t n, CUstream st) { return p_cuMemcpyHtoDAsync(d, s, n, st); }
-CUresult mcuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t n, CUstream st) { return p_cuMemcpyDtoHAsync(d, s, n, st); }
-CUresult mcuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) { return p_cuMemcpyDtoDAsync(d, s, n, st); }
-CUresult mcuMemsetD32Async(CUdeviceptr p, unsigned v, size_t n, CUstream s) { return p_cuMemsetD32Async(p, v, n, s); }
-CUresult mcuModuleLoadData(CUmodule *m, const void *img) { return p_cuModuleLoadData(m, img); }
-CUresult mcuModuleGetFunction(CUfunction *f, CUmodule m, const char *n) { return p_cuModuleGetFunction(f, m, n); }
-CUresult mcuFuncSetAttribute(CUfunction f, int a, int v) { return p_cuFuncSetAttribute(f, a, v); }
+CUresult mcuMemHostAlloc(void **p, size_t n, unsigned f) {
+	CTX();
+	return p_cuMemHostAlloc(p, n, f);
+}
+CUresult mcuMemFreeHost(void *p) {
+	CTX();
+	return p_cuMemFreeHost(p);
+}
+CUresult mcuMemcpyHtoDAsync(CUdeviceptr d, const void *s, size_t n, CUstream st) {
+	CTX();
+	return p_cuMemcpyHtoDAsync(d, s, n, st);
+}
+CUresult mcuMemcpyDtoHAsync(void *d, CUdeviceptr s, size_t n, CUstream st) {
+	CTX();
+	return p_cuMemcpyDtoHAsync(d, s, n, st);
+}
+CUresult mcuMemcpyDtoDAsync(CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st) {
+	CTX();
+	return p_cuMemcpyDtoDAsync(d, s, n, st);
+}
+CUresult mcuMemsetD32Async(CUdeviceptr p, unsigned v, size_t n, CUstream s) {
+	CTX();
+	return p_cuMemsetD32Async(p, v, n, s);
+}
+CUresult mcuModuleLoadData(CUmodule *m, const void *img) {
+	CTX();
+	return p_cuModuleLoadData(m, img);
+}
+CUresult mcuModuleGetFunction(CUfunction *f, CUmodule m, const char *n) {
+	CTX();
+	return p_cuModuleGetFunction(f, m, n);
+}
+CUresult mcuFuncSetAttribute(CUfunction f, int a, int v) {
+	CTX();
+	return p_cuFuncSetAttribute(f, a, v);
+}
 
 // mcuLaunch passes each kernel argument from a 64-bit slot: the driver copies
 // sizeof(parameter) bytes from the slot's address, so 32-bit values sit in the
 // low half (little-endian).
 CUresult mcuLaunch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                    unsigned bz, unsigned shmem, CUstream s, int nargs, uint64_t *args) {
+	CTX();
 	void *params[32];
 	if (nargs > 32) return 1; /* CUDA_ERROR_INVALID_VALUE */
 	for (int i = 0; i < nargs; i++) params[i] = &args[i];
 	return p_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL);
 }
-CUresult mcuStreamCreate(CUstream *s, unsigned f) { return p_cuStreamCreate(s, f); }
-CUresult mcuStreamSynchronize(CUstream s) { return p_cuStreamSynchronize(s); }
-CUresult mcuEventCreate(CUevent *e, unsigned f) { return p_cuEventCreate(e, f); }
-CUresult mcuEventDestroy(CUevent e) { return p_cuEventDestroy(e); }
-CUresult mcuEventRecord(CUevent e, CUstream s) { return p_cuEventRecord(e, s); }
-CUresult mcuEventSynchronize(CUevent e) { return p_cuEventSynchronize(e); }
-CUresult mcuEventElapsedTime(float *ms, CUevent a, CUevent b) { return p_cuEventElapsedTime(ms, a, b); }
+CUresult mcuStreamCreate(CUstream *s, unsigned f) {
+	CTX();
+	return p_cuStreamCreate(s, f);
+}
+CUresult mcuStreamSynchronize(CUstream s) {
+	CTX();
+	return p_cuStreamSynchronize(s);
+}
+CUresult mcuEventCreate(CUevent *e, unsigned f) {
+	CTX();
+	return p_cuEventCreate(e, f);
+}
+CUresult mcuEventDestroy(CUevent e) {
+	CTX();
+	return p_cuEventDestroy(e);
+}
+CUresult mcuEventRecord(CUevent e, CUstream s) {
+	CTX();
+	return p_cuEventRecord(e, s);
+}
+CUresult mcuEventSynchronize(CUevent e) {
+	CTX();
+	return p_cuEventSynchronize(e);
+}
+CUresult mcuEventElapsedTime(float *ms, CUevent a, CUevent b) {
+	CTX();
+	return p_cuEventElapsedTime(ms, a, b);
+}
 const char *mcuErrorName(CUresult r) {
 	const char *s = NULL;
 	if (!p_cuGetErrorName || p_cuGetErrorName(r, &s) != 0 || !s) return "CUDA_ERROR_UNKNOWN_CODE";
@@ -266,13 +346,21 @@ const char *mempo_load_cublas(const char *lt, const char *path) {
 	return NULL;
 }
 
-cublasStatus_t mcublasCreate(cublasHandle_t *h) { return p_cublasCreate(h); }
+#define CTXB()                                                          \
+	do {                                                            \
+		if (g_ctx && p_cuCtxSetCurrent_early(g_ctx)) return 14; \
+	} while (0)
+cublasStatus_t mcublasCreate(cublasHandle_t *h) {
+	CTXB();
+	return p_cublasCreate(h);
+}
 cublasStatus_t mcublasSetStream(cublasHandle_t h, CUstream s) { return p_cublasSetStream(h, s); }
 cublasStatus_t mcublasSetMathMode(cublasHandle_t h, int m) { return p_cublasSetMathMode(h, m); }
 cublasStatus_t mcublasGetVersion(cublasHandle_t h, int *v) { return p_cublasGetVersion(h, v); }
 cublasStatus_t mcublasGemmEx(cublasHandle_t h, int ta, int tb, int m, int n, int k, float alpha,
                              CUdeviceptr A, int At, int lda, CUdeviceptr B, int Bt, int ldb, float beta,
                              CUdeviceptr C, int Ct, int ldc, int ct) {
+	CTXB();
 	return p_cublasGemmEx(h, ta, tb, m, n, k, &alpha, (const void *)A, At, lda, (const void *)B, Bt, ldb,
 	                      &beta, (void *)C, Ct, ldc, ct, -1 /* CUBLAS_GEMM_DEFAULT */);
 }
@@ -280,6 +368,7 @@ cublasStatus_t mcublasGemmStridedBatchedEx(cublasHandle_t h, int ta, int tb, int
                                            float alpha, CUdeviceptr A, int At, int lda, long long sA,
                                            CUdeviceptr B, int Bt, int ldb, long long sB, float beta,
                                            CUdeviceptr C, int Ct, int ldc, long long sC, int batch, int ct) {
+	CTXB();
 	return p_cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, &alpha, (const void *)A, At, lda, sA,
 	                                    (const void *)B, Bt, ldb, sB, &beta, (void *)C, Ct, ldc, sC, batch,
 	                                    ct, -1);

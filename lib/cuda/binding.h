@@ -26,6 +26,9 @@ const char *mempo_load_driver(const char *path);
 const char *mempo_load_nvrtc(const char *path, const char *builtins);
 const char *mempo_load_cublas(const char *lt, const char *path);
 const char *mempo_dlerror(void);
+// mempo_set_ctx registers the context that every later wrapper makes current
+// before its call.
+void mempo_set_ctx(CUcontext c);
 
 // Driver API.
 CUresult mcuInit(unsigned flags);

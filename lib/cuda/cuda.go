@@ -250,7 +250,7 @@ type Device struct {
 	mu      sync.Mutex // guards staging and funcs
 	pinned  unsafe.Pointer
 	pinSize int
-	funcs   map[string]C.CUfunction
+	funcs   map[funcKey]*Function
 	mods    map[string]C.CUmodule
 
 	// Upload ring: small per-call arrays (ids, positions, tile lists) are
@@ -290,7 +290,7 @@ func Default() (*Device, error) {
 const pinnedBytes = 32 << 20
 
 func open(ord int) (*Device, error) {
-	d := &Device{Ordinal: ord, funcs: map[string]C.CUfunction{}, mods: map[string]C.CUmodule{}}
+	d := &Device{Ordinal: ord, funcs: map[funcKey]*Function{}, mods: map[string]C.CUmodule{}}
 	if err := check("cuDeviceGet", C.mcuDeviceGet(&d.dev, C.int(ord))); err != nil {
 		return nil, err
 	}
@@ -330,9 +330,10 @@ func open(ord int) (*Device, error) {
 	if err := check("cuDevicePrimaryCtxRetain", C.mcuDevicePrimaryCtxRetain(&d.ctx, d.dev)); err != nil {
 		return nil, err
 	}
-	if err := d.cur(); err != nil {
+	if err := check("cuCtxSetCurrent", C.mcuCtxSetCurrent(d.ctx)); err != nil {
 		return nil, err
 	}
+	C.mempo_set_ctx(d.ctx)
 	if err := check("cuStreamCreate", C.mcuStreamCreate(&d.stream, 1 /* CU_STREAM_NON_BLOCKING */)); err != nil {
 		return nil, err
 	}
@@ -367,9 +368,11 @@ func open(ord int) (*Device, error) {
 	return d, nil
 }
 
-// cur makes the device's context current on the calling OS thread (cgo
-// calls may land on any thread).
-func (d *Device) cur() error { return check("cuCtxSetCurrent", C.mcuCtxSetCurrent(d.ctx)) }
+// cur is kept for readability at the call sites: since open registered the
+// context (mempo_set_ctx), every C wrapper makes it current inside its own
+// call, because a goroutine may move to another OS thread between two cgo
+// calls.
+func (d *Device) cur() error { return nil }
 
 // Arch is the NVRTC architecture name, e.g. "sm_90".
 func (d *Device) Arch() string { return fmt.Sprintf("sm_%d%d", d.Major, d.Minor) }

@@ -127,11 +127,11 @@ func nvrtcCompile(name, src string, opts []string) ([]byte, error) {
 // Func returns kernel fn of the embedded module, compiling and loading the
 // module at first use.
 func (d *Device) Func(module, fn string) (*Function, error) {
-	key := module + "/" + fn
+	key := funcKey{module, fn}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if f, ok := d.funcs[key]; ok {
-		return &Function{f: f, name: fn}, nil
+		return f, nil
 	}
 	if err := d.cur(); err != nil {
 		return nil, err
@@ -156,12 +156,15 @@ func (d *Device) Func(module, fn string) (*Function, error) {
 	cfn := C.CString(fn)
 	defer C.free(unsafe.Pointer(cfn))
 	var f C.CUfunction
-	if err := check("cuModuleGetFunction("+key+")", C.mcuModuleGetFunction(&f, mod, cfn)); err != nil {
+	if err := check("cuModuleGetFunction("+module+"/"+fn+")", C.mcuModuleGetFunction(&f, mod, cfn)); err != nil {
 		return nil, err
 	}
-	d.funcs[key] = f
-	return &Function{f: f, name: fn}, nil
+	fu := &Function{f: f, name: fn}
+	d.funcs[key] = fu
+	return fu, nil
 }
+
+type funcKey struct{ module, fn string }
 
 // SetMaxDynamicShared lets f use up to bytes of dynamic shared memory (over
 // the default 48 KiB).

@@ -82,6 +82,17 @@ func (p *opPair) check(name string, x pair, tol float64) {
 	}
 }
 
+func (p *opPair) checkAbs(name string, x pair, tol float64) {
+	p.t.Helper()
+	a, b := p.gpu.ToHost(x.g, nil), p.cpu.ToHost(x.c, nil)
+	for i := range a {
+		if d := math.Abs(float64(a[i] - b[i])); !(d <= tol) {
+			p.t.Errorf("%s: element %d = %g, CPU %g", name, i, a[i], b[i])
+			return
+		}
+	}
+}
+
 func TestCUDAElementwiseOps(t *testing.T) {
 	p := newOpPair(t, 1)
 	for _, sz := range [][2]int{{1, 1}, {3, 5}, {37, 129}, {257, 1000}} {
@@ -292,8 +303,16 @@ func testCUDAAttention(t *testing.T, p *opPair) {
 			dq, dk, dv := p.out(R, c.heads*c.hd), p.out(R, c.kv*c.hd), p.out(R, c.kv*c.hd)
 			p.cpu.AttentionBackward(dq.c, dk.c, dv.c, do.c, q.c, k.c, v.c, o.c, lse.c, seqs, sh)
 			p.gpu.AttentionBackward(dq.g, dk.g, dv.g, do.g, q.g, k.g, v.g, o.g, lse.g, seqs, sh)
-			p.check("AttentionBackward dq "+name, dq, 1e-4)
-			p.check("AttentionBackward dk "+name, dk, 1e-4)
+			if R == len(lens) {
+				// Every sequence has one token: the softmax is constant,
+				// dq and dk are exactly 0 and both sides hold rounding
+				// noise, so compare absolutely.
+				p.checkAbs("AttentionBackward dq "+name, dq, 1e-5)
+				p.checkAbs("AttentionBackward dk "+name, dk, 1e-5)
+			} else {
+				p.check("AttentionBackward dq "+name, dq, 1e-4)
+				p.check("AttentionBackward dk "+name, dk, 1e-4)
+			}
 			p.check("AttentionBackward dv "+name, dv, 1e-4)
 		}
 		// Decoding: one query per slot over a cache with Past rows.
