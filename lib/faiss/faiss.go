@@ -4,14 +4,24 @@
 // train, add, search, read_index/write_index (files interchangeable with Python
 // faiss), and an OpenBLAS sgemm brute-force search used as a reference.
 //
-// libfaiss is linked statically; OpenBLAS, libgomp and libstdc++ dynamically.
+// libfaiss and libgomp are linked statically; OpenBLAS and libstdc++
+// dynamically. OMP_WAIT_POLICY defaults to PASSIVE (see the cgo preamble).
 package faiss
 
 /*
 #cgo CXXFLAGS: -O2 -std=c++17 -fopenmp
-#cgo LDFLAGS: -l:libfaiss.a -lopenblas -lgomp -lstdc++ -lm
+#cgo LDFLAGS: -l:libfaiss.a -lopenblas -l:libgomp.a -lstdc++ -lm -ldl -lpthread
 #include <stdlib.h>
 #include "shim.h"
+
+// OpenMP threads that spin while waiting (libgomp's default) fight
+// OpenBLAS's own threads and anything else on a shared machine: measured 9×
+// slower FAISS Flat search here. libgomp is linked statically so that this
+// constructor (priority 101) runs before libgomp reads its environment; a
+// wait policy the user sets still wins.
+__attribute__((constructor(101))) static void mempo_omp_passive(void) {
+	setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+}
 */
 import "C"
 
