@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sort"
+	"sync"
 	"syscall"
 )
 
@@ -39,8 +40,28 @@ type BM25 struct {
 	strs   []byte
 	// acc is a free list of score accumulators (N floats each); unlike a
 	// sync.Pool it survives garbage collections, so large ones are not
-	// reallocated and cleared again under load.
-	acc chan *accumulator
+	// reallocated and cleared again under load. At most cap(acc) exist, which
+	// bounds both memory (84 MB each on wiki-18) and concurrent searches:
+	// more callers wait for one to come back.
+	acc     chan *accumulator
+	accMu   sync.Mutex
+	accMade int
+}
+
+func (s *BM25) getAcc() *accumulator {
+	select {
+	case a := <-s.acc:
+		return a
+	default:
+	}
+	s.accMu.Lock()
+	if s.accMade < cap(s.acc) {
+		s.accMade++
+		s.accMu.Unlock()
+		return &accumulator{score: make([]float32, s.n)}
+	}
+	s.accMu.Unlock()
+	return <-s.acc
 }
 
 func mmapFile(path string) ([]byte, error) {
@@ -94,7 +115,7 @@ func openBM25(dir string, an Analyzer, params BM25Params, avgdl float64) (*BM25,
 		s.Close()
 		return nil, err
 	}
-	s.acc = make(chan *accumulator, 2*runtime.GOMAXPROCS(0)+2)
+	s.acc = make(chan *accumulator, 2*runtime.GOMAXPROCS(0))
 	return s, nil
 }
 
@@ -162,18 +183,8 @@ func (s *BM25) Search(query string, k int) []ScoredDoc {
 		}
 		qtf[t]++
 	}
-	var acc *accumulator
-	select {
-	case acc = <-s.acc:
-	default:
-		acc = &accumulator{score: make([]float32, s.n)}
-	}
-	defer func() {
-		select {
-		case s.acc <- acc:
-		default: // the free list is full; let this one go
-		}
-	}()
+	acc := s.getAcc()
+	defer func() { s.acc <- acc }()
 	k1p1 := float32(s.params.K1 + 1)
 	for _, t := range uniq {
 		post, df, ok := s.lookup(t)
