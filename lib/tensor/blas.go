@@ -48,6 +48,27 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	}
 	check("A", a, ar, ac, lda)
 	check("B", b, br, bc, ldb)
+	if m == 1 {
+		// One row (decoding one token): a matrix-vector product. OpenBLAS's
+		// sgemm packs all of B first, which makes it about 3× slower than
+		// sgemv here, where reading B once is the whole cost.
+		// c = alpha·op(B)ᵀ·a + beta·c, with op(B)ᵀ = B (transB) or Bᵀ.
+		x := a
+		incx := 1
+		if transA {
+			incx = lda // op(A) = Aᵀ with A k×1: its column is strided
+		}
+		tr := C.enum_CBLAS_TRANSPOSE(C.CblasTrans)
+		rows, cols := k, n // B as stored, without transB
+		if transB {
+			tr, rows, cols = C.CblasNoTrans, n, k
+		}
+		C.cblas_sgemv(C.CblasRowMajor, tr, C.blasint(rows), C.blasint(cols), C.float(alpha),
+			(*C.float)(unsafe.Pointer(&b[0])), C.blasint(ldb),
+			(*C.float)(unsafe.Pointer(&x[0])), C.blasint(incx), C.float(beta),
+			(*C.float)(unsafe.Pointer(&c[0])), 1)
+		return
+	}
 	ta, tb := C.enum_CBLAS_TRANSPOSE(C.CblasNoTrans), C.enum_CBLAS_TRANSPOSE(C.CblasNoTrans)
 	if transA {
 		ta = C.CblasTrans

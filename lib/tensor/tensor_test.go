@@ -40,19 +40,25 @@ func TestSgemmAgainstNaive(t *testing.T) {
 	}
 	for _, ta := range []bool{false, true} {
 		for _, tb := range []bool{false, true} {
-			m, n, k := 7, 5, 9
-			// Strides wider than the operands: a head inside a packed matrix.
-			lda, ldb, ldc := 13, 11, 8
-			a, b := fill(20*lda), fill(20*ldb)
-			c1 := fill(m * ldc)
-			c2 := append([]float32(nil), c1...)
-			Sgemm(ta, tb, m, n, k, 0.5, a, lda, b, ldb, 0.25, c1, ldc)
-			naive(ta, tb, m, n, k, 0.5, a, lda, b, ldb, 0.25, c2, ldc)
-			for i := range c1 {
-				if d := math.Abs(float64(c1[i] - c2[i])); d > 1e-4 {
-					t.Fatalf("transA=%v transB=%v: element %d: %g vs %g", ta, tb, i, c1[i], c2[i])
-				}
+			for _, m := range []int{7, 1} { // m = 1 takes the sgemv path
+				sgemmCase(t, fill, ta, tb, m)
 			}
+		}
+	}
+}
+
+func sgemmCase(t *testing.T, fill func(int) []float32, ta, tb bool, m int) {
+	n, k := 5, 9
+	// Strides wider than the operands: a head inside a packed matrix.
+	lda, ldb, ldc := 13, 11, 8
+	a, b := fill(20*lda), fill(20*ldb)
+	c1 := fill(m * ldc)
+	c2 := append([]float32(nil), c1...)
+	Sgemm(ta, tb, m, n, k, 0.5, a, lda, b, ldb, 0.25, c1, ldc)
+	naive(ta, tb, m, n, k, 0.5, a, lda, b, ldb, 0.25, c2, ldc)
+	for i := range c1 {
+		if d := math.Abs(float64(c1[i] - c2[i])); d > 1e-4 {
+			t.Fatalf("m=%d transA=%v transB=%v: element %d: %g vs %g", m, ta, tb, i, c1[i], c2[i])
 		}
 	}
 }
