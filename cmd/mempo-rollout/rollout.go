@@ -58,18 +58,25 @@ var rolloutFlags = []ucli.Flag{
 	&ucli.BoolFlag{Name: "overwrite", Usage: "run again even when --out already holds a finished run"},
 }
 
-// loadPolicy opens the policy. Tests replace it with a scripted policy; it
-// returns the policy, its EOS ids and its vocabulary size.
-var loadPolicy = func(dir, device string, tok agent.Tokenizer) (rollout.Policy, []int, int, error) {
+// policyInfo is an opened policy with what the run needs to know of it.
+type policyInfo struct {
+	rollout.Policy
+	EOS          []int
+	Vocab        int
+	MaxPositions int // 0: unknown
+}
+
+// loadPolicy opens the policy. Tests replace it with a scripted policy.
+var loadPolicy = func(dir, device string, tok agent.Tokenizer) (policyInfo, error) {
 	be, err := model.NewBackend(device)
 	if err != nil {
-		return nil, nil, 0, fmt.Errorf("--device: %w", err)
+		return policyInfo{}, fmt.Errorf("--device: %w", err)
 	}
 	m, err := model.Load(dir, be)
 	if err != nil {
-		return nil, nil, 0, err
+		return policyInfo{}, err
 	}
-	return m, m.EOS(), m.VocabSize(), nil
+	return policyInfo{Policy: m, EOS: m.EOS(), Vocab: m.VocabSize(), MaxPositions: m.Config().MaxPositions}, nil
 }
 
 // settings are the flags that change what a run samples: a journal written
@@ -172,12 +179,13 @@ func runRollout(c *ucli.Context) error {
 		return fmt.Errorf("tokenizer: %w", err)
 	}
 	tok := rollout.Tok{T: tk}
-	pol, eos, vocab, err := loadPolicy(dir, c.String("device"), tok)
+	pol, err := loadPolicy(dir, c.String("device"), tok)
 	if err != nil {
 		return err
 	}
-	if tk.VocabSize() > vocab {
-		return fmt.Errorf("tokenizer %s has %d ids but the model only %d", tokPath, tk.VocabSize(), vocab)
+	eos := pol.EOS
+	if tk.VocabSize() > pol.Vocab {
+		return fmt.Errorf("tokenizer %s has %d ids but the model only %d", tokPath, tk.VocabSize(), pol.Vocab)
 	}
 	cfg := agent.DefaultConfig()
 	cfg.ToolTag, cfg.MaxTurns, cfg.MaxStepTokens = c.String("tool-tag"), c.Int("max-turns"), c.Int("max-step-tokens")
@@ -247,8 +255,8 @@ func runRollout(c *ucli.Context) error {
 	}
 	resumed := len(run) - len(jobs)
 
-	eng := &rollout.Engine{Agent: ag, Policy: pol, Searcher: searcher, Opts: rollout.Options{
-		Group: G, Batch: c.Int("batch"), MaxStepTokens: cfg.MaxStepTokens,
+	eng := &rollout.Engine{Agent: ag, Policy: pol.Policy, Searcher: searcher, Opts: rollout.Options{
+		Group: G, Batch: c.Int("batch"), MaxStepTokens: cfg.MaxStepTokens, MaxContext: pol.MaxPositions,
 		Sampling: model.SampleParams{Temperature: c.Float64("temperature"), TopP: c.Float64("top-p"), TopK: c.Int("top-k")},
 		EOS:      eos, Decode: tok.Decode, Seed: c.Uint64("seed"), PolicyID: policyID, Keep: keepName,
 		MemoryReward: !c.Bool("no-memory-reward"),

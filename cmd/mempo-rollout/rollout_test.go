@@ -71,11 +71,11 @@ func roScript(prompt string, sample int, seed uint64) string {
 }
 
 func useScripted(delay time.Duration) {
-	loadPolicy = func(dir, device string, tok agent.Tokenizer) (rollout.Policy, []int, int, error) {
+	loadPolicy = func(dir, device string, tok agent.Tokenizer) (policyInfo, error) {
 		if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
-			return nil, nil, 0, fmt.Errorf("%s: no config.json", dir)
+			return policyInfo{}, fmt.Errorf("%s: no config.json", dir)
 		}
-		return &rollout.Scripted{Tok: tok, Script: roScript, EOS: 0, Delay: delay}, []int{0}, 1 << 20, nil
+		return policyInfo{Policy: &rollout.Scripted{Tok: tok, Script: roScript, EOS: 0, Delay: delay}, EOS: []int{0}, Vocab: 1 << 20}, nil
 	}
 }
 

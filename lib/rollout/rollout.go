@@ -60,7 +60,12 @@ type Options struct {
 	Batch int
 	// MaxStepTokens is the generation budget of one step.
 	MaxStepTokens int
-	Sampling      model.SampleParams
+	// MaxContext is the most positions the policy supports
+	// (max_position_embeddings). A step whose context plus MaxStepTokens
+	// would pass it is not generated: the trajectory ends there with failure
+	// context_overflow. 0: no limit.
+	MaxContext int
+	Sampling   model.SampleParams
 	// EOS ids end a step (kept in its output).
 	EOS []int
 	// Decode turns ids into text for the stop-string check; required.
@@ -147,7 +152,15 @@ type traj struct {
 	start    time.Time
 	wall     time.Duration
 	mem      []memTerms // per step, filled by the memory reward
+	overflow bool       // ended before a step whose context would not fit MaxContext
 }
+
+// done reports whether the trajectory has ended, by the protocol or by
+// overflow.
+func (t *traj) done() bool { return t.overflow || t.tr.Done() }
+
+// fits reports whether a step from a context of n ids fits MaxContext.
+func (o *Options) fits(n int) bool { return o.MaxContext <= 0 || n+o.MaxStepTokens <= o.MaxContext }
 
 type memTerms struct {
 	ok         bool
@@ -217,24 +230,40 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 		for _, js := range active {
 			if js.fresh {
 				js.fresh = false
-				reqs = append(reqs, model.Request{Prompt: js.trajs[0].tr.Context(), N: o.Group, Seed: TaskSeed(o.Seed, js.job.Group)})
+				prompt := js.trajs[0].tr.Context()
+				if !o.fits(len(prompt)) {
+					for _, t := range js.trajs {
+						t.overflow = true
+					}
+					continue
+				}
+				reqs = append(reqs, model.Request{Prompt: prompt, N: o.Group, Seed: TaskSeed(o.Seed, js.job.Group)})
 				slots = append(slots, slot{js.trajs})
 				continue
 			}
 			for _, t := range js.trajs {
-				if t.tr.Done() {
+				if t.done() {
 					continue
 				}
-				reqs = append(reqs, model.Request{Prompt: t.tr.Context(), N: 1, Seed: mix64(t.seed, uint64(t.tr.Turns))})
+				ctx := t.tr.Context()
+				if !o.fits(len(ctx)) {
+					t.overflow = true
+					continue
+				}
+				reqs = append(reqs, model.Request{Prompt: ctx, N: 1, Seed: mix64(t.seed, uint64(t.tr.Turns))})
 				slots = append(slots, slot{[]*traj{t}})
 			}
 		}
-		tg := time.Now()
-		gens, err := e.Policy.Generate(reqs, gen)
-		stats.Generate += time.Since(tg)
-		stats.Turns++
-		if err != nil {
-			return stats, fmt.Errorf("rollout: generate: %w", err)
+		var gens []*model.Generation
+		if len(reqs) > 0 {
+			tg := time.Now()
+			var err error
+			gens, err = e.Policy.Generate(reqs, gen)
+			stats.Generate += time.Since(tg)
+			stats.Turns++
+			if err != nil {
+				return stats, fmt.Errorf("rollout: generate: %w", err)
+			}
 		}
 		want := 0
 		for _, r := range reqs {
@@ -298,7 +327,7 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 		for _, js := range active {
 			js.left = 0
 			for _, t := range js.trajs {
-				if t.tr.Done() {
+				if t.done() {
 					if t.wall == 0 {
 						t.wall = max(now.Sub(t.start), time.Nanosecond)
 					}
@@ -484,6 +513,9 @@ func (e *Engine) rows(js *jobState) []records.Rollout {
 			Seed: int64(tj.seed), Temperature: o.Sampling.Temperature, TopP: o.Sampling.TopP, TopK: int32(o.Sampling.TopK),
 			Answer: tr.AnswerText, FormatOK: tr.FormatOK, Failure: failureOf(tr, tj.finish),
 			WallS: tj.wall.Seconds(),
+		}
+		if tj.overflow {
+			r.Answer, r.FormatOK, r.Failure = "", false, "context_overflow"
 		}
 		if r.Prompt == "" {
 			r.Prompt = strings.Join(t.Questions, "; ")

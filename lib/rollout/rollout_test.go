@@ -750,3 +750,47 @@ func TestRetrievalErrorStopsRun(t *testing.T) {
 		t.Errorf("%d tasks emitted before the failure", emitted)
 	}
 }
+
+// A step whose context plus the step budget would pass the model's context
+// is not generated: the trajectory ends with context_overflow.
+func TestContextOverflow(t *testing.T) {
+	index, all := hotpot(t)
+	ts := all[1:2]
+	tok := smallTok(t)
+	ag := newAgent(t, tok, nil)
+	local, err := retrieval.NewLocal(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	ctx0 := len(ag.PromptIDs(ts[0].Questions)) + len(ag.GenPrompt())
+	const budget = 400
+	for _, c := range []struct {
+		maxContext int
+		steps      []int // per sample
+	}{
+		{ctx0 + budget, []int{1, 1, 1, 1}},     // step 0 fits exactly; every later context is longer
+		{ctx0 + budget - 1, []int{0, 0, 0, 0}}, // not even the first step
+	} {
+		e := &Engine{Agent: ag, Policy: &Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID}, Searcher: local, Opts: Options{
+			Group: 4, MaxStepTokens: budget, MaxContext: c.maxContext, Decode: tok.Decode, EOS: []int{eosID}}}
+		rows, _ := run(t, e, jobsOf(ts))
+		for _, r := range rows {
+			if len(r.Steps) != c.steps[r.Sample] {
+				t.Errorf("max context %d sample %d: %d steps, want %d", c.maxContext, r.Sample, len(r.Steps), c.steps[r.Sample])
+			}
+			// Samples 2 (no tags) and 3 (answers at once) end at step 0 by
+			// the protocol; the others overflow before their second step.
+			want := "context_overflow"
+			if len(r.Steps) == 1 && r.Sample == 2 {
+				want = "bad_format"
+			}
+			if len(r.Steps) == 1 && r.Sample == 3 {
+				want = ""
+			}
+			if r.Failure != want || (want != "" && r.RewardTask != 0) {
+				t.Errorf("max context %d sample %d: failure %q R^T %v, want %q", c.maxContext, r.Sample, r.Failure, r.RewardTask, want)
+			}
+		}
+	}
+}
