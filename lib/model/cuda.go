@@ -17,7 +17,9 @@ import (
 // through cuBLAS with CUBLAS_COMPUTE_32F (no TF32), every other op a kernel of
 // lib/cuda/kernels compiled by NVRTC at first use. Work is queued on one
 // stream; ToHost and Sample synchronize. Device memory is freed by Free, or
-// when the Go garbage collector finds a tensor unreachable.
+// when the Go garbage collector finds a tensor unreachable. One backend is
+// driven by one goroutine at a time (as the model does); its ops must not be
+// called concurrently. docs/GPU.md describes the modes and variables.
 type CUDA struct {
 	dev *cuda.Device
 
@@ -45,13 +47,13 @@ type CUDA struct {
 	gcTrigger int64
 }
 
+// cudaRope is a device cos/sin table [position][headDim/2]; the buffers are
+// held so the collector keeps them while the table is in use.
 type cudaRope struct {
-	n       int // positions in the table
-	cos     cuda.Ptr
-	sin     cuda.Ptr
-	cosBuf  *devBuf
-	sinBuf  *devBuf
-	entries int
+	n        int // positions in the table
+	cos, sin cuda.Ptr
+	cosBuf   *devBuf
+	sinBuf   *devBuf
 }
 
 type devBuf struct {
