@@ -97,7 +97,8 @@ type Stats struct {
 	Steps                int   // generated steps
 	GeneratedTokens      int64 // output ids
 	ContextTokens        int64 // context ids of the generated steps
-	Searches             int   // queries
+	Searches             int   // queries asked by trajectories
+	SearchesRun          int   // distinct queries sent to the searcher (per turn)
 	Turns                int   // engine turns (Generate calls)
 	Wall                 time.Duration
 	Generate, Search     time.Duration
@@ -296,16 +297,27 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 			}
 		}
 
-		// Every search of the turn in one call.
+		// Every search of the turn in one call, each distinct query once
+		// (the G samples of a task often ask the same thing).
 		if len(searching) > 0 {
-			queries := make([]string, len(searching))
+			var queries []string
+			which := make([]int, len(searching))
+			seen := map[string]int{}
 			for i, t := range searching {
-				queries[i] = t.tr.Steps[len(t.tr.Steps)-1].Query
+				q := t.tr.Steps[len(t.tr.Steps)-1].Query
+				n, ok := seen[q]
+				if !ok {
+					n = len(queries)
+					seen[q] = n
+					queries = append(queries, q)
+				}
+				which[i] = n
 			}
 			ts := time.Now()
 			hits, err := e.Searcher.Search(ctx, queries, e.Agent.Config().TopK)
 			stats.Search += time.Since(ts)
-			stats.Searches += len(queries)
+			stats.Searches += len(searching)
+			stats.SearchesRun += len(queries)
 			if err != nil {
 				return stats, fmt.Errorf("rollout: retrieval: %w", err)
 			}
@@ -313,7 +325,7 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 				return stats, fmt.Errorf("rollout: retrieval: %d result lists for %d queries", len(hits), len(queries))
 			}
 			for i, t := range searching {
-				if err := t.tr.Observe(docsOf(hits[i])); err != nil {
+				if err := t.tr.Observe(docsOf(hits[which[i]])); err != nil {
 					return stats, err
 				}
 			}

@@ -299,10 +299,13 @@ func TestScriptedRolloutsOnRealIndex(t *testing.T) {
 	if !mixed {
 		t.Error("no Generate call mixed a newly admitted task with later turns of running ones")
 	}
-	// Searches go in one call per turn: turn 1 searches for samples 0, 1, 4
-	// of two tasks.
-	if len(srch.queries[0]) != 6 {
-		t.Errorf("first search call had %d queries, want 6", len(srch.queries[0]))
+	// Searches go in one call per turn: at turn 1 samples 0, 1 and 4 of
+	// two tasks search their question, 2 distinct queries for 6 searches.
+	if len(srch.queries[0]) != 2 {
+		t.Errorf("first search call had %d queries, want 2", len(srch.queries[0]))
+	}
+	if st.SearchesRun >= st.Searches {
+		t.Errorf("%d queries run for %d searches: not deduplicated", st.SearchesRun, st.Searches)
 	}
 	if srch.calls >= st.Searches {
 		t.Errorf("%d search calls for %d queries: not batched", srch.calls, st.Searches)
