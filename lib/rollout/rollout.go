@@ -8,7 +8,8 @@
 // Policy.Generate call; the G trajectories of a task that has not generated
 // yet share their prompt, so they go in as one request with N = G and the
 // prompt is prefilled once. It then runs the searches of every trajectory
-// that asked for one in a single Searcher call, and observes. A task whose G
+// that asked for one in a single Searcher call (each distinct query once),
+// and observes. A task whose G
 // trajectories have all ended gets its memory rewards (teacher-forced
 // prefill-only passes through Policy.LogProbs, batched across every task that
 // ended in the same turn) and is handed to the caller. The slots of ended
