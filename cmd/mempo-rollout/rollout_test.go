@@ -175,7 +175,7 @@ func TestRolloutCommandTinyModel(t *testing.T) {
 	dir := t.TempDir()
 	out, copyPath := filepath.Join(dir, "r.parquet"), filepath.Join(dir, "r.jsonl")
 	err := runRoot("--model", modelDir, "--tasks", tasksFile, "--index", index, "--group", "2", "--limit", "2",
-		"--max-step-tokens", "8", "--max-turns", "3", "--on-invalid", "correct", "--seed", "3", "--out", out, "--jsonl", copyPath)
+		"--max-step-tokens", "8", "--max-turns", "2", "--on-invalid", "correct", "--seed", "3", "--out", out, "--jsonl", copyPath)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestRolloutCommandTinyModel(t *testing.T) {
 	}
 	tok := loadTok(t, modelDir)
 	cfg := agent.DefaultConfig()
-	cfg.MaxTurns, cfg.MaxStepTokens, cfg.OnInvalid, cfg.EOSIDs = 3, 8, agent.CorrectOnInvalid, []int{0}
+	cfg.MaxTurns, cfg.MaxStepTokens, cfg.OnInvalid, cfg.EOSIDs = 2, 8, agent.CorrectOnInvalid, []int{0}
 	ag, err := agent.New(cfg, tok)
 	if err != nil {
 		t.Fatal(err)
