@@ -51,6 +51,7 @@ var rolloutFlags = []ucli.Flag{
 	&ucli.IntFlag{Name: "top-k", Value: 0, Usage: "keep the k most likely tokens (0: off)"},
 	&ucli.Uint64Flag{Name: "seed", Value: 0, Usage: "run seed; each (task, sample, turn) draws from its own stream"},
 	&ucli.IntFlag{Name: "batch", Value: 64, Usage: "trajectories in flight at once (whole tasks; at least --group)"},
+	&ucli.IntFlag{Name: "max-batch-tokens", Usage: "bound on rows × (longest context + --max-step-tokens) of one generation call, i.e. its KV cache; a turn over it is split into several calls (0: one call per turn); sampling does not change"},
 	&ucli.StringFlag{Name: "policy", Usage: "policy checkpoint id stored in every row (default: the model directory's name @ a hash of its files' sizes and times)"},
 	&ucli.BoolFlag{Name: "no-memory-reward", Usage: "skip the teacher-forced P(gold | …) passes of R^M"},
 	&ucli.StringFlag{Name: "device", Usage: "cpu or cuda (default: cuda when usable, else cpu)"},
@@ -121,6 +122,8 @@ func runRollout(c *ucli.Context) error {
 		return fmt.Errorf("--top-k: must not be negative")
 	case c.Int("limit") < 0:
 		return fmt.Errorf("--limit: must not be negative")
+	case c.Int("max-batch-tokens") < 0:
+		return fmt.Errorf("--max-batch-tokens: must not be negative")
 	}
 	keep, err := agent.ParseKeep(c.String("keep"))
 	if err != nil {
@@ -257,8 +260,9 @@ func runRollout(c *ucli.Context) error {
 
 	eng := &rollout.Engine{Agent: ag, Policy: pol.Policy, Searcher: searcher, Opts: rollout.Options{
 		Group: G, Batch: c.Int("batch"), MaxStepTokens: cfg.MaxStepTokens, MaxContext: pol.MaxPositions,
-		Sampling: model.SampleParams{Temperature: c.Float64("temperature"), TopP: c.Float64("top-p"), TopK: c.Int("top-k")},
-		EOS:      eos, Decode: tok.Decode, Seed: c.Uint64("seed"), PolicyID: policyID, Keep: keepName,
+		GenTokensPerCall: c.Int("max-batch-tokens"),
+		Sampling:         model.SampleParams{Temperature: c.Float64("temperature"), TopP: c.Float64("top-p"), TopK: c.Int("top-k")},
+		EOS:              eos, Decode: tok.Decode, Seed: c.Uint64("seed"), PolicyID: policyID, Keep: keepName,
 		MemoryReward: !c.Bool("no-memory-reward"),
 	}}
 	prog := cli.NewProgress()

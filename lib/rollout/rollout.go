@@ -82,6 +82,12 @@ type Options struct {
 	// MemTokensPerCall bounds the tokens of one LogProbs call of the memory
 	// reward (default 16384).
 	MemTokensPerCall int
+	// GenTokensPerCall, when > 0, bounds the KV cache of one Generate call:
+	// lib/model gives every row of a call room for the longest prompt plus
+	// MaxStepTokens, so a turn whose rows × (longest context + MaxStepTokens)
+	// exceeds it is split into several calls (a request is never split). 0:
+	// the whole turn in one call. Sampling does not depend on the split.
+	GenTokensPerCall int
 }
 
 // Job is one task with its group id (unique within the run).
@@ -260,7 +266,7 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 		if len(reqs) > 0 {
 			tg := time.Now()
 			var err error
-			gens, err = e.Policy.Generate(reqs, gen)
+			gens, err = e.generate(reqs, gen)
 			stats.Generate += time.Since(tg)
 			stats.Turns++
 			if err != nil {
@@ -384,6 +390,37 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 	}
 	stats.Wall = time.Since(t0)
 	return stats, nil
+}
+
+// generate runs the turn's requests in one Generate call, or in several
+// when GenTokensPerCall bounds them, renumbering the rows' requests.
+func (e *Engine) generate(reqs []model.Request, opts model.GenerateOptions) ([]*model.Generation, error) {
+	limit := e.Opts.GenTokensPerCall
+	if limit <= 0 {
+		return e.Policy.Generate(reqs, opts)
+	}
+	var out []*model.Generation
+	for lo := 0; lo < len(reqs); {
+		hi, rows, longest := lo, 0, 0
+		for hi < len(reqs) {
+			r, l := rows+max(reqs[hi].N, 1), max(longest, len(reqs[hi].Prompt))
+			if hi > lo && r*(l+opts.MaxTokens) > limit {
+				break
+			}
+			rows, longest = r, l
+			hi++
+		}
+		gens, err := e.Policy.Generate(reqs[lo:hi], opts)
+		if err != nil {
+			return nil, err
+		}
+		for _, g := range gens {
+			g.Request += lo
+		}
+		out = append(out, gens...)
+		lo = hi
+	}
+	return out, nil
 }
 
 func (e *Engine) admit(j Job) *jobState {

@@ -613,10 +613,20 @@ func TestTinyModelSamplingIsBatchIndependent(t *testing.T) {
 	opts := Options{Group: 2, MaxStepTokens: 6, Decode: tok.Decode, EOS: []int{eosID}, Seed: 11, Keep: "1",
 		Sampling: model.SampleParams{Temperature: 1, TopP: 0.95}, MemoryReward: true}
 	var results [][]records.Rollout
-	for _, batch := range []int{2, 4} {
+	// Batch 2 (one task at a time), batch 4 in one Generate call per turn,
+	// and batch 4 with the turn split into calls of at most ~1 row.
+	for _, c := range []struct{ batch, genTokens int }{{2, 0}, {4, 0}, {4, 1}} {
 		o := opts
-		o.Batch = batch
-		rows, _ := run(t, &Engine{Agent: ag, Policy: m, Searcher: local, Opts: o}, jobsOf(ts))
+		o.Batch, o.GenTokensPerCall = c.batch, c.genTokens
+		pol := &callLog{Policy: m}
+		rows, _ := run(t, &Engine{Agent: ag, Policy: pol, Searcher: local, Opts: o}, jobsOf(ts))
+		if c.genTokens > 0 {
+			for _, call := range pol.calls {
+				if len(call) != 1 {
+					t.Fatalf("split turn: a call with %d requests", len(call))
+				}
+			}
+		}
 		sortRows(rows)
 		for _, r := range rows {
 			if err := ag.CheckRecord(ts[r.Group].Questions, StepRecords(&r)); err != nil {
@@ -633,11 +643,13 @@ func TestTinyModelSamplingIsBatchIndependent(t *testing.T) {
 		}
 		results = append(results, rows)
 	}
-	for i := range results[0] {
-		a, b := results[0][i], results[1][i]
-		for j := range a.Steps {
-			if !reflect.DeepEqual(a.Steps[j].OutputIDs, b.Steps[j].OutputIDs) || !reflect.DeepEqual(a.Steps[j].ContextIDs, b.Steps[j].ContextIDs) {
-				t.Fatalf("task %d sample %d step %d differs between batch 2 and batch 4", a.Group, a.Sample, j)
+	for k := 1; k < len(results); k++ {
+		for i := range results[0] {
+			a, b := results[0][i], results[k][i]
+			for j := range a.Steps {
+				if !reflect.DeepEqual(a.Steps[j].OutputIDs, b.Steps[j].OutputIDs) || !reflect.DeepEqual(a.Steps[j].ContextIDs, b.Steps[j].ContextIDs) {
+					t.Fatalf("run %d: task %d sample %d step %d differs from batch 2", k, a.Group, a.Sample, j)
+				}
 			}
 		}
 	}
