@@ -152,8 +152,10 @@ func runRollout(c *ucli.Context) error {
 		return err
 	}
 	for i := range all {
+		// ReadTasks reads and checks every row itself and names the row;
+		// this is a second guard, naming the task (ReadTasks may reorder).
 		if err := all[i].Check(); err != nil {
-			return cli.BadInput(tasksPath, i+1, "", "%v", err)
+			return fmt.Errorf("%s: task %q: %v", tasksPath, all[i].TaskID, err)
 		}
 	}
 	if len(all) == 0 {
