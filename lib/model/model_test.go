@@ -191,3 +191,30 @@ func TestParamsRoundTripAndErrors(t *testing.T) {
 		t.Error("SetParam accepted a wrong size")
 	}
 }
+
+// The CPU backend reuses freed buffers: a reused one comes back zeroed, and
+// a freed tensor can no longer be used.
+func TestCPUPool(t *testing.T) {
+	be := NewCPU()
+	a := be.Zeros(3, 4)
+	be.Fill(a, 7)
+	view := be.View(a, 1, 1)
+	be.Free(view) // views own nothing
+	be.Free(a)
+	be.Free(a) // a second Free is harmless
+	b := be.Zeros(4, 3)
+	for _, v := range be.ToHost(b, nil) {
+		if v != 0 {
+			t.Fatal("a reused buffer was not cleared")
+		}
+	}
+	if len(be.pool[12]) != 0 {
+		t.Error("the freed buffer was not reused")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("using a freed tensor did not panic")
+		}
+	}()
+	be.Fill(a, 1)
+}
