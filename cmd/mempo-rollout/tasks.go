@@ -13,7 +13,7 @@ func init() {
 	subcommands = append(subcommands, &ucli.Command{
 		Name:  "tasks",
 		Usage: "build k-objective tasks from single-question QA files",
-		Description: "Example:\n   mempo-rollout tasks --from flashrag ../shared/data/nq/test-1000.jsonl --k 2 --out tasks.parquet\n\n" +
+		Description: "Example:\n   mempo-rollout tasks --from flashrag --k 2 --out tasks.parquet ../shared/data/nq/test-1000.jsonl\n   (flags come before the files)\n\n" +
 			"k consecutive questions of one data source, each ending in \"?\", joined with \"; \"; golds kept in order;\n" +
 			"a shorter tail is dropped. Search-R1 rows and multi-objective (MEM1) rows are accepted too.",
 		ArgsUsage: "FILE...",
