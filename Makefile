@@ -11,7 +11,7 @@ APT_PKGS  := libfaiss-dev libopenblas-dev
 QWEN_TOK  := testdata/qwen3/tokenizer.json
 export QWEN_TOKENIZER := $(CURDIR)/$(QWEN_TOK)
 
-.PHONY: all build deps test test-short bench demo clean fixtures-tokenizer
+.PHONY: all build deps test bench demo clean fixtures-tokenizer gpu-bundle
 
 all: build
 
@@ -48,6 +48,12 @@ bench: build
 
 demo: build
 	bash scripts/demo.sh
+
+# gpu-bundle builds bin/gpu/: the commands, the lib/cuda and lib/model test binaries and the
+# shared libraries they need, to copy to a GPU machine and run with scripts/gpu/run.sh (docs/GPU.md).
+# No CUDA toolkit is needed here: the CUDA libraries are opened at run time.
+gpu-bundle: deps
+	bash scripts/gpu/bundle.sh
 
 clean:
 	rm -rf $(BIN)
