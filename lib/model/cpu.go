@@ -497,30 +497,39 @@ func (*CPU) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape) {
 			}
 		}
 	})
+	// Longer sequences go by blocks of attnBlock query rows, each against
+	// only the keys it can see (Past + its last row + 1): the masked upper
+	// triangle is never computed, about half the work of a full square.
 	var sc []float32
 	for _, s := range big {
-		L := s.Past + s.N
-		if cap(sc) < s.N*L {
-			sc = make([]float32, s.N*L)
-		}
-		sc = sc[:s.N*L]
 		for h := 0; h < sh.Heads; h++ {
 			kh := h / group
-			tensor.Sgemm(false, true, s.N, L, hd, sh.Scale, Q.d[s.Q*Q.c+h*hd:], Q.c, K.d[s.K*K.c+kh*hd:], K.c, 0, sc, L)
-			tensor.Parallel(s.N, max(1, 4096/L), func(lo, hi int) {
-				for i := lo; i < hi; i++ {
-					row := sc[i*L : (i+1)*L]
-					n := s.Past + i + 1
-					LSE.d[(s.Q+i)*LSE.c+h] = softmaxInPlace(row[:n])
-					for j := n; j < L; j++ {
-						row[j] = 0
-					}
+			for i0 := 0; i0 < s.N; i0 += attnBlock {
+				nb := min(attnBlock, s.N-i0)
+				L := s.Past + i0 + nb // keys this block sees
+				if cap(sc) < nb*L {
+					sc = make([]float32, nb*L)
 				}
-			})
-			tensor.Sgemm(false, false, s.N, hd, L, 1, sc, L, V.d[s.K*V.c+kh*hd:], V.c, 0, O.d[s.Q*O.c+h*hd:], O.c)
+				sc = sc[:nb*L]
+				q0 := s.Q + i0
+				tensor.Sgemm(false, true, nb, L, hd, sh.Scale, Q.d[q0*Q.c+h*hd:], Q.c, K.d[s.K*K.c+kh*hd:], K.c, 0, sc, L)
+				tensor.Parallel(nb, max(1, 4096/L), func(lo, hi int) {
+					for r := lo; r < hi; r++ {
+						row := sc[r*L : (r+1)*L]
+						n := s.Past + i0 + r + 1
+						LSE.d[(q0+r)*LSE.c+h] = softmaxInPlace(row[:n])
+						clear(row[n:])
+					}
+				})
+				tensor.Sgemm(false, false, nb, hd, L, 1, sc, L, V.d[s.K*V.c+kh*hd:], V.c, 0, O.d[q0*O.c+h*hd:], O.c)
+			}
 		}
 	}
 }
+
+// attnBlock is the number of query rows per block of the CPU attention
+// (a variable so the tests can make blocks smaller than their sequences).
+var attnBlock = 64
 
 // softmaxInPlace turns x into softmax(x) in float32 (as HF's eager attention
 // does, with the exponentials summed in float64) and returns logsumexp(x).
@@ -547,48 +556,48 @@ func (*CPU) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seqs [
 	hd := sh.HeadDim
 	group := sh.Heads / sh.KVHeads
 	var sc, dp []float32
-	dsum := make([]float32, 0)
 	for _, s := range seqs {
 		if s.Past != 0 {
 			panic("model: AttentionBackward with a KV cache")
 		}
-		L := s.N
-		for r := s.K; r < s.K+L; r++ {
+		for r := s.K; r < s.K+s.N; r++ {
 			clear(DK.d[r*DK.c : (r+1)*DK.c])
 			clear(DV.d[r*DV.c : (r+1)*DV.c])
 		}
-		if cap(sc) < L*L {
-			sc, dp = make([]float32, L*L), make([]float32, L*L)
-		}
-		sc, dp = sc[:L*L], dp[:L*L]
-		if cap(dsum) < L {
-			dsum = make([]float32, L)
-		}
-		dsum = dsum[:L]
 		for h := 0; h < sh.Heads; h++ {
 			kh := h / group
-			tensor.Sgemm(false, true, L, L, hd, sh.Scale, Q.d[s.Q*Q.c+h*hd:], Q.c, K.d[s.K*K.c+kh*hd:], K.c, 0, sc, L)
-			tensor.Sgemm(false, true, L, L, hd, 1, DO.d[s.Q*DO.c+h*hd:], DO.c, V.d[s.K*V.c+kh*hd:], V.c, 0, dp, L)
-			tensor.Parallel(L, max(1, 4096/L), func(lo, hi int) {
-				for i := lo; i < hi; i++ {
-					qi := s.Q + i
-					dsum[i] = tensor.Dot(DO.d[qi*DO.c+h*hd:qi*DO.c+(h+1)*hd], O.d[qi*O.c+h*hd:qi*O.c+(h+1)*hd])
-					m := LSE.d[qi*LSE.c+h]
-					row, drow := sc[i*L:(i+1)*L], dp[i*L:(i+1)*L]
-					for j := 0; j <= i; j++ {
-						p := float32(math.Exp(float64(row[j] - m)))
-						row[j] = p
-						drow[j] = p * (drow[j] - dsum[i])
-					}
-					for j := i + 1; j < L; j++ {
-						row[j], drow[j] = 0, 0
-					}
+			// By blocks of query rows, each against the keys it sees.
+			for i0 := 0; i0 < s.N; i0 += attnBlock {
+				nb := min(attnBlock, s.N-i0)
+				L := i0 + nb
+				if cap(sc) < nb*L {
+					sc, dp = make([]float32, nb*L), make([]float32, nb*L)
 				}
-			})
-			// sc now holds P, dp holds dS.
-			tensor.Sgemm(true, false, L, hd, L, 1, sc, L, DO.d[s.Q*DO.c+h*hd:], DO.c, 1, DV.d[s.K*DV.c+kh*hd:], DV.c)
-			tensor.Sgemm(false, false, L, hd, L, sh.Scale, dp, L, K.d[s.K*K.c+kh*hd:], K.c, 0, DQ.d[s.Q*DQ.c+h*hd:], DQ.c)
-			tensor.Sgemm(true, false, L, hd, L, sh.Scale, dp, L, Q.d[s.Q*Q.c+h*hd:], Q.c, 1, DK.d[s.K*DK.c+kh*hd:], DK.c)
+				sc, dp = sc[:nb*L], dp[:nb*L]
+				q0 := s.Q + i0
+				tensor.Sgemm(false, true, nb, L, hd, sh.Scale, Q.d[q0*Q.c+h*hd:], Q.c, K.d[s.K*K.c+kh*hd:], K.c, 0, sc, L)
+				tensor.Sgemm(false, true, nb, L, hd, 1, DO.d[q0*DO.c+h*hd:], DO.c, V.d[s.K*V.c+kh*hd:], V.c, 0, dp, L)
+				tensor.Parallel(nb, max(1, 4096/L), func(lo, hi int) {
+					for r := lo; r < hi; r++ {
+						qi := q0 + r
+						dsum := tensor.Dot(DO.d[qi*DO.c+h*hd:qi*DO.c+(h+1)*hd], O.d[qi*O.c+h*hd:qi*O.c+(h+1)*hd])
+						m := LSE.d[qi*LSE.c+h]
+						row, drow := sc[r*L:(r+1)*L], dp[r*L:(r+1)*L]
+						n := i0 + r + 1
+						for j := 0; j < n; j++ {
+							p := float32(math.Exp(float64(row[j] - m)))
+							row[j] = p
+							drow[j] = p * (drow[j] - dsum)
+						}
+						clear(row[n:])
+						clear(drow[n:])
+					}
+				})
+				// sc now holds P, dp holds dS, for this block's rows.
+				tensor.Sgemm(true, false, L, hd, nb, 1, sc, L, DO.d[q0*DO.c+h*hd:], DO.c, 1, DV.d[s.K*DV.c+kh*hd:], DV.c)
+				tensor.Sgemm(false, false, nb, hd, L, sh.Scale, dp, L, K.d[s.K*K.c+kh*hd:], K.c, 0, DQ.d[q0*DQ.c+h*hd:], DQ.c)
+				tensor.Sgemm(true, false, L, hd, nb, sh.Scale, dp, L, Q.d[q0*Q.c+h*hd:], Q.c, 1, DK.d[s.K*DK.c+kh*hd:], DK.c)
+			}
 		}
 	}
 }

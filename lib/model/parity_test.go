@@ -248,3 +248,12 @@ func TestBF16FixtureRoPEFrequencies(t *testing.T) {
 		t.Fatalf("float32 RoPE on the bf16 fixture: relative error %.3g, expected between 1e-4 and 5e-3", e)
 	}
 }
+
+// TestParityBlockedAttention reruns the parity checks with attention blocks
+// of 4 query rows, so the fixtures' 17- and 9-token sequences span several
+// blocks and every block boundary of the causal skipping is exercised.
+func TestParityBlockedAttention(t *testing.T) {
+	defer func(b int) { attnBlock = b }(attnBlock)
+	attnBlock = 4
+	runParity(t, cpuFixtureBackend)
+}
