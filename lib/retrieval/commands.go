@@ -31,7 +31,7 @@ func IndexApp() *ucli.App {
 		&ucli.Float64Flag{Name: "b", Value: DefaultBM25.B, Usage: "BM25 b"},
 		&ucli.BoolFlag{Name: "stopwords", Value: DefaultAnalyzer.Stopwords, Usage: "drop Lucene's English stopwords (--stopwords=false keeps them)"},
 		&ucli.BoolFlag{Name: "stem", Value: DefaultAnalyzer.Stem, Usage: "Porter-stem terms (--stem=false keeps surface forms)"},
-		&ucli.IntFlag{Name: "run-mb", Value: 256, Usage: "memory for buffered postings before a run is spilled to disk (MiB)"},
+		&ucli.IntFlag{Name: "run-mb", Value: 64, Usage: "memory for buffered postings before a run is spilled to disk (MiB)"},
 		&ucli.StringFlag{Name: "embeddings", Usage: "passage embeddings `FILE`: .npy float32 [N, d] or Parquet list<float>, row i = corpus row i"},
 		&ucli.StringFlag{Name: "embeddings-column", Value: "embedding", Usage: "Parquet column of the embeddings"},
 		&ucli.StringFlag{Name: "faiss", Value: "Flat", Usage: "faiss index_factory `STRING` for --embeddings (Flat, HNSW32, IVF4096,Flat, ...), inner product"},

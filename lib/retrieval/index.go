@@ -67,7 +67,7 @@ type BuildOptions struct {
 	Out      string
 	Analyzer Analyzer
 	BM25     BM25Params
-	// RunBytes bounds the memory of buffered postings (default 256 MiB).
+	// RunBytes bounds the memory of buffered postings (default 64 MiB).
 	RunBytes int
 	// Embeddings (.npy float32 [N,d] or Parquet with a list<float> column)
 	// and Faiss (an index_factory string, default "Flat") build dense.faiss.
@@ -98,7 +98,7 @@ func Build(ctx context.Context, opts BuildOptions) (*Manifest, error) {
 		return nil, fmt.Errorf("bm25 parameters k1=%g b=%g out of range (k1 ≥ 0, 0 ≤ b ≤ 1)", opts.BM25.K1, opts.BM25.B)
 	}
 	if opts.RunBytes <= 0 {
-		opts.RunBytes = 256 << 20
+		opts.RunBytes = 64 << 20
 	}
 	if opts.Embeddings != "" && opts.FaissRead != "" {
 		return nil, fmt.Errorf("--embeddings and --faiss-read exclude each other")
