@@ -135,8 +135,10 @@ func hotpotIndex(t testing.TB) (string, []hotpotQuestion) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if hotpotIndexOnce.dir != "" {
-		os.RemoveAll(filepath.Dir(hotpotIndexOnce.dir))
+	for _, dir := range []string{hotpotIndexOnce.dir, fixtureIndexOnce.dir} {
+		if dir != "" {
+			os.RemoveAll(filepath.Dir(dir))
+		}
 	}
 	os.Exit(code)
 }
