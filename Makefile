@@ -11,7 +11,7 @@ APT_PKGS  := libfaiss-dev libopenblas-dev
 QWEN_TOK  := testdata/qwen3/tokenizer.json
 export QWEN_TOKENIZER := $(CURDIR)/$(QWEN_TOK)
 
-.PHONY: all build deps test bench demo clean fixtures-tokenizer gpu-bundle
+.PHONY: all build deps test bench bench-retrieval-1m demo clean fixtures-tokenizer gpu-bundle
 
 all: build
 
@@ -45,6 +45,12 @@ test: deps $(QWEN_TOK)
 
 bench: build
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
+
+# bench-retrieval-1m builds and benchmarks a 1M-passage corpus made from ../shared/data
+# (about 3 GB of disk and several minutes; needs /usr/bin/time from Debian's time package).
+bench-retrieval-1m: build
+	@command -v /usr/bin/time >/dev/null || (apt-get install -y -qq time >/dev/null)
+	bash scripts/bench_retrieval_1m.sh
 
 demo: build
 	bash scripts/demo.sh
