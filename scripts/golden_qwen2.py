@@ -13,7 +13,7 @@ For each case it writes testdata/models/<case>/ : the model directory as save_pr
   greedy.prompt int64 [8], greedy.output int64 [32], greedy.margin f32 [32] (top-1 minus top-2 logit;
                 full recompute each step, no EOS)
 """
-import json, os, sys
+import copy, json, os, sys
 import torch
 import transformers
 from transformers import Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM
@@ -43,7 +43,10 @@ def build(arch, tie, heads, kv, head_dim, bias, theta):
         return Qwen2ForCausalLM(Qwen2Config(**common))
     return Qwen3ForCausalLM(Qwen3Config(head_dim=head_dim, attention_bias=bias, **common))
 
+only = set(sys.argv[1:])  # case names to (re)make; all when none are given
 for name, (arch, tie, heads, kv, head_dim, bias, theta, dtype, shard) in cases.items():
+    if only and name not in only:
+        continue
     torch.manual_seed(sum(map(ord, name)))
     model = build(arch, tie, heads, kv, head_dim, bias, theta).float().eval()
     with torch.no_grad():
@@ -59,8 +62,13 @@ for name, (arch, tie, heads, kv, head_dim, bias, theta, dtype, shard) in cases.i
     d = os.path.join(out_root, name)
     os.makedirs(d, exist_ok=True)
     if dtype == "bf16":
-        model.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
-        model = model.float()  # references come from the bf16-rounded weights, computed in f32
+        # Save a bf16 copy, then round only the parameters of the f32 model to bf16: the references
+        # come from the bf16-rounded weights computed in f32. Rounding the whole module would also
+        # round the rotary inv_freq buffer, which a loader recomputes in full precision.
+        copy.deepcopy(model).to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(torch.bfloat16).float())
     else:
         model.save_pretrained(d, safe_serialization=True, max_shard_size="200KB" if shard else "50GB")
     g = {}

@@ -15,13 +15,6 @@ type CPU struct {
 	ropeMu sync.Mutex
 	rope   map[ropeKey]*ropeTable
 
-	// invFreqBF16 rounds RoPE's inverse frequencies to bfloat16, as PyTorch
-	// does when a whole HF model is cast with model.to(torch.bfloat16) (the
-	// inv_freq buffer is cast along with the weights). Only the parity test of
-	// the bf16 fixture sets it: that fixture's references were computed after
-	// such a cast. The model itself always uses float32 frequencies.
-	invFreqBF16 bool
-
 	// Buffers of freed tensors, by length, for Zeros to reuse. The model
 	// frees its temporaries, so from the second step on a forward, backward
 	// or decoding step allocates nothing: no garbage-collector work and no
@@ -328,11 +321,6 @@ func (c *CPU) ropeRows(headDim int, theta float64, maxPos int) *ropeTable {
 	for i := range inv {
 		e := float32(2*i) / float32(headDim)
 		inv[i] = 1 / float32(math.Pow(theta, float64(e)))
-		if c.invFreqBF16 {
-			b := math.Float32bits(inv[i])
-			b += 0x7fff + (b>>16)&1 // round to nearest even
-			inv[i] = math.Float32frombits(b &^ 0xffff)
-		}
 	}
 	// Copy-on-grow so readers holding the old table are unaffected.
 	n := max(maxPos+1, 2*len(t.cos))

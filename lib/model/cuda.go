@@ -28,9 +28,6 @@ type CUDA struct {
 	ropeMu sync.Mutex
 	rope   map[ropeKey]*cudaRope
 
-	// invFreqBF16: see CPU.invFreqBF16 (parity test of the bf16 fixture).
-	invFreqBF16 bool
-
 	// bf16: matrix products take bf16 operands (rounded from the fp32
 	// tensors at each call) with fp32 accumulation and fp32 results; every
 	// other op stays fp32. See SetBF16.
@@ -505,7 +502,6 @@ func (b *CUDA) ropeTable(headDim int, theta float64, maxPos int) *cudaRope {
 	if t := b.rope[k]; t != nil && t.n > maxPos {
 		return t
 	}
-	b.cpu.invFreqBF16 = b.invFreqBF16
 	n := max(maxPos+1, 4096)
 	if t := b.rope[k]; t != nil {
 		n = max(n, 2*t.n)

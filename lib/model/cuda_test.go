@@ -377,8 +377,6 @@ func TestCUDAParityWithTransformers(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		be.invFreqBF16 = name == "qwen2-bf16"
-		be.rope = map[ropeKey]*cudaRope{}
 		return be
 	})
 }
@@ -420,8 +418,6 @@ func TestCUDABF16(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			be.invFreqBF16 = name == "qwen2-bf16"
-			be.rope = map[ropeKey]*cudaRope{}
 			be.SetBF16(true)
 			m := loadFixtureOn(t, name, be)
 			g := openGolden(t, name)

@@ -70,19 +70,7 @@ func maxRelErr(a, b []float32) float64 {
 
 func loadFixture(t *testing.T, name string) *Model {
 	t.Helper()
-	return loadFixtureOn(t, name, cpuFixtureBackend(name))
-}
-
-// cpuFixtureBackend is the CPU backend set up for a fixture: the bf16 case
-// needs bf16-rounded RoPE frequencies.
-func cpuFixtureBackend(name string) Backend {
-	be := NewCPU()
-	// scripts/golden_qwen2.py computed the bf16 case's references after
-	// model.to(torch.bfloat16).float(), which also rounded the rotary
-	// inv_freq buffer to bf16; with float32 frequencies the logits differ by
-	// 7e-4 relative (see TestBF16FixtureRoPEFrequencies).
-	be.invFreqBF16 = name == "qwen2-bf16"
-	return be
+	return loadFixtureOn(t, name, NewCPU())
 }
 
 func loadFixtureOn(t *testing.T, name string, be Backend) *Model {
@@ -95,7 +83,7 @@ func loadFixtureOn(t *testing.T, name string, be Backend) *Model {
 }
 
 func TestParityWithTransformers(t *testing.T) {
-	runParity(t, cpuFixtureBackend)
+	runParity(t, func(string) Backend { return NewCPU() })
 }
 
 // runParity checks every fixture against transformers' goldens on the
@@ -229,31 +217,11 @@ func TestFixtureConfigs(t *testing.T) {
 	}
 }
 
-// TestBF16FixtureRoPEFrequencies pins down why the bf16 fixture needs
-// bf16-rounded RoPE frequencies: with exact float32 ones the model is still
-// close (the weights are right) but measurably off, and rounding the
-// frequencies is what closes the gap.
-func TestBF16FixtureRoPEFrequencies(t *testing.T) {
-	m, err := Load(fixtureDir("qwen2-bf16"), NewCPU())
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := openGolden(t, "qwen2-bf16")
-	logits, err := m.Logits([][]int{g.ids(t, "ids.0")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := maxRelErr(logits[0], g.f32(t, "logits.0"))
-	if e < 1e-4 || e > 5e-3 {
-		t.Fatalf("float32 RoPE on the bf16 fixture: relative error %.3g, expected between 1e-4 and 5e-3", e)
-	}
-}
-
 // TestParityBlockedAttention reruns the parity checks with attention blocks
 // of 4 query rows, so the fixtures' 17- and 9-token sequences span several
 // blocks and every block boundary of the causal skipping is exercised.
 func TestParityBlockedAttention(t *testing.T) {
 	defer func(b int) { attnBlock = b }(attnBlock)
 	attnBlock = 4
-	runParity(t, cpuFixtureBackend)
+	runParity(t, func(string) Backend { return NewCPU() })
 }
