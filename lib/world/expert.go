@@ -47,11 +47,17 @@ func MemEntry(question, answer string) string {
 // NoMemory is the memory of the first step, before anything was found.
 const NoMemory = "nothing found yet"
 
-// ThinkSecondHop is the thought of the second lookup of a two-hop question.
-func ThinkSecondHop(q Question) string {
-	l0, l1 := q.Lookups[0], q.Lookups[1]
-	return "the " + l0.Attr + " of " + l0.Entity + " is " + l0.Value + ", look up the " + l1.Attr + " of " + l0.Value
-}
+// Thoughts of the expert's steps. They are deliberately plain and nearly
+// constant: the thought carries no information the step does not, and a
+// from-scratch model learns the protocol faster when what it must copy
+// (entities into queries, answers into memory) is all that varies.
+const (
+	ThinkSearch    = "some answers are still missing"
+	ThinkSecondHop = "the employer is known, now its"
+)
+
+// ThinkAnswer is the thought of the answer step of a k-objective task.
+func ThinkAnswer(k int) string { return "all " + strconv.Itoa(k) + " answers are known" }
 
 // ReadFact finds "The attr of entity is V." in an observation and returns V:
 // the expert reads every answer from what retrieval returned, never from the
@@ -135,10 +141,9 @@ func (e *Expert) Run(ctx context.Context, t tasks.Task, group int64) (records.Ro
 	for qi, lookups := range plan {
 		entity := lookups[0].Entity
 		for h, lk := range lookups {
-			think := "look up the " + lk.Attr + " of " + entity
+			think := ThinkSearch
 			if h > 0 {
-				prev := lookups[h-1]
-				think = "the " + prev.Attr + " of " + prev.Entity + " is " + entity + ", look up the " + lk.Attr + " of " + entity
+				think = ThinkSecondHop + " " + lk.Attr
 			}
 			q := Query(lk.Attr, entity)
 			res, err := step(Step{Mem: memText(), Think: think, Query: q})
@@ -169,7 +174,7 @@ func (e *Expert) Run(ctx context.Context, t tasks.Task, group int64) (records.Ro
 		answers = append(answers, entity)
 		mem = append(mem, MemEntry(t.Questions[qi], entity))
 	}
-	if _, err := step(Step{Mem: memText(), Think: "all " + strconv.Itoa(len(plan)) + " answers are known", Answer: strings.Join(answers, "; ")}); err != nil {
+	if _, err := step(Step{Mem: memText(), Think: ThinkAnswer(len(plan)), Answer: strings.Join(answers, "; ")}); err != nil {
 		return records.Rollout{}, err
 	}
 	if !tr.Done() || !tr.FormatOK {

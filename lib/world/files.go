@@ -37,7 +37,7 @@ type Sizes struct {
 // DefaultSizes are the demo's.
 func DefaultSizes() Sizes {
 	return Sizes{SFTTasks: 480, SFTK: []int{1, 2, 3, 4}, RLTasks: 512, RLK: 2, TestTasks: 32, TestK: []int{1, 2, 4, 8},
-		Hidden: 128, Intermediate: 384, Layers: 4, Heads: 4, KVHeads: 2, Merges: 4000}
+		Hidden: 128, Intermediate: 256, Layers: 2, Heads: 4, KVHeads: 2, Merges: 12000}
 }
 
 // File names inside a world directory.
@@ -86,10 +86,10 @@ func (w *World) TokenizerTexts() ([]string, []int) {
 		"[Turns left: 1. This is your last step: it must end with <answer>.]",
 		"No passages found.",
 		"Your last step did not follow the format (missing_mem). Write <mem>...</mem><think>...</think> and then exactly one action, <search>query</search> or <answer>...</answer>, with nothing after it.",
-		"all 1 answers are known", NoMemory,
+		ThinkAnswer(1), NoMemory,
 	}
 	for n := 2; n <= 32; n++ {
-		fixed = append(fixed, "[Turns left: "+strconv.Itoa(n)+"]\n", "all "+strconv.Itoa(n)+" answers are known")
+		fixed = append(fixed, "[Turns left: "+strconv.Itoa(n)+"]\n", ThinkAnswer(n))
 	}
 	for i := 1; i <= 10; i++ {
 		fixed = append(fixed, "\nDoc "+strconv.Itoa(i)+"(Title: ")
@@ -224,7 +224,7 @@ func Write(dir string, cfg Config, s Sizes) (*Manifest, error) {
 		return nil, err
 	}
 	nBPE := len(probe.Model.Vocab)
-	nAll := nBPE + len(SpecialTokens) + len(ProtocolTokens)
+	nAll := nBPE + len(AddedTokens())
 	m.Vocab = nAll
 	if err := writeFile(TokenizerFile, tj); err != nil {
 		return nil, err

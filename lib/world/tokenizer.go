@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/mempo/mempo/lib/agent"
 )
 
 // Special and protocol tokens of the world tokenizer. The ChatML and
@@ -17,6 +19,33 @@ var (
 	ProtocolTokens = []string{"<mem>", "</mem>", "<think>", "</think>", "<search>", "</search>",
 		"<answer>", "</answer>", "<information>", "</information>", "<tool_call>", "</tool_call>"}
 )
+
+// InstructionPhrases are the fixed pieces of the protocol's text that the
+// world tokenizer makes whole added tokens: the system prompt and the task
+// instructions of lib/agent around the "{k}" and "{questions}" slots (with
+// the default "search" tool tag). A from-scratch model cannot read English,
+// so spelling these ~240 ids out would only cost it compute: with them as
+// single ids every context is about 2.5 times shorter, which is what lets
+// the demo train in minutes on two CPU cores. The text is unchanged (decode
+// gives it back); token counts of the world model are in its own ids and are
+// not comparable with a real tokenizer's.
+func InstructionPhrases() []string {
+	t := strings.ReplaceAll(agent.DefaultTaskPrompt, "{tool}", "search")
+	out := []string{agent.Qwen25System}
+	for _, part := range strings.FieldsFunc(strings.ReplaceAll(strings.ReplaceAll(t, "{k}", "\x00"), "{questions}", "\x00"), func(r rune) bool { return r == 0 }) {
+		if len(part) > 1 {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// AddedTokens are every added token of the world tokenizer, in id order
+// after the BPE vocabulary: SpecialTokens, ProtocolTokens, then
+// InstructionPhrases.
+func AddedTokens() []string {
+	return append(append(append([]string(nil), SpecialTokens...), ProtocolTokens...), InstructionPhrases()...)
+}
 
 // bytesToUnicode is GPT-2's byte-to-character table of byte-level BPE: the
 // printable Latin-1 bytes stand for themselves, the rest are moved to
@@ -45,7 +74,7 @@ var pretokRE = regexp.MustCompile(`'s|'t|'re|'ve|'m|'ll|'d| ?\pL+| ?\pN+| ?[^\s\
 // TokenizerJSON trains a byte-level BPE on texts (weights give each text's
 // count; nil means 1 each) and returns a Hugging Face tokenizer.json: the
 // 256 byte symbols, up to maxMerges merges of pairs seen at least minFreq
-// times, then SpecialTokens and ProtocolTokens as added tokens. The layout
+// times, then AddedTokens. The layout
 // (ByteLevel pre-tokenizer with the GPT-2 regex, ByteLevel decoder, no
 // normalizer) is the one Qwen's tokenizer uses, so lib/tokenizer and HF
 // tokenizers encode it the same way.
@@ -60,7 +89,7 @@ func TokenizerJSON(texts []string, weights []int, maxMerges, minFreq int) ([]byt
 	}
 	// Added tokens are matched before the model sees the text, so pieces
 	// never span them.
-	added := append(append([]string(nil), SpecialTokens...), ProtocolTokens...)
+	added := AddedTokens()
 	splitter := make([]string, len(added))
 	for i, a := range added {
 		splitter[i] = regexp.QuoteMeta(a)
@@ -191,7 +220,7 @@ func TokenizerJSON(texts []string, weights []int, maxMerges, minFreq int) ([]byt
 // builds.
 func TokenizerConfigJSON(vocabSize int) ([]byte, error) {
 	dec := map[string]any{}
-	for i, a := range append(append([]string(nil), SpecialTokens...), ProtocolTokens...) {
+	for i, a := range AddedTokens() {
 		dec[fmt.Sprint(vocabSize+i)] = map[string]any{"content": a, "lstrip": false, "normalized": false,
 			"rstrip": false, "single_word": false, "special": i < len(SpecialTokens)}
 	}

@@ -157,6 +157,23 @@ func TestTokenizer(t *testing.T) {
 			t.Fatalf("%s is %v, want one id", s, ids)
 		}
 	}
+	// The fixed instructions are whole ids, so a k = 2 prompt is short.
+	for _, ph := range InstructionPhrases() {
+		if ids := tok.Encode(ph); len(ids) != 1 {
+			t.Fatalf("instruction phrase %.40q… is %d ids, want 1", ph, len(ids))
+		}
+	}
+	ag, err := agent.New(agent.DefaultConfig(), rollout.Tok{T: tok})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt := ag.PromptIDs([]string{"What is the city of Velmar?", "What is the product of the employer of Tarno?"})
+	if len(prompt) > 40 {
+		t.Fatalf("k = 2 prompt is %d ids", len(prompt))
+	}
+	if back, _ := tok.Decode(prompt); !strings.Contains(back, "Memory rule: before your next step") {
+		t.Fatalf("prompt does not decode to the instructions: %q", back)
+	}
 	w, _ := Generate(DefaultConfig(5))
 	words, tokens := 0, 0
 	for _, text := range w.Texts() {

@@ -22,15 +22,17 @@ DEVICE=${DEVICE:-}                    # cpu or cuda; empty: cuda when usable
 SHORT=${SHORT:-0}                     # 1: the few-second smoke version make test runs
 
 # Cold start.
-SFT_DEMOS=${SFT_DEMOS:-480}           # expert trajectories used for SFT (kept short on purpose: RL needs headroom)
-SFT_EPOCHS=${SFT_EPOCHS:-2}
-SFT_LR=${SFT_LR:-2e-3}
-SFT_BATCH=${SFT_BATCH:-32}            # trajectories per optimizer step
+SFT_DEMOS=${SFT_DEMOS:-480}           # expert trajectories used for SFT
+SFT_EPOCHS=${SFT_EPOCHS:-5}
+SFT_LR=${SFT_LR:-3e-3}                # peak; warmup then cosine down to a tenth
+SFT_BATCH=${SFT_BATCH:-8}             # trajectories per optimizer step
+REACT_EPOCHS=${REACT_EPOCHS:-2}       # the ReAct baseline's SFT (its full-history contexts cost more)
 # RL.
-ITERS=${ITERS:-4}                     # MemPO iterations (rollout → update)
-RL_TASKS=${RL_TASKS:-16}              # training tasks per iteration (k = 2)
+ITERS=${ITERS:-3}                     # MemPO iterations (rollout → update)
+RL_TASKS=${RL_TASKS:-8}               # training tasks per iteration (k = 2)
 GROUP=${GROUP:-8}                     # G, trajectories per task
-RL_LR=${RL_LR:-2e-4}
+RL_LR=${RL_LR:-1e-4}
+RL_MINI_BATCH=${RL_MINI_BATCH:-16}    # trajectories per optimizer step (an iteration takes RL_TASKS*GROUP/RL_MINI_BATCH steps)
 RL_TEMP=${RL_TEMP:-1}
 KL_COEF=${KL_COEF:-0.001}
 # Evaluation.
@@ -39,7 +41,7 @@ EVAL_TASKS=${EVAL_TASKS:-32}          # test tasks per k (held-out people), gree
 MAX_STEP_TOKENS=${MAX_STEP_TOKENS:-96}
 
 if [ "$SHORT" = 1 ]; then
-	SFT_DEMOS=${SHORT_SFT_DEMOS:-8}; SFT_EPOCHS=1; SFT_BATCH=4
+	SFT_DEMOS=${SHORT_SFT_DEMOS:-8}; SFT_EPOCHS=1; REACT_EPOCHS=1; SFT_BATCH=4; RL_MINI_BATCH=2
 	ITERS=1; RL_TASKS=2; GROUP=2; EVAL_K="2"; EVAL_TASKS=2; MAX_STEP_TOKENS=24
 fi
 
@@ -80,21 +82,22 @@ say "init → $OUT/init"
 
 # 5. SFT cold start on the demonstrations (one for MemPO/GRPO, one for ReAct),
 #    warmup then cosine decay over all its optimizer steps.
-steps=$(( (SFT_DEMOS + SFT_BATCH - 1) / SFT_BATCH * SFT_EPOCHS ))
 for name in sft sft-react; do
-	data=$OUT/demos.parquet; [ "$name" = sft-react ] && data=$OUT/demos-react.parquet
-	say "$name ← $data"
+	data=$OUT/demos.parquet epochs=$SFT_EPOCHS
+	[ "$name" = sft-react ] && data=$OUT/demos-react.parquet epochs=$REACT_EPOCHS
+	steps=$(( (SFT_DEMOS + SFT_BATCH - 1) / SFT_BATCH * epochs ))
+	say "$name ← $data ($steps steps)"
 	"$BIN/mempo-update" sft --model "$OUT/init" --data "$data" --out "$OUT/$name" \
-		--epochs "$SFT_EPOCHS" --lr "$SFT_LR" --batch-size "$SFT_BATCH" --seed "$SEED" \
-		--schedule cosine --warmup $(( steps / 10 )) --total-steps "$steps" \
-		--metrics "$OUT/$name-metrics.jsonl"
+		--epochs "$epochs" --lr "$SFT_LR" --batch-size "$SFT_BATCH" --seed "$SEED" \
+		--schedule cosine --warmup $(( steps / 20 )) --total-steps "$steps" --min-lr-ratio 0.1 \
+		--metrics "$OUT/$name-metrics.jsonl" "${dev[@]}"
 done
 
 # rollout MODEL TASKS OUT [flags…]: one rollout run with the demo's protocol.
 rollout() {
 	local model=$1 tasks=$2 out=$3; shift 3
 	"$BIN/mempo-rollout" --model "$model" --tasks "$tasks" --index "$OUT/index" --out "$out" \
-		--max-step-tokens "$MAX_STEP_TOKENS" --overwrite "${dev[@]}" "$@"
+		--max-step-tokens "$MAX_STEP_TOKENS" --batch 128 --overwrite "${dev[@]}" "$@"
 }
 
 # 6. RL: ITERS iterations of rollout → update from the SFT checkpoint, for
@@ -117,7 +120,7 @@ rl() {
 		say "$variant iteration $i/$ITERS: update"
 		local adv=(); [ "$variant" = grpo ] && adv=(--no-mem-adv)
 		"$BIN/mempo-update" --model "$ckpt" --ref "$OUT/sft" --rollouts "$dir/rollouts-$i.parquet" \
-			--out "$dir/iter$i" --lr "$RL_LR" --kl-coef "$KL_COEF" --seed "$SEED" "${adv[@]}" \
+			--out "$dir/iter$i" --lr "$RL_LR" --kl-coef "$KL_COEF" --mini-batch "$RL_MINI_BATCH" --seed "$SEED" "${adv[@]}" \
 			--metrics "$dir/metrics-$i.jsonl" "${dev[@]}"
 		cat "$dir/metrics-$i.jsonl" >> "$dir/$variant-train.jsonl"
 		ckpt=$dir/iter$i
