@@ -118,11 +118,16 @@ func Parse(data []byte, opt Options) (*Tokenizer, error) {
 		}
 	}
 	if !isNull(f.PostProcessor) {
-		if err = checkPostProcessor(f.PostProcessor); err != nil {
+		if t.post, err = parsePostProcessor(f.PostProcessor); err != nil {
 			return nil, fmt.Errorf("post_processor: %w", err)
 		}
 	}
 	if !isNull(f.Decoder) {
+		if t.wpDecoder, err = parseWordPieceDecoder(f.Decoder); err != nil {
+			return nil, fmt.Errorf("decoder: %w", err)
+		}
+	}
+	if !isNull(f.Decoder) && t.wpDecoder == nil {
 		if t.byteLevelDecoder, err = parseDecoder(f.Decoder); err != nil {
 			return nil, fmt.Errorf("decoder: %w", err)
 		}
@@ -222,8 +227,10 @@ func parseModel(raw json.RawMessage) (model, error) {
 			return nil, fmt.Errorf("unk_token %q is not in the vocab", *m.UnkToken)
 		}
 		return &wordLevelModel{vocab: m.Vocab, unk: id}, nil
+	case "WordPiece":
+		return parseWordPiece(raw, m.Vocab)
 	}
-	return nil, fmt.Errorf("model type %q is not supported (BPE and WordLevel are)", m.Type)
+	return nil, fmt.Errorf("model type %q is not supported (BPE, WordLevel and WordPiece are)", m.Type)
 }
 
 // mergeList reads both encodings HF writes for merges: ["a b", ...] (before
@@ -337,6 +344,8 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 		return normForm{norm.NFKD}, nil
 	case "Lowercase":
 		return lowercase{}, nil
+	case "BertNormalizer":
+		return parseBertNormalizer(raw)
 	case "Sequence":
 		var seq normSequence
 		for i, r := range c.Normalizers {
@@ -348,7 +357,7 @@ func parseNormalizer(raw json.RawMessage) (normalizer, error) {
 		}
 		return seq, nil
 	}
-	return nil, fmt.Errorf("normalizer type %q is not supported (NFC, NFD, NFKC, NFKD, Lowercase and Sequence are)", c.Type)
+	return nil, fmt.Errorf("normalizer type %q is not supported (NFC, NFD, NFKC, NFKD, Lowercase, BertNormalizer and Sequence are)", c.Type)
 }
 
 // parsePreTokenizer appends the steps of a pre_tokenizer to p. ByteLevel must
@@ -410,30 +419,11 @@ func parsePreTokenizer(raw json.RawMessage, impl Impl, p *pipeline, last bool) e
 	case "WhitespaceSplit":
 		p.steps = append(p.steps, pipeStep{split: &splitStep{m: spaceMatcher{}, behavior: behRemoved}})
 		return nil
-	}
-	return fmt.Errorf("pre-tokenizer type %q is not supported (Sequence, Split, ByteLevel, Whitespace and WhitespaceSplit are)", c.Type)
-}
-
-// checkPostProcessor accepts the post-processors whose only effect is on
-// offsets or on add_special_tokens=True encodings; this package always
-// encodes as add_special_tokens=False.
-func checkPostProcessor(raw json.RawMessage) error {
-	var c component
-	if err := json.Unmarshal(raw, &c); err != nil {
-		return jsonError(raw, err)
-	}
-	switch c.Type {
-	case "ByteLevel", "TemplateProcessing", "RobertaProcessing", "BertProcessing":
-		return nil
-	case "Sequence":
-		for i, r := range c.Processors {
-			if err := checkPostProcessor(r); err != nil {
-				return fmt.Errorf("Sequence[%d]: %w", i, err)
-			}
-		}
+	case "BertPreTokenizer":
+		bertPreTokenizer(p)
 		return nil
 	}
-	return fmt.Errorf("post-processor type %q is not supported", c.Type)
+	return fmt.Errorf("pre-tokenizer type %q is not supported (Sequence, Split, ByteLevel, Whitespace, WhitespaceSplit and BertPreTokenizer are)", c.Type)
 }
 
 // parseDecoder reports whether the decoder is ByteLevel, the only one
@@ -446,5 +436,5 @@ func parseDecoder(raw json.RawMessage) (bool, error) {
 	if c.Type == "ByteLevel" {
 		return true, nil
 	}
-	return false, fmt.Errorf("decoder type %q is not supported (ByteLevel is)", c.Type)
+	return false, fmt.Errorf("decoder type %q is not supported (ByteLevel and WordPiece are)", c.Type)
 }

@@ -7,6 +7,9 @@
 //
 // Encoding follows HF's `encode(text, add_special_tokens=False)`: special
 // tokens written in the text are matched, nothing is added around it.
+// EncodeSpecial is `add_special_tokens=True` with truncation (BERT's
+// [CLS] … [SEP]); WordPiece models with BertNormalizer and BertPreTokenizer
+// are in wordpiece.go.
 //
 // Typical use:
 //
@@ -35,7 +38,9 @@ type Tokenizer struct {
 	model            model
 	normalizer       normalizer // nil: none
 	pre              pipeline
-	byteLevelDecoder bool // false: tokens are joined by spaces
+	byteLevelDecoder bool              // false: tokens are joined by spaces
+	wpDecoder        *wordPieceDecoder // WordPiece decoder (wordpiece.go)
+	post             *postProcessor    // special tokens of EncodeSpecial; nil: none
 
 	added     []AddedToken
 	addedRaw  *addedMatcher // normalized=false tokens, matched in the raw text
@@ -315,6 +320,9 @@ func (t *Tokenizer) Decode(ids []int) (string, error) { return t.decode(ids, fal
 func (t *Tokenizer) DecodeSkipSpecial(ids []int) (string, error) { return t.decode(ids, true) }
 
 func (t *Tokenizer) decode(ids []int, skip bool) (string, error) {
+	if t.wpDecoder != nil {
+		return t.wpDecoder.decode(t, ids, skip)
+	}
 	var buf []byte
 	first := true
 	for i, id := range ids {
@@ -352,6 +360,14 @@ func (t *Tokenizer) NewDecoder() *Decoder { return &Decoder{t: t} }
 func (d *Decoder) Add(id int) (string, error) {
 	if err := d.t.checkID(id); err != nil {
 		return "", err
+	}
+	if d.t.wpDecoder != nil {
+		n := 0
+		if d.started {
+			n = 1
+		}
+		d.started = true
+		return d.t.wpDecoder.piece(d.t.idToTok[id], n), nil
 	}
 	if !d.t.byteLevelDecoder {
 		s := d.t.idToTok[id]

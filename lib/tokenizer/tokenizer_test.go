@@ -477,7 +477,7 @@ func TestBadTokenizerFiles(t *testing.T) {
 		{"no model", []byte(`{"added_tokens": []}`), `no "model"`},
 		{"unknown normalizer", edit(func(d map[string]any) { d["normalizer"] = map[string]any{"type": "Precompiled"} }), `normalizer type "Precompiled" is not supported`},
 		{"unknown pre-tokenizer", edit(func(d map[string]any) { d["pre_tokenizer"] = map[string]any{"type": "Metaspace"} }), `pre-tokenizer type "Metaspace" is not supported`},
-		{"unknown decoder", edit(func(d map[string]any) { d["decoder"] = map[string]any{"type": "WordPiece"} }), `decoder type "WordPiece" is not supported`},
+		{"unknown decoder", edit(func(d map[string]any) { d["decoder"] = map[string]any{"type": "Metaspace"} }), `decoder type "Metaspace" is not supported`},
 		{"bad behavior", edit(func(d map[string]any) {
 			d["pre_tokenizer"] = map[string]any{"type": "Split", "pattern": map[string]any{"String": " "}, "behavior": "Sideways"}
 		}), `unknown split behavior "Sideways"`},
