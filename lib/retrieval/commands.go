@@ -23,6 +23,7 @@ func IndexApp() *ucli.App {
 	app := cli.App("mempo-index", "build a retrieval index (docstore, BM25, optional FAISS) from a corpus",
 		"mempo-index --corpus wiki18.jsonl --out index/\n"+
 			"mempo-index --corpus wiki18.jsonl --faiss-read e5_Flat.index --out index/\n"+
+			"mempo-index --corpus wiki18.jsonl --encoder e5-base-v2/ --out index/\n"+
 			"mempo-index corpus --from hotpotqa dev-with-paragraphs-*.jsonl --out corpus.jsonl")
 	app.Flags = []ucli.Flag{
 		&ucli.StringFlag{Name: "corpus", Usage: "corpus `FILE`: JSONL {\"id\",\"contents\"} (wiki-18) or Parquet with those columns"},
@@ -37,7 +38,10 @@ func IndexApp() *ucli.App {
 		&ucli.StringFlag{Name: "faiss", Value: "Flat", Usage: "faiss index_factory `STRING` for --embeddings (Flat, HNSW32, IVF4096,Flat, ...), inner product"},
 		&ucli.IntFlag{Name: "faiss-train", Value: 262144, Usage: "vectors used to train IVF/PQ indexes"},
 		&ucli.StringFlag{Name: "faiss-read", Usage: "adopt a FAISS index `FILE` written by Python faiss for this corpus (e.g. e5_Flat.index)"},
+		&ucli.StringFlag{Name: "embeddings-out", Usage: "with --encoder: the .npy `FILE` passage embeddings stream to, resumed after a kill (default OUT.embeddings.npy)"},
+		&ucli.IntFlag{Name: "embed-chunk", Value: 1024, Usage: "with --encoder: passages embedded and written at a time (the unit of resumption)"},
 	}
+	app.Flags = append(app.Flags, encoderFlags()...)
 	app.Action = func(c *ucli.Context) error {
 		if c.NArg() > 0 {
 			return fmt.Errorf("unexpected argument %q (flags go before arguments; see --help)", c.Args().First())
@@ -49,12 +53,34 @@ func IndexApp() *ucli.App {
 			return fmt.Errorf("--run-mb must be positive")
 		}
 		start := time.Now()
+		enc, err := loadEncoder(c)
+		if err != nil {
+			return err
+		}
+		embeddings := c.String("embeddings")
+		if enc != nil {
+			if embeddings != "" || c.String("faiss-read") != "" {
+				return fmt.Errorf("--encoder excludes --embeddings and --faiss-read")
+			}
+			embeddings = c.String("embeddings-out")
+			if embeddings == "" {
+				embeddings = defaultEmbeddingsPath(c.String("out"))
+			}
+			fmt.Fprintln(os.Stderr, "mempo-index: "+describeEncoder(enc, c.String("encoder")))
+			st, err := EmbedCorpus(context.Background(), enc, c.String("corpus"), embeddings, EmbedOptions{
+				ChunkRows: c.Int("embed-chunk"), Model: c.String("encoder"), Progress: cli.NewProgress(), Log: os.Stderr})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "mempo-index: embedded %d passages (%d kept from an earlier run) → %s in %.1fs (%.1f passages/s)\n",
+				st.Rows, st.Resumed, embeddings, st.Seconds, float64(st.Rows-st.Resumed)/max(st.Seconds, 1e-9))
+		}
 		m, err := Build(context.Background(), BuildOptions{
 			Corpus: c.String("corpus"), Out: c.String("out"),
 			Analyzer:   Analyzer{Stopwords: c.Bool("stopwords"), Stem: c.Bool("stem")},
 			BM25:       BM25Params{K1: c.Float64("k1"), B: c.Float64("b")},
 			RunBytes:   c.Int("run-mb") << 20,
-			Embeddings: c.String("embeddings"), EmbeddingsColumn: c.String("embeddings-column"),
+			Embeddings: embeddings, EmbeddingsColumn: c.String("embeddings-column"),
 			Faiss: c.String("faiss"), TrainSize: c.Int("faiss-train"), FaissRead: c.String("faiss-read"),
 			Progress: cli.NewProgress(),
 		})
@@ -118,6 +144,7 @@ func IndexApp() *ucli.App {
 func ServeApp() *ucli.App {
 	app := cli.App("mempo-serve", "serve an index over HTTP (Search-R1 /retrieve contract)",
 		"mempo-serve --index index/ --addr 127.0.0.1:8000\n"+
+			"mempo-serve --index index/ --encoder e5-base-v2/   (dense search of text queries)\n"+
 			"curl -s localhost:8000/retrieve -d '{\"queries\":[\"who wrote hamlet\"],\"topk\":3,\"return_scores\":true}'")
 	app.Flags = []ucli.Flag{
 		&ucli.StringFlag{Name: "index", Usage: "index `DIR` built by mempo-index"},
@@ -133,11 +160,19 @@ func ServeApp() *ucli.App {
 		&ucli.StringSliceFlag{Name: "faiss-param", Usage: "FAISS search parameter `NAME=VALUE` (efSearch=128, nprobe=32), repeatable"},
 		&ucli.DurationFlag{Name: "grace", Value: 30 * time.Second, Usage: "how long SIGTERM waits for requests in progress"},
 	}
+	app.Flags = append(app.Flags, encoderFlags()...)
 	app.Action = func(c *ucli.Context) error {
 		if c.String("index") == "" {
 			return fmt.Errorf("--index is required")
 		}
 		m := Method(c.String("method"))
+		enc, err := loadEncoder(c)
+		if err != nil {
+			return err
+		}
+		if enc != nil && !c.IsSet("method") {
+			m = MethodDense // an encoder is given for dense search
+		}
 		if m != MethodBM25 && m != MethodDense {
 			return fmt.Errorf("--method %q: want bm25 or dense", m)
 		}
@@ -165,9 +200,21 @@ func ServeApp() *ucli.App {
 		}
 		cfg := ServerConfig{DefaultTopK: c.Int("topk"), MaxTopK: c.Int("max-topk"), Method: m, QueueSize: c.Int("queue"),
 			Workers: c.Int("workers"), MaxBatch: c.Int("max-batch"), MaxQueries: c.Int("max-queries"), MaxBodyBytes: c.Int64("max-body")}
+		if enc != nil {
+			if ix.Dense == nil {
+				return fmt.Errorf("--encoder: %s has no dense index", c.String("index"))
+			}
+			if ix.Dense.D() != enc.Dim() {
+				return fmt.Errorf("--encoder %s embeds in %d dimensions, the dense index of %s has %d", c.String("encoder"), enc.Dim(), c.String("index"), ix.Dense.D())
+			}
+			cfg.Encoder = enc.Queries()
+		}
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 		logger := log.New(os.Stderr, "mempo-serve: ", 0)
+		if enc != nil {
+			logger.Print(describeEncoder(enc, c.String("encoder")))
+		}
 		err = ListenAndServe(ctx, c.String("addr"), ix, cfg, c.Duration("grace"), logger, func(a net.Addr) {
 			dense := "no dense index"
 			if ix.Dense != nil {

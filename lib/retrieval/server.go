@@ -143,7 +143,7 @@ func (s *Server) worker() {
 // run searches a batch: BM25 jobs query by query, dense jobs in one FAISS
 // call, and all hits come from the docstore in one query per kind.
 func (s *Server) run(batch []*job) {
-	var bm, dense []*job
+	var bm, dense, toEncode []*job
 	for _, j := range batch {
 		if j.ctx.Err() != nil {
 			j.err = j.ctx.Err()
@@ -151,16 +151,34 @@ func (s *Server) run(batch []*job) {
 		}
 		if j.method == MethodDense {
 			if j.vectors == nil {
-				vecs, err := s.cfg.Encoder.Encode(j.ctx, j.queries)
-				if err != nil {
-					j.err = fmt.Errorf("encoding queries: %w", err)
-					continue
-				}
-				j.vectors = vecs
+				toEncode = append(toEncode, j)
+				continue
 			}
 			dense = append(dense, j)
 		} else {
 			bm = append(bm, j)
+		}
+	}
+	// The text queries of every request in the batch are encoded in one
+	// call, so that a model encoder sees batches across clients.
+	if len(toEncode) > 0 {
+		var texts []string
+		for _, j := range toEncode {
+			texts = append(texts, j.queries...)
+		}
+		vecs, err := s.cfg.Encoder.Encode(context.WithoutCancel(toEncode[0].ctx), texts)
+		if err == nil && len(vecs) != len(texts) {
+			err = fmt.Errorf("the encoder returned %d vectors for %d queries", len(vecs), len(texts))
+		}
+		i := 0
+		for _, j := range toEncode {
+			if err != nil {
+				j.err = fmt.Errorf("encoding queries: %w", err)
+				continue
+			}
+			j.vectors = vecs[i : i+len(j.queries)]
+			i += len(j.queries)
+			dense = append(dense, j)
 		}
 	}
 	if len(bm) > 0 {

@@ -1,0 +1,67 @@
+package retrieval
+
+// Flags and glue for --encoder in mempo-index and mempo-serve.
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	ucli "github.com/urfave/cli/v2"
+
+	"github.com/mempo/mempo/lib/encoder"
+)
+
+// encoderFlags are shared by mempo-index and mempo-serve.
+func encoderFlags() []ucli.Flag {
+	return []ucli.Flag{
+		&ucli.StringFlag{Name: "encoder", Usage: "BERT-family encoder `DIR` (config.json, model.safetensors, tokenizer.json: e5, bge, contriever) to embed texts with"},
+		&ucli.StringFlag{Name: "encoder-family", Usage: "e5, bge, contriever or none (default: from the encoder's name, as Search-R1)"},
+		&ucli.StringFlag{Name: "pooling", Usage: "mean or cls (default: the family's: e5 mean, bge cls)"},
+		&ucli.StringFlag{Name: "query-prefix", Usage: "text put before each query (default: the family's, \"query: \" for e5)"},
+		&ucli.StringFlag{Name: "passage-prefix", Usage: "text put before each passage (default: the family's, \"passage: \" for e5)"},
+		&ucli.IntFlag{Name: "max-length", Value: 256, Usage: "tokens per text, [CLS]/[SEP] included"},
+		&ucli.IntFlag{Name: "encode-batch", Value: 32, Usage: "texts per encoder forward pass"},
+	}
+}
+
+// loadEncoder loads --encoder with the other encoder flags, or returns nil
+// when --encoder is not given.
+func loadEncoder(c *ucli.Context) (*encoder.Encoder, error) {
+	dir := c.String("encoder")
+	if dir == "" {
+		for _, f := range []string{"encoder-family", "pooling", "query-prefix", "passage-prefix"} {
+			if c.IsSet(f) {
+				return nil, fmt.Errorf("--%s needs --encoder", f)
+			}
+		}
+		return nil, nil
+	}
+	opt := encoder.Options{Family: c.String("encoder-family"), Pooling: encoder.Pooling(c.String("pooling")),
+		MaxLength: c.Int("max-length"), BatchSize: c.Int("encode-batch")}
+	if c.IsSet("query-prefix") {
+		s := c.String("query-prefix")
+		opt.QueryPrefix = &s
+	}
+	if c.IsSet("passage-prefix") {
+		s := c.String("passage-prefix")
+		opt.PassagePrefix = &s
+	}
+	if opt.MaxLength <= 0 || opt.BatchSize <= 0 {
+		return nil, fmt.Errorf("--max-length and --encode-batch must be positive")
+	}
+	return encoder.Load(dir, opt)
+}
+
+// describeEncoder is one line on what an encoder does to texts.
+func describeEncoder(e *encoder.Encoder, dir string) string {
+	return fmt.Sprintf("encoder %s: family %s, %d layers × %d, pooling %s, query prefix %q, passage prefix %q, max length %d",
+		dir, e.Family, e.Cfg.NumHiddenLayers, e.Cfg.HiddenSize, e.Pooling, e.QueryPrefix, e.PassagePrefix, e.MaxLength)
+}
+
+// defaultEmbeddingsPath is where mempo-index --encoder streams embeddings
+// unless --embeddings-out says otherwise: beside the index directory, so
+// that it survives a failed or interrupted build.
+func defaultEmbeddingsPath(out string) string {
+	return strings.TrimRight(filepath.Clean(out), string(filepath.Separator)) + ".embeddings.npy"
+}
