@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mempo/mempo/lib/encoder"
+	"github.com/mempo/mempo/lib/faiss"
+	"github.com/mempo/mempo/lib/retrieval"
+	"github.com/mempo/mempo/lib/safetensors"
+)
+
+const encoderModel = "../../testdata/encoder/model"
+
+// An index built with mempo-index --encoder, served by mempo-serve
+// --encoder: text queries get the same top-10 as a brute-force inner
+// product search over transformers' embeddings (the fixture's numpy
+// top-10) and over the index's own embeddings.
+func TestServeEncoder(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile("../../testdata/encoder/texts.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tx struct{ Passages, Queries []string }
+	json.Unmarshal(data, &tx)
+	var buf bytes.Buffer
+	for i, p := range tx.Passages {
+		b, _ := json.Marshal(map[string]string{"id": fmt.Sprint(i), "contents": strings.TrimPrefix(p, "passage: ")})
+		buf.Write(append(b, '\n'))
+	}
+	corpus := filepath.Join(dir, "corpus.jsonl")
+	os.WriteFile(corpus, buf.Bytes(), 0o644)
+	ix := filepath.Join(dir, "ix")
+	app := retrieval.IndexApp()
+	if err := app.Run([]string{"mempo-index", "--corpus", corpus, "--out", ix, "--encoder", encoderModel,
+		"--encoder-family", "e5", "--max-length", "64"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Brute force over the embeddings mempo-index wrote, queries embedded
+	// in process.
+	enc, err := encoder.Load(encoderModel, encoder.Options{Family: "e5", MaxLength: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var queries []string
+	for _, q := range tx.Queries {
+		queries = append(queries, strings.TrimPrefix(q, "query: "))
+	}
+	qv, err := enc.EmbedQueries(queries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _ := os.Open(ix + ".embeddings.npy")
+	r, err := faiss.NewNPYReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, _ := r.ReadAll()
+	f.Close()
+	_, brute, err := faiss.BruteForceIP(slices.Concat(qv...), base, 64, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := safetensors.Open("../../testdata/encoder/golden.safetensors")
+	numpyTop, _, err := g.Int64("top10")
+	g.Close()
+	if err != nil || !slices.Equal(brute, numpyTop) {
+		t.Fatalf("brute force over our embeddings differs from numpy's top-10 over transformers' (%v)", err)
+	}
+
+	cmd := command("--index", ix, "--encoder", encoderModel, "--encoder-family", "e5", "--max-length", "64", "--addr", "127.0.0.1:0")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(stderr)
+	var addr string
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if m := addrRe.FindStringSubmatch(sc.Text()); m != nil {
+			addr = m[1]
+			break
+		}
+	}
+	if addr == "" || !strings.Contains(strings.Join(lines, "\n"), `query prefix "query: "`) {
+		t.Fatalf("startup: %q", lines)
+	}
+	body, _ := json.Marshal(map[string]any{"queries": queries, "topk": 10, "return_scores": true})
+	resp, err := http.Post("http://"+addr+"/retrieve", "application/json", bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var res struct {
+		Result [][]struct {
+			Document struct{ ID string }
+			Score    float64
+		}
+	}
+	if err := json.Unmarshal(raw, &res); err != nil || len(res.Result) != len(queries) {
+		t.Fatalf("%d %s", resp.StatusCode, raw)
+	}
+	for q, hits := range res.Result {
+		var ids []int64
+		for _, h := range hits {
+			var id int64
+			fmt.Sscan(h.Document.ID, &id)
+			ids = append(ids, id)
+		}
+		if want := numpyTop[q*10 : (q+1)*10]; !slices.Equal(ids, want) {
+			t.Errorf("query %d: %v, brute force %v", q, ids, want)
+		}
+	}
+}
+
+func TestServeEncoderMismatch(t *testing.T) {
+	dir := t.TempDir()
+	ix := filepath.Join(dir, "ix")
+	// The FAISS fixture index has 32 dimensions; the encoder embeds in 64.
+	if _, err := retrieval.Build(context.Background(), retrieval.BuildOptions{Corpus: "../../testdata/retrieval/faiss/corpus.jsonl",
+		Out: ix, Analyzer: retrieval.DefaultAnalyzer, FaissRead: "../../testdata/retrieval/faiss/hnsw32.index"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := command("--index", ix, "--encoder", encoderModel, "--addr", "127.0.0.1:0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "embeds in 64 dimensions, the dense index of "+ix+" has 32") ||
+		strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+		t.Fatalf("%v: %s", err, out)
+	}
+}
