@@ -1,0 +1,292 @@
+package cuda
+
+// GPU flat inner-product search without faiss-gpu: the vectors stay on the
+// device in fp16 (as Search-R1's faiss-gpu with useFloat16), a batch of
+// queries is scored against a block of them by one cuBLAS GEMM (fp16 inputs,
+// fp32 accumulation and output), and kernels/flatsearch.cu reduces each row
+// of scores to its top k by passes of chunked bitonic sorts. Ties go to the
+// lower id, as numpy's stable argsort and FAISS's Flat index order them.
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// F16 is CUDA_R_16F, IEEE half precision.
+const F16 DataType = 2
+
+const (
+	topkChunk   = 2048 // TK_CHUNK of flatsearch.cu
+	topkThreads = 1024
+	noID        = math.MaxInt64
+	// MaxFlatK is the largest k: a pass must shrink a chunk of 2048.
+	MaxFlatK = topkChunk / 2
+)
+
+// FlatIndex holds n vectors of dim fp16 values on the device.
+type FlatIndex struct {
+	d        *Device
+	base     Ptr
+	n, dim   int
+	added    int
+	scoreMiB int // scratch bound for one block of scores
+}
+
+// NewFlatIndex allocates room for n vectors of dim values; Add fills it.
+func (d *Device) NewFlatIndex(n, dim int) (*FlatIndex, error) {
+	if n <= 0 || dim <= 0 {
+		return nil, fmt.Errorf("cuda: flat index of %d×%d", n, dim)
+	}
+	p, err := d.Alloc(2 * n * dim)
+	if err != nil {
+		return nil, fmt.Errorf("cuda: flat index of %d×%d fp16 (%d MiB): %w", n, dim, (2*n*dim)>>20, err)
+	}
+	return &FlatIndex{d: d, base: p, n: n, dim: dim, scoreMiB: 512}, nil
+}
+
+// Ntotal is the number of vectors added so far.
+func (x *FlatIndex) Ntotal() int { return x.added }
+
+// Add appends row-major float32 vectors, rounded to fp16 (nearest, ties to
+// even), converting and copying 16 MiB at a time.
+func (x *FlatIndex) Add(v []float32) error {
+	if len(v)%x.dim != 0 {
+		return fmt.Errorf("cuda: flat index add: %d values is not a multiple of dim %d", len(v), x.dim)
+	}
+	rows := len(v) / x.dim
+	if x.added+rows > x.n {
+		return fmt.Errorf("cuda: flat index add: %d + %d vectors exceed the %d allocated", x.added, rows, x.n)
+	}
+	const piece = 8 << 20 // values per copy
+	buf := make([]uint16, min(piece, len(v)))
+	for off := 0; off < len(v); off += piece {
+		m := min(piece, len(v)-off)
+		ToF16(buf[:m], v[off:off+m])
+		dst := x.base + Ptr(2*(x.added*x.dim+off))
+		if err := x.d.HtoD(dst, unsafe.Pointer(&buf[0]), 2*m); err != nil {
+			return err
+		}
+	}
+	x.added += rows
+	return nil
+}
+
+// Free releases the device memory.
+func (x *FlatIndex) Free() error {
+	if x.base == 0 {
+		return nil
+	}
+	err := x.d.Free(x.base)
+	x.base = 0
+	return err
+}
+
+// Search returns, for each of the queries (row-major, nq×dim), the k best
+// inner products and their ids, best first; missing entries (k > Ntotal)
+// are -inf with id -1. Queries are rounded to fp16 like the vectors.
+func (x *FlatIndex) Search(queries []float32, k int) ([]float32, []int64, error) {
+	if len(queries)%x.dim != 0 {
+		return nil, nil, fmt.Errorf("cuda: flat search: %d values is not a multiple of dim %d", len(queries), x.dim)
+	}
+	if k <= 0 || k > MaxFlatK {
+		return nil, nil, fmt.Errorf("cuda: flat search: k=%d outside [1, %d]", k, MaxFlatK)
+	}
+	nq := len(queries) / x.dim
+	if nq == 0 || x.added == 0 {
+		return nil, nil, nil
+	}
+	if nq > 65535 {
+		return nil, nil, fmt.Errorf("cuda: flat search: %d queries in one call (at most 65535)", nq)
+	}
+	d := x.d
+	f, err := d.Func("flatsearch", "topk_chunks")
+	if err != nil {
+		return nil, nil, err
+	}
+	plan := planFlat(nq, x.added, k, x.scoreMiB<<20)
+
+	var allocs []Ptr
+	defer func() {
+		for _, p := range allocs {
+			d.Free(p)
+		}
+	}()
+	alloc := func(bytes int) (Ptr, error) {
+		p, err := d.Alloc(max(bytes, 256))
+		if err == nil {
+			allocs = append(allocs, p)
+		}
+		return p, err
+	}
+	q16 := make([]uint16, len(queries))
+	ToF16(q16, queries)
+	qp, err := alloc(2 * len(q16))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := d.HtoD(qp, unsafe.Pointer(&q16[0]), 2*len(q16)); err != nil {
+		return nil, nil, err
+	}
+	scores, err := alloc(4 * nq * plan.block)
+	if err != nil {
+		return nil, nil, err
+	}
+	var tmpS, tmpI [2]Ptr
+	for i := range tmpS {
+		if tmpS[i], err = alloc(4 * nq * plan.tmp); err != nil {
+			return nil, nil, err
+		}
+		if tmpI[i], err = alloc(8 * nq * plan.tmp); err != nil {
+			return nil, nil, err
+		}
+	}
+	runS, err := alloc(4 * nq * plan.blocks * k)
+	if err != nil {
+		return nil, nil, err
+	}
+	runI, err := alloc(8 * nq * plan.blocks * k)
+	if err != nil {
+		return nil, nil, err
+	}
+	outS, err := alloc(4 * nq * k)
+	if err != nil {
+		return nil, nil, err
+	}
+	outI, err := alloc(8 * nq * k)
+	if err != nil {
+		return nil, nil, err
+	}
+
+	// reduce shrinks rows of n entries (row stride n) to k entries each,
+	// written at dst with row stride dstStride.
+	reduce := func(inS, inI Ptr, n int, idBase int64, dstS, dstI Ptr, dstStride int) error {
+		which := 0
+		for {
+			nch := (n + topkChunk - 1) / topkChunk
+			oS, oI, oStride := tmpS[which], tmpI[which], nch*k
+			if nch == 1 {
+				oS, oI, oStride = dstS, dstI, dstStride
+			}
+			if err := d.Launch(f, Dim3{X: nch, Y: nq}, Dim3{X: topkThreads}, 0,
+				inS, inI, int64(n), int64(n), idBase, k, oS, oI, int64(oStride)); err != nil {
+				return err
+			}
+			if nch == 1 {
+				return nil
+			}
+			inS, inI, n, idBase = oS, oI, nch*k, 0
+			which ^= 1
+		}
+	}
+	for b := 0; b < plan.blocks; b++ {
+		r0 := b * plan.block
+		rows := min(plan.block, x.added-r0)
+		if err := d.Gemm(false, true, nq, rows, x.dim, 1, qp, F16, x.dim, x.base+Ptr(2*r0*x.dim), F16, x.dim,
+			0, scores, F32, rows); err != nil {
+			return nil, nil, err
+		}
+		// Raw scores carry no id array: entry j is vector r0 + j.
+		if err := reduce(scores, 0, rows, int64(r0), runS+Ptr(4*b*k), runI+Ptr(8*b*k), plan.blocks*k); err != nil {
+			return nil, nil, err
+		}
+	}
+	if plan.blocks == 1 {
+		outS, outI = runS, runI
+	} else if err := reduce(runS, runI, plan.blocks*k, 0, outS, outI, k); err != nil {
+		return nil, nil, err
+	}
+	dist := make([]float32, nq*k)
+	ids := make([]int64, nq*k)
+	if err := d.DtoH(unsafe.Pointer(&dist[0]), outS, 4*len(dist)); err != nil {
+		return nil, nil, err
+	}
+	if err := d.DtoH(unsafe.Pointer(&ids[0]), outI, 8*len(ids)); err != nil {
+		return nil, nil, err
+	}
+	for i, id := range ids {
+		if id == noID {
+			ids[i], dist[i] = -1, float32(math.Inf(-1))
+		}
+	}
+	return dist, ids, nil
+}
+
+// flatPlan sizes one search: base vectors are scored block rows at a time
+// (nq×block fp32 scores within the scratch bound), and tmp is the entries
+// per row of the largest intermediate top-k buffer.
+type flatPlan struct {
+	block, blocks, tmp int
+}
+
+func planFlat(nq, n, k, scratchBytes int) flatPlan {
+	block := max(scratchBytes/(4*nq), topkChunk) / topkChunk * topkChunk
+	block = min(block, (n+topkChunk-1)/topkChunk*topkChunk)
+	blocks := (n + block - 1) / block
+	chunks := func(m int) int { return (m + topkChunk - 1) / topkChunk }
+	tmp := max(chunks(block)*k, chunks(blocks*k)*k)
+	return flatPlan{block: block, blocks: blocks, tmp: tmp}
+}
+
+// ToF16 rounds float32 values to IEEE half bit patterns (nearest, ties to
+// even; beyond ±65504 to infinity).
+func ToF16(dst []uint16, src []float32) {
+	for i, f := range src {
+		dst[i] = f32ToF16(f)
+	}
+}
+
+func f32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23) & 0xff
+	mant := b & 0x7fffff
+	if exp == 0xff {
+		if mant != 0 {
+			return sign | 0x7e00
+		}
+		return sign | 0x7c00
+	}
+	e := exp - 127 + 15
+	if e >= 0x1f {
+		return sign | 0x7c00
+	}
+	if e <= 0 { // subnormal half (or zero)
+		if e < -10 {
+			return sign
+		}
+		full := mant | 0x800000
+		shift := uint(14 - e)
+		h := full >> shift
+		rem := full & (1<<shift - 1)
+		half := uint32(1) << (shift - 1)
+		if rem > half || (rem == half && h&1 == 1) {
+			h++
+		}
+		return sign | uint16(h)
+	}
+	h := uint32(e)<<10 | mant>>13
+	rem := mant & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
+		h++ // may carry into the exponent, up to infinity: correct rounding
+	}
+	return sign | uint16(h)
+}
+
+// F16ToF32 widens a half bit pattern exactly.
+func F16ToF32(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	case exp == 0:
+		v := float32(mant) / (1 << 24)
+		if sign != 0 {
+			v = -v
+		}
+		return v
+	}
+	return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
+}
