@@ -171,7 +171,14 @@ func TestShortDemo(t *testing.T) {
 	for _, s := range scores {
 		seen[s.Run+"/"+s.Metric] = true
 	}
-	for _, run := range []string{"sft", "mempo", "grpo", "react"} {
+	for _, e := range []string{"expert", "expert-react"} {
+		for _, r := range readRollouts("eval/"+e+"-k2.parquet", 2) {
+			if r.RewardTask != 1 {
+				t.Fatalf("eval/%s-k2: the expert failed %s", e, r.TaskID)
+			}
+		}
+	}
+	for _, run := range []string{"sft", "mempo", "grpo", "react", "expert", "expert-react"} {
 		for _, m := range []string{"all_correct", "f1", "peak_tokens"} {
 			if !seen[run+"/"+m] {
 				t.Fatalf("scores.jsonl has no %s of run %s", m, run)
@@ -193,7 +200,7 @@ func TestShortDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| 2 | ", "SFT (before RL)", "MemPO-RL (after)", "ReAct / MemPO"} {
+	for _, want := range []string{"| 2 | ", "SFT (before RL)", "MemPO-RL (after)", "keep all / keep 1 (expert)"} {
 		if !strings.Contains(string(sum), want) {
 			t.Fatalf("summary.md lacks %q:\n%s", want, sum)
 		}

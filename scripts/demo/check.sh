@@ -2,13 +2,17 @@
 # make demo-check: the full demo over three seeds (world, model init and
 # sampling all change with the seed), then an assertion that RL learned:
 # the mean over seeds of (MemPO-RL − SFT) F1 on the k = 2 test set must be
-# at least MARGIN points, and MemPO-RL must beat SFT on every seed. The
-# margin is set from measured runs (docs/DEMO.md, "demo-check"); it is not
-# part of CI because it takes three full demos.
+# at least MARGIN points, and MemPO-RL must beat SFT on every seed. It is
+# not part of CI because it takes three full demos.
+#
+# MARGIN is a target, not yet a measurement: with the demo's CPU budget the
+# SFT model learns the step format but not yet to copy names, so every
+# trajectory scores 0, GRPO/MemPO get no signal, and this check fails
+# (docs/DEMO.md, "Status"). Set it from measured runs once RL has headroom.
 set -euo pipefail
 SEEDS=${SEEDS:-"1 2 3"}
 OUT=${OUT:-runs/demo-check}
-MARGIN=${MARGIN:-5}          # F1 points, mean over seeds (measured: see docs/DEMO.md)
+MARGIN=${MARGIN:-5}          # F1 points, mean over seeds (a target; see above)
 METRIC=${METRIC:-f1}         # f1 or all_correct (success)
 K=${K:-2}
 here=$(dirname "$0")

@@ -146,13 +146,20 @@ for k in $EVAL_K; do
 		say "eval $run k=$k"
 		rollout "$model" "$tasks" "$OUT/eval/$run-k$k.parquet" --group 1 --temperature 0 --keep "$keep" "${mr[@]}"
 	done
+	# The expert on the same tasks, under both contexts: what a policy that
+	# follows the protocol perfectly costs in tokens, whatever the models learned.
+	for keep in 1 all; do
+		name=expert; [ "$keep" = all ] && name=expert-react
+		"$BIN/mempo-rollout" expert --tasks "$tasks" --index "$OUT/index" --tokenizer "$WORLD/tokenizer.json" \
+			--keep "$keep" --out "$OUT/eval/$name-k$k.parquet"
+	done
 done
 
 # 8. Scores, report and plots.
 say "score → $OUT/scores.jsonl, $OUT/report/"
 mkdir -p "$OUT/report"
 args=()
-for run in sft mempo grpo react; do
+for run in sft mempo grpo react expert expert-react; do
 	for k in $EVAL_K; do args+=(--rollouts "$OUT/eval/$run-k$k.parquet" --label "$run"); done
 done
 "$BIN/mempo-score" "${args[@]}" --out "$OUT/scores.jsonl" --report "$OUT/report" > "$OUT/report/scores.md"

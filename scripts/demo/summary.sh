@@ -39,13 +39,15 @@ echo "|---|---:|---:|"
 echo "| SFT (before RL) | $(fmt "$(val sft "$k0" r_mem)" 4) | $(fmt "$(val sft "$k0" p_gold_mem)" 4) |"
 echo "| MemPO-RL (after) | $(fmt "$(val mempo "$k0" r_mem)" 4) | $(fmt "$(val mempo "$k0" p_gold_mem)" 4) |"
 echo
-echo "Peak tokens per step (max over steps of context + output), mean over tasks:"
+echo "Peak tokens per step (max over steps of context + output, world-tokenizer ids), mean over tasks: the trained"
+echo "models, and the scripted expert following the protocol perfectly under each context."
 echo
-echo "| k | MemPO-RL (keep 1) | ReAct (keep all) | ReAct / MemPO |"
-echo "|---:|---:|---:|---:|"
+echo "| k | MemPO-RL (keep 1) | ReAct (keep all) | expert, keep 1 | expert, keep all | keep all / keep 1 (expert) |"
+echo "|---:|---:|---:|---:|---:|---:|"
 for k in $KS; do
 	m=$(val mempo "$k" peak_tokens) r=$(val react "$k" peak_tokens)
+	e1=$(val expert "$k" peak_tokens) ea=$(val expert-react "$k" peak_tokens)
 	ratio=-
-	[ "$m" != - ] && [ "$r" != - ] && ratio=$(awk -v a="$r" -v b="$m" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }')
-	echo "| $k | $(fmt "$m" 0) | $(fmt "$r" 0) | $ratio |"
+	[ "$e1" != - ] && [ "$ea" != - ] && ratio=$(awk -v a="$ea" -v b="$e1" 'BEGIN { if (b > 0) printf "%.2f", a / b; else printf "-" }')
+	echo "| $k | $(fmt "$m" 0) | $(fmt "$r" 0) | $(fmt "$e1" 0) | $(fmt "$ea" 0) | $ratio |"
 done
