@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mempo/mempo/lib/cuda"
 	"github.com/mempo/mempo/lib/encoder"
 	"github.com/mempo/mempo/lib/faiss"
 	"github.com/mempo/mempo/lib/retrieval"
@@ -139,6 +140,23 @@ func TestServeEncoderMismatch(t *testing.T) {
 	out, err := command("--index", ix, "--encoder", encoderModel, "--addr", "127.0.0.1:0").CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "embeds in 64 dimensions, the dense index of "+ix+" has 32") ||
 		strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+		t.Fatalf("%v: %s", err, out)
+	}
+}
+
+// Without a GPU, --gpu-search fails with one line that says why.
+func TestServeGPUSearchWithoutGPU(t *testing.T) {
+	if ok, _ := cuda.Available(); ok {
+		t.Skip("a GPU is present: this test is for machines without one")
+	}
+	dir := t.TempDir()
+	ix := filepath.Join(dir, "ix")
+	if _, err := retrieval.Build(context.Background(), retrieval.BuildOptions{Corpus: "../../testdata/retrieval/faiss/corpus.jsonl",
+		Out: ix, Analyzer: retrieval.DefaultAnalyzer, FaissRead: "../../testdata/retrieval/faiss/hnsw32.index"}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := command("--index", ix, "--gpu-search", "x.npy", "--addr", "127.0.0.1:0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--gpu-search: no CUDA: ") || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
 		t.Fatalf("%v: %s", err, out)
 	}
 }

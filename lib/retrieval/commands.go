@@ -15,6 +15,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/cuda"
 )
 
 // IndexApp is the mempo-index command: build an index directory, or (the
@@ -161,6 +162,7 @@ func ServeApp() *ucli.App {
 		&ucli.DurationFlag{Name: "grace", Value: 30 * time.Second, Usage: "how long SIGTERM waits for requests in progress"},
 	}
 	app.Flags = append(app.Flags, encoderFlags()...)
+	app.Flags = append(app.Flags, &ucli.StringFlag{Name: "gpu-search", Usage: "search dense queries on the GPU (fp16 vectors, GEMM + top-k) over the index's vectors in this .npy `FILE` (INDEX.embeddings.npy after mempo-index --encoder)"})
 	app.Action = func(c *ucli.Context) error {
 		if c.String("index") == "" {
 			return fmt.Errorf("--index is required")
@@ -197,6 +199,17 @@ func ServeApp() *ucli.App {
 		}
 		if m == MethodDense && ix.Dense == nil {
 			return fmt.Errorf("--method dense: %s has no dense index", c.String("index"))
+		}
+		if p := c.String("gpu-search"); p != "" {
+			if ix.Dense == nil {
+				return fmt.Errorf("--gpu-search: %s has no dense index", c.String("index"))
+			}
+			if c.Int("max-topk") > cuda.MaxFlatK {
+				return fmt.Errorf("--gpu-search: --max-topk %d is over the GPU search's %d", c.Int("max-topk"), cuda.MaxFlatK)
+			}
+			if ix.VectorSearch, err = LoadGPUFlat(p, ix.Manifest.Docs, ix.Dense.D()); err != nil {
+				return fmt.Errorf("--gpu-search: %w", err)
+			}
 		}
 		cfg := ServerConfig{DefaultTopK: c.Int("topk"), MaxTopK: c.Int("max-topk"), Method: m, QueueSize: c.Int("queue"),
 			Workers: c.Int("workers"), MaxBatch: c.Int("max-batch"), MaxQueries: c.Int("max-queries"), MaxBodyBytes: c.Int64("max-body")}

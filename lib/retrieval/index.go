@@ -239,6 +239,9 @@ type Index struct {
 	Docs     *DocStore
 	BM25     *BM25
 	Dense    *faiss.Index // nil without a dense index
+	// VectorSearch, when set, answers dense searches instead of Dense (the
+	// GPU flat search of gpusearch.go).
+	VectorSearch VectorSearcher
 }
 
 // Open opens an index directory: the manifest, the docstore (queried on
@@ -349,7 +352,11 @@ func (ix *Index) SearchDense(vectors [][]float32, k int) ([][]Hit, error) {
 	if len(vectors) == 0 {
 		return nil, nil
 	}
-	dist, ids, err := ix.Dense.Search(flat, k)
+	search := ix.Dense.Search
+	if ix.VectorSearch != nil {
+		search = ix.VectorSearch.Search
+	}
+	dist, ids, err := search(flat, k)
 	if err != nil {
 		return nil, err
 	}
