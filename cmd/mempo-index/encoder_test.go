@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 const encoderModel = "../../testdata/encoder/model"
@@ -76,5 +78,72 @@ func TestEncoderBadInput(t *testing.T) {
 	oneLine(t, code, out, "--query-prefix needs --encoder")
 	if _, err := os.Stat(filepath.Join(dir, "ix")); err == nil {
 		t.Error("a failed run left an index")
+	}
+}
+
+// A real kill: mempo-index --encoder is SIGKILLed while it embeds; the
+// same command run again resumes from what is on disk, and its embeddings
+// equal an uninterrupted run's byte for byte.
+func TestEncoderKillAndResume(t *testing.T) {
+	dir := t.TempDir()
+	one, err := os.ReadFile(encoderCorpus(t, dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 2,400 passages (the fixture's 200, 12 times): a few seconds to embed.
+	var buf bytes.Buffer
+	row := 0
+	for r := 0; r < 12; r++ {
+		for _, line := range strings.Split(strings.TrimSpace(string(one)), "\n") {
+			var p map[string]string
+			json.Unmarshal([]byte(line), &p)
+			p["id"] = fmt.Sprint(row)
+			row++
+			b, _ := json.Marshal(p)
+			buf.Write(append(b, '\n'))
+		}
+	}
+	corpus := write(t, filepath.Join(dir, "big.jsonl"), buf.String())
+	args := func(out string) []string {
+		return []string{"--corpus", corpus, "--out", out, "--encoder", encoderModel, "--encoder-family", "e5",
+			"--max-length", "64", "--embed-chunk", "32", "--embeddings-out", filepath.Join(dir, "emb.npy")}
+	}
+	cmd := exec.Command(bin, args(filepath.Join(dir, "ix"))...)
+	cmd.Env = append(os.Environ(), "MEMPO_INDEX_AS_MAIN=1")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Kill once a few chunks are on disk.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if st, err := os.Stat(filepath.Join(dir, "emb.npy")); err == nil && st.Size() > 128+4*32*64*4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			t.Fatal("no embeddings written after 30 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	st, _ := os.Stat(filepath.Join(dir, "emb.npy"))
+	if st.Size() >= 128+2400*64*4 {
+		t.Skip("the run finished before the kill landed")
+	}
+	code, out := run(t, args(filepath.Join(dir, "ix"))...)
+	if code != 0 || !strings.Contains(out, "resuming") || !strings.Contains(out, "embedded 2400 passages") {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	t.Logf("killed at %d bytes; %s", st.Size(), strings.Split(out, "\n")[1])
+	resumed, _ := os.ReadFile(filepath.Join(dir, "emb.npy"))
+	a := args(filepath.Join(dir, "ix2"))
+	a[len(a)-1] = filepath.Join(dir, "emb2.npy")
+	if code, out := run(t, a...); code != 0 {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	whole, _ := os.ReadFile(filepath.Join(dir, "emb2.npy"))
+	if !bytes.Equal(resumed, whole) {
+		t.Fatal("embeddings after kill and resume differ from an uninterrupted run's")
 	}
 }
