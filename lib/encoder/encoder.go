@@ -49,8 +49,9 @@ const (
 // defaults.
 type Options struct {
 	// Family is e5, bge or contriever; "" detects it as Search-R1 does, by
-	// substring of the model's name (the directory name, or _name_or_path
-	// in config.json). "none" means no family: no prefixes, mean pooling.
+	// substring of the model's name (the directory name, _name_or_path in
+	// config.json, or the whole path). "none" means no family: no
+	// prefixes, mean pooling.
 	Family string
 	// Pooling overrides the family's pooling.
 	Pooling Pooling
@@ -161,10 +162,14 @@ func Load(dir string, opt Options) (*Encoder, error) {
 
 	fam := opt.Family
 	if fam == "" {
+		// The directory's name, else config.json's _name_or_path, else the
+		// whole path (a Hugging Face cache keeps the model's name in
+		// models--intfloat--e5-base-v2/snapshots/<hash>).
 		abs, _ := filepath.Abs(dir)
-		fam = DetectFamily(filepath.Base(abs))
-		if fam == "none" {
-			fam = DetectFamily(cfg.NameOrPath)
+		for _, name := range []string{filepath.Base(abs), cfg.NameOrPath, abs} {
+			if fam = DetectFamily(name); fam != "none" {
+				break
+			}
 		}
 	}
 	d, ok := familyDefaults[fam]

@@ -230,7 +230,16 @@ func TestFamilies(t *testing.T) {
 		t.Fatal(err)
 	}
 	if e.Family != "e5" || e.QueryPrefix != "query: " || e.PassagePrefix != "passage: " || e.Pooling != PoolMean || e.MaxLength != 128 {
-		t.Errorf("e5 dir: %+v", e)
+		t.Errorf("e5 dir: %s %s %q %q %d", e.Family, e.Pooling, e.QueryPrefix, e.PassagePrefix, e.MaxLength)
+	}
+	// A Hugging Face cache directory names the model above the snapshot.
+	snap := filepath.Join(dir, "models--BAAI--bge-small-en-v1.5", "snapshots", "0123abc")
+	os.MkdirAll(snap, 0o755)
+	for _, f := range []string{"config.json", "model.safetensors", "tokenizer.json"} {
+		os.Symlink(mustAbs(t, filepath.Join(modelDir, f)), filepath.Join(snap, f))
+	}
+	if e, err := Load(snap, Options{}); err != nil || e.Family != "bge" || e.Pooling != PoolCLS {
+		t.Errorf("HF cache snapshot: %v", err)
 	}
 	empty := ""
 	e, err = Load(e5dir, Options{Family: "bge", QueryPrefix: &empty})
@@ -238,7 +247,7 @@ func TestFamilies(t *testing.T) {
 		t.Fatal(err)
 	}
 	if e.Pooling != PoolCLS || e.QueryPrefix != "" || e.PassagePrefix != "" {
-		t.Errorf("bge with an empty query prefix: %+v", e)
+		t.Errorf("bge with an empty query prefix: %s %q %q", e.Pooling, e.QueryPrefix, e.PassagePrefix)
 	}
 }
 
