@@ -195,8 +195,9 @@ func bertIsWhitespace(r rune) bool {
 	return r == '\t' || r == '\n' || r == '\r' || unicode.IsSpace(r)
 }
 
-// bertIsControl is HF's is_control: the "other" categories (Cc, Cf, Co and
-// unassigned), except tab, newline and carriage return.
+// bertIsControl is HF's is_control: the "other" categories (Cc, Cf, Co, Cs
+// and unassigned code points), except tab, newline and carriage return.
+// Everything else has a category in L, M, N, P, S or Z.
 func bertIsControl(r rune) bool {
 	if r == '\t' || r == '\n' || r == '\r' {
 		return false
@@ -204,18 +205,7 @@ func bertIsControl(r rune) bool {
 	if r < 0x80 {
 		return r < 0x20 || r == 0x7F
 	}
-	return unicode.In(r, unicode.Cc, unicode.Cf, unicode.Co, unicode.Cs) || !assigned(r)
-}
-
-// assigned reports whether r has a general category in Go's Unicode tables
-// (Cn, unassigned, is the complement).
-func assigned(r rune) bool {
-	for _, t := range unicode.Categories {
-		if unicode.Is(t, r) {
-			return true
-		}
-	}
-	return false
+	return !unicode.In(r, unicode.L, unicode.M, unicode.N, unicode.P, unicode.S, unicode.Z)
 }
 
 // isChineseChar is HF's CJK test (the ranges of tokenizers' bert.rs).

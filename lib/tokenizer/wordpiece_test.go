@@ -141,6 +141,11 @@ func TestWordPieceRules(t *testing.T) {
 	if !slices.Equal(enc("the\u0000 city\u200b"), enc("the city")) || !slices.Equal(enc("the\t\ncity"), enc("the city")) {
 		t.Errorf("clean_text: %v vs %v", enc("the\u0000 city\u200b"), enc("the city"))
 	}
+	// Format characters (Cf), private use (Co) and unassigned code points
+	// are dropped like controls; U+2028 (Zl) is whitespace.
+	if !slices.Equal(enc("ci\u00adty\ue000\U000e0001"), enc("city")) || !slices.Equal(enc("the\u2028city"), enc("the city")) {
+		t.Errorf("controls: %v %v vs %v", enc("ci\u00adty\ue000"), enc("the\u2028city"), enc("city"))
+	}
 	// Punctuation is isolated: "a,b" = "a , b"; "$" is ASCII punctuation.
 	if !slices.Equal(enc("who,what"), enc("who , what")) || !slices.Equal(enc("$5"), enc("$ 5")) {
 		t.Errorf("punctuation: %v vs %v", enc("who,what"), enc("who , what"))
