@@ -18,7 +18,7 @@ Writes testdata/encoder/:
 import json, os, sys
 import numpy as np
 import torch
-from tokenizers import BertWordPieceTokenizer
+from tokenizers import BertWordPieceTokenizer, processors
 from transformers import BertConfig, BertModel
 from safetensors.torch import save_file
 
@@ -30,6 +30,9 @@ texts = [json.loads(l)["text"] for l in open(os.path.join(root, "testdata", "tok
 wp = BertWordPieceTokenizer(lowercase=True, strip_accents=True, clean_text=True, handle_chinese_chars=True)
 wp.train_from_iterator(texts, vocab_size=1200, min_frequency=2, show_progress=False)
 tok = wp._tokenizer
+# A trained-from-scratch BertWordPieceTokenizer has no post-processor; real BERT checkpoints (e5, bge) add
+# [CLS] ... [SEP], so the fixture does too.
+tok.post_processor = processors.BertProcessing(("[SEP]", tok.token_to_id("[SEP]")), ("[CLS]", tok.token_to_id("[CLS]")))
 tok.save(os.path.join(out, "tokenizer.json"))
 tok.save(os.path.join(out, "model", "tokenizer.json"))
 rows = []

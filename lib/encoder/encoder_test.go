@@ -15,8 +15,8 @@ import (
 
 // The fixture is scripts/golden_bert.py's: a random-weight BertModel
 // (hidden 64, 2 layers, 4 heads) and its outputs from transformers 5.17 in
-// float32. Its tokenizer has no post-processor, so HF put no [CLS]/[SEP]
-// around the texts: "cls" pooling there is the first token's row.
+// float32. Its tokenizer's BertProcessing puts [CLS] ... [SEP] around every
+// text, as e5 and bge checkpoints do, so "cls" pooling is the [CLS] row.
 const (
 	fixtureDir = "../../testdata/encoder"
 	modelDir   = fixtureDir + "/model"
