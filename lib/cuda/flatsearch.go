@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"math"
 	"unsafe"
+
+	"github.com/mempo/mempo/lib/safetensors"
 )
 
 // F16 is CUDA_R_16F, IEEE half precision.
@@ -232,61 +234,6 @@ func planFlat(nq, n, k, scratchBytes int) flatPlan {
 // even; beyond ±65504 to infinity).
 func ToF16(dst []uint16, src []float32) {
 	for i, f := range src {
-		dst[i] = f32ToF16(f)
+		dst[i] = safetensors.F32ToF16(f)
 	}
-}
-
-func f32ToF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int(b>>23) & 0xff
-	mant := b & 0x7fffff
-	if exp == 0xff {
-		if mant != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	}
-	e := exp - 127 + 15
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	if e <= 0 { // subnormal half (or zero)
-		if e < -10 {
-			return sign
-		}
-		full := mant | 0x800000
-		shift := uint(14 - e)
-		h := full >> shift
-		rem := full & (1<<shift - 1)
-		half := uint32(1) << (shift - 1)
-		if rem > half || (rem == half && h&1 == 1) {
-			h++
-		}
-		return sign | uint16(h)
-	}
-	h := uint32(e)<<10 | mant>>13
-	rem := mant & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
-		h++ // may carry into the exponent, up to infinity: correct rounding
-	}
-	return sign | uint16(h)
-}
-
-// F16ToF32 widens a half bit pattern exactly.
-func F16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case exp == 0:
-		v := float32(mant) / (1 << 24)
-		if sign != 0 {
-			v = -v
-		}
-		return v
-	}
-	return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
 }

@@ -12,23 +12,6 @@ import (
 	"github.com/mempo/mempo/lib/safetensors"
 )
 
-func TestF16Rounding(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	vals := []float32{0, -0, 1, -1, 65504, 65520, 1e9, -1e9, 5.96e-8, 2.98e-8, 1e-9, 0.1, float32(math.Inf(1)), float32(math.Inf(-1))}
-	for i := 0; i < 100000; i++ {
-		vals = append(vals, float32(r.NormFloat64()*math.Pow(2, float64(r.IntN(40)-20))))
-	}
-	for _, v := range vals {
-		if got, want := f32ToF16(v), safetensors.F32ToF16(v); got != want {
-			t.Fatalf("%g: %#04x, safetensors %#04x", v, got, want)
-		}
-		h := f32ToF16(v)
-		if got, want := F16ToF32(h), safetensors.F16ToF32(h); got != want && !(math.IsNaN(float64(got)) && math.IsNaN(float64(want))) {
-			t.Fatalf("%#04x: %g, safetensors %g", h, got, want)
-		}
-	}
-}
-
 func TestPlanFlat(t *testing.T) {
 	for _, c := range []struct{ nq, n, k, scratch int }{
 		{1, 100, 10, 512 << 20}, {512, 21_000_000, 10, 512 << 20}, {4096, 1_000_000, 1000, 512 << 20}, {37, 50000, 100, 1 << 20},
@@ -106,7 +89,7 @@ func TestFlatSearchGPU(t *testing.T) {
 	round := func(v []float32) []float64 {
 		out := make([]float64, len(v))
 		for i, f := range v {
-			out[i] = float64(F16ToF32(f32ToF16(f)))
+			out[i] = float64(safetensors.F16ToF32(safetensors.F32ToF16(f)))
 		}
 		return out
 	}
