@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -79,9 +77,9 @@ func runGenerate(c *ucli.Context) error {
 		return err
 	}
 	opts.EOS = m.EOS()
-	tok := lazyTokenizer(c.String("tokenizer"), dir)
+	tok := tokenizer.NewLazy(c.String("tokenizer"), dir)
 	if stops := c.StringSlice("stop"); len(stops) > 0 {
-		t, err := tok.get()
+		t, err := tok.Get()
 		if err != nil {
 			return fmt.Errorf("--stop needs a tokenizer: %v", err)
 		}
@@ -130,7 +128,7 @@ func runGenerate(c *ucli.Context) error {
 	}
 	defer out.Abort()
 	w := cli.NewJSONLWriter(out)
-	t, _ := tok.get()
+	t, _ := tok.Get()
 	for _, g := range gens {
 		obj := map[string]json.RawMessage{}
 		for k, v := range objs[g.Request] {
@@ -190,7 +188,7 @@ func decode(t *tokenizer.Tokenizer, ids []int) string {
 }
 
 // promptIDs reads "ids", or encodes "text", or renders "messages" with ChatML.
-func promptIDs(obj map[string]json.RawMessage, tok *tokenizerSource, file string, line int) ([]int, string, error) {
+func promptIDs(obj map[string]json.RawMessage, tok *tokenizer.Lazy, file string, line int) ([]int, string, error) {
 	if raw, ok := obj["ids"]; ok {
 		var ids []int
 		if err := json.Unmarshal(raw, &ids); err != nil {
@@ -203,7 +201,7 @@ func promptIDs(obj map[string]json.RawMessage, tok *tokenizerSource, file string
 		if err := json.Unmarshal(raw, &text); err != nil {
 			return nil, "text", cli.BadInput(file, line, "text", "want a string")
 		}
-		t, err := tok.get()
+		t, err := tok.Get()
 		if err != nil {
 			return nil, "text", cli.BadInput(file, line, "text", "text input needs a tokenizer: %v", err)
 		}
@@ -214,7 +212,7 @@ func promptIDs(obj map[string]json.RawMessage, tok *tokenizerSource, file string
 		if err := json.Unmarshal(raw, &msgs); err != nil {
 			return nil, "messages", cli.BadInput(file, line, "messages", `want an array of {"role", "content"} objects`)
 		}
-		t, err := tok.get()
+		t, err := tok.Get()
 		if err != nil {
 			return nil, "messages", cli.BadInput(file, line, "messages", "chat input needs a tokenizer: %v", err)
 		}
@@ -225,31 +223,4 @@ func promptIDs(obj map[string]json.RawMessage, tok *tokenizerSource, file string
 		return chat.Render(msgs, true, ""), "messages", nil
 	}
 	return nil, "", cli.BadInput(file, line, "", `want "ids", "text" or "messages"`)
-}
-
-// tokenizerSource loads the tokenizer on first use only, so id-only inputs
-// work with model directories that have no tokenizer.json.
-type tokenizerSource struct {
-	path string
-	tok  *tokenizer.Tokenizer
-	err  error
-	done bool
-}
-
-func lazyTokenizer(flag, modelDir string) *tokenizerSource {
-	if flag == "" {
-		flag = modelDir
-		if _, err := os.Stat(filepath.Join(modelDir, "tokenizer.json")); err != nil {
-			return &tokenizerSource{done: true, err: fmt.Errorf("%s has no tokenizer.json (give --tokenizer)", modelDir)}
-		}
-	}
-	return &tokenizerSource{path: flag}
-}
-
-func (s *tokenizerSource) get() (*tokenizer.Tokenizer, error) {
-	if !s.done {
-		s.done = true
-		s.tok, s.err = tokenizer.Load(s.path)
-	}
-	return s.tok, s.err
 }

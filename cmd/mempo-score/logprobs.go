@@ -3,8 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -52,7 +50,7 @@ func runLogprobs(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	tok := lazyTokenizer(c.String("tokenizer"), dir)
+	tok := tokenizer.NewLazy(c.String("tokenizer"), dir)
 	r, err := cli.Open(in)
 	if err != nil {
 		return err
@@ -142,35 +140,8 @@ func setField(obj map[string]json.RawMessage, key string, v any) error {
 	return nil
 }
 
-// tokenizerSource loads the tokenizer on first use only, so id-only inputs
-// work with model directories that have no tokenizer.json.
-type tokenizerSource struct {
-	path string
-	tok  *tokenizer.Tokenizer
-	err  error
-	done bool
-}
-
-func lazyTokenizer(flag, modelDir string) *tokenizerSource {
-	if flag == "" {
-		flag = modelDir
-		if _, err := os.Stat(filepath.Join(modelDir, "tokenizer.json")); err != nil {
-			return &tokenizerSource{done: true, err: fmt.Errorf("%s has no tokenizer.json (give --tokenizer)", modelDir)}
-		}
-	}
-	return &tokenizerSource{path: flag}
-}
-
-func (s *tokenizerSource) get() (*tokenizer.Tokenizer, error) {
-	if !s.done {
-		s.done = true
-		s.tok, s.err = tokenizer.Load(s.path)
-	}
-	return s.tok, s.err
-}
-
 // rowIDs reads "ids" or, failing that, encodes "text".
-func rowIDs(obj map[string]json.RawMessage, tok *tokenizerSource, file string, line int) ([]int, bool, error) {
+func rowIDs(obj map[string]json.RawMessage, tok *tokenizer.Lazy, file string, line int) ([]int, bool, error) {
 	if raw, ok := obj["ids"]; ok {
 		var ids []int
 		if err := json.Unmarshal(raw, &ids); err != nil {
@@ -183,7 +154,7 @@ func rowIDs(obj map[string]json.RawMessage, tok *tokenizerSource, file string, l
 		if err := json.Unmarshal(raw, &text); err != nil {
 			return nil, false, cli.BadInput(file, line, "text", "want a string")
 		}
-		t, err := tok.get()
+		t, err := tok.Get()
 		if err != nil {
 			return nil, false, cli.BadInput(file, line, "text", "text input needs a tokenizer: %v", err)
 		}

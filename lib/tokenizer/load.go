@@ -438,3 +438,34 @@ func parseDecoder(raw json.RawMessage) (bool, error) {
 	}
 	return false, fmt.Errorf("decoder type %q is not supported (ByteLevel and WordPiece are)", c.Type)
 }
+
+// Lazy loads a tokenizer on first use, so that commands whose input may be
+// plain ids work with model directories that carry no tokenizer.json. path is
+// a --tokenizer flag value; when it is empty the model directory is used.
+type Lazy struct {
+	path string
+	tok  *Tokenizer
+	err  error
+	done bool
+}
+
+// NewLazy returns a Lazy for an explicit path, or for modelDir when path is
+// empty (an error, reported at first use, if modelDir has no tokenizer.json).
+func NewLazy(path, modelDir string) *Lazy {
+	if path == "" {
+		path = modelDir
+		if _, err := os.Stat(filepath.Join(modelDir, "tokenizer.json")); err != nil {
+			return &Lazy{done: true, err: fmt.Errorf("%s has no tokenizer.json (give --tokenizer)", modelDir)}
+		}
+	}
+	return &Lazy{path: path}
+}
+
+// Get loads the tokenizer the first time and returns the same result after.
+func (l *Lazy) Get() (*Tokenizer, error) {
+	if !l.done {
+		l.done = true
+		l.tok, l.err = Load(l.path)
+	}
+	return l.tok, l.err
+}
