@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mempo/mempo/lib/testenv"
 )
 
 func TestNormalizeEdgeCases(t *testing.T) {
@@ -172,27 +174,6 @@ func TestExtractAnswer(t *testing.T) {
 	}
 }
 
-// dataDir finds ../shared/data relative to the directory holding go.mod.
-func dataDir(t *testing.T) string {
-	t.Helper()
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-	d := filepath.Join(dir, "..", "shared", "data")
-	if _, err := os.Stat(d); err != nil {
-		t.Skipf("real QA data not present at %s (see DESIGN.md §6): %v", d, err)
-	}
-	return d
-}
-
 type flashRAG struct {
 	Question string   `json:"question"`
 	Golds    []string `json:"golden_answers"`
@@ -218,7 +199,7 @@ func readFlashRAG(t *testing.T, path string) []flashRAG {
 // TestRealGolds scores right, decorated, partly right and wrong answers
 // against real NQ, TriviaQA and PopQA alias lists.
 func TestRealGolds(t *testing.T) {
-	d := dataDir(t)
+	d := testenv.SharedData(t)
 	for _, name := range []string{"nq/test-1000.jsonl", "triviaqa/test-1000.jsonl", "popqa/test-1000.jsonl"} {
 		rows := readFlashRAG(t, filepath.Join(d, name))
 		if len(rows) != 1000 {
@@ -275,7 +256,7 @@ func anyNormEq(p string, golds []string) bool {
 // TestRealHotpotQAMultiObjective builds 2-objective tasks from consecutive
 // real HotpotQA dev questions, as MEM1 does, and scores joined answers.
 func TestRealHotpotQAMultiObjective(t *testing.T) {
-	d := dataDir(t)
+	d := testenv.SharedData(t)
 	b, err := os.ReadFile(filepath.Join(d, "hotpotqa/dev-questions-full.jsonl"))
 	if err != nil {
 		t.Fatal(err)

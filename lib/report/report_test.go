@@ -15,25 +15,8 @@ import (
 
 	"github.com/mempo/mempo/lib/qa"
 	"github.com/mempo/mempo/lib/records"
+	"github.com/mempo/mempo/lib/testenv"
 )
-
-func repoRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
@@ -51,7 +34,7 @@ func byMetric(scores []records.Score, run, src string, k int32) map[string]recor
 // out by hand: "Paris; East Berlin" (EM 1,0; F1 1,2/3), "Rome" for two
 // objectives (all 0), "shakespeare;  The Leonardo." (both right by alias).
 func TestHandValues(t *testing.T) {
-	path := filepath.Join(repoRoot(t), "testdata", "score", "hand.jsonl")
+	path := filepath.Join(testenv.RepoRoot(t), "testdata", "score", "hand.jsonl")
 	for _, sum := range []bool{false, true} {
 		acc := NewAccumulator(Options{SumObjectives: sum, Seed: 1})
 		err := records.Each(path, func(_ int, r *records.Rollout) error { acc.Add("hand", r); return nil })
@@ -132,10 +115,7 @@ type realTask struct {
 
 func loadReal(t *testing.T) map[string][]realTask {
 	t.Helper()
-	d := filepath.Join(repoRoot(t), "..", "shared", "data")
-	if _, err := os.Stat(d); err != nil {
-		t.Skipf("real QA data not present at %s (see DESIGN.md §6): %v", d, err)
-	}
+	d := testenv.SharedData(t)
 	out := map[string][]realTask{}
 	for src, name := range map[string]string{"nq": "nq/test-1000.jsonl", "triviaqa": "triviaqa/test-1000.jsonl", "popqa": "popqa/test-1000.jsonl"} {
 		b, err := os.ReadFile(filepath.Join(d, name))
@@ -250,7 +230,7 @@ func TestRunOnRealGolds(t *testing.T) {
 		}
 		files = append(files, path)
 	}
-	metrics := filepath.Join(repoRoot(t), "testdata", "score", "metrics-go.parquet")
+	metrics := filepath.Join(testenv.RepoRoot(t), "testdata", "score", "metrics-go.parquet")
 	var out bytes.Buffer
 	cfg := Config{Rollouts: files, Labels: []string{"mempo", "grpo"}, Metrics: []string{metrics, metrics},
 		Out: filepath.Join(dir, "scores.parquet"), ReportDir: filepath.Join(dir, "report"), Options: Options{Seed: 1}}
@@ -324,7 +304,7 @@ type rawRollout struct {
 // TestMalformedRowNamed: a bad rollouts row stops mempo-score with the file,
 // row number and field, in JSONL and Parquet, and no scores file is written.
 func TestMalformedRowNamed(t *testing.T) {
-	root := repoRoot(t)
+	root := testenv.RepoRoot(t)
 	pq := filepath.Join(root, "testdata", "score", "bad-row.parquet")
 	if os.Getenv("MEMPO_WRITE_FIXTURES") != "" {
 		rows := []rawRollout{{"ok-1", 1, [][]string{{"Paris"}}, "Paris"}, {"ok-2", 1, [][]string{{"Rome"}}, "Milan"}, {"bad-3", 2, [][]string{{"Paris"}}, "Paris"}}

@@ -10,34 +10,16 @@ import (
 	"testing"
 
 	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/testenv"
 )
-
-// repoRoot walks up from the test's directory to the one holding go.mod.
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
 
 // sharedData returns ../shared/data/<rel> beside the repository root, or skips
 // the test when the shared data is not there.
 func sharedData(t testing.TB, rel string) string {
 	t.Helper()
-	p := filepath.Join(repoRoot(t), "..", "shared", "data", rel)
+	p := filepath.Join(testenv.SharedData(t), rel)
 	if _, err := os.Stat(p); err != nil {
-		t.Skipf("real data %s not present (expected at ../shared/data relative to the repository root)", rel)
+		t.Skipf("real data %s not present in ../shared/data", rel)
 	}
 	return p
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/mempo/mempo/lib/model"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/retrieval"
+	"github.com/mempo/mempo/lib/testenv"
 	"github.com/mempo/mempo/lib/tokenizer"
 )
 
@@ -24,7 +25,7 @@ import (
 // gen-tok/s ÷ ref-tok/s is what the engine keeps of raw decoding speed.
 func BenchmarkRolloutTinyG16(b *testing.B) {
 	index, all := hotpot(b)
-	tokPath := filepath.Join(repoRoot(b), "testdata", "qwen3", "tokenizer.json")
+	tokPath := filepath.Join(testenv.RepoRoot(b), "testdata", "qwen3", "tokenizer.json")
 	if p := os.Getenv("QWEN_TOKENIZER"); p != "" {
 		tokPath = p
 	}

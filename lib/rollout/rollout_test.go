@@ -21,26 +21,9 @@ import (
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/retrieval"
 	"github.com/mempo/mempo/lib/tasks"
+	"github.com/mempo/mempo/lib/testenv"
 	"github.com/mempo/mempo/lib/tokenizer"
 )
-
-func repoRoot(t testing.TB) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
 
 // hotpotRows is how many HotpotQA dev rows the test index and tasks use:
 // their 10 paragraphs each make a small real corpus that builds in well
@@ -60,7 +43,7 @@ var fixture struct {
 // tasks of the same rows; it skips when ../shared/data is absent.
 func hotpot(t testing.TB) (string, []tasks.Task) {
 	t.Helper()
-	src := filepath.Join(repoRoot(t), "..", "shared", "data", "hotpotqa", "dev-with-paragraphs-a.jsonl")
+	src := filepath.Join(testenv.SharedData(t), "hotpotqa", "dev-with-paragraphs-a.jsonl")
 	if _, err := os.Stat(src); err != nil {
 		t.Skipf("real data not present: %s (the shared HotpotQA paragraphs, expected at ../shared/data beside the repository)", src)
 	}
@@ -116,7 +99,7 @@ func TestMain(m *testing.M) {
 
 func smallTok(t testing.TB) Tok {
 	t.Helper()
-	tk, err := tokenizer.Load(filepath.Join(repoRoot(t), "testdata", "tokenizer", "small-bpe.json"))
+	tk, err := tokenizer.Load(filepath.Join(testenv.RepoRoot(t), "testdata", "tokenizer", "small-bpe.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

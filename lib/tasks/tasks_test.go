@@ -6,28 +6,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-)
 
-// sharedData returns ../shared/data beside the repository root, or skips.
-func sharedData(t *testing.T) string {
-	t.Helper()
-	dir, _ := os.Getwd()
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			break
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Skip("repository root not found")
-		}
-		dir = parent
-	}
-	data := filepath.Join(dir, "..", "shared", "data")
-	if _, err := os.Stat(data); err != nil {
-		t.Skip("../shared/data is absent: the real QA files are not on this machine")
-	}
-	return data
-}
+	"github.com/mempo/mempo/lib/testenv"
+)
 
 func TestBuildConsecutiveChunksOfOneSource(t *testing.T) {
 	qs := []Question{
@@ -59,7 +40,7 @@ func TestBuildConsecutiveChunksOfOneSource(t *testing.T) {
 }
 
 func TestRealLayouts(t *testing.T) {
-	data := sharedData(t)
+	data := testenv.SharedData(t)
 	cases := []struct {
 		file, source, firstQ string
 		firstGolds           []string
@@ -87,7 +68,7 @@ func TestRealLayouts(t *testing.T) {
 }
 
 func TestParquetRoundTripAndStableIDs(t *testing.T) {
-	data := sharedData(t)
+	data := testenv.SharedData(t)
 	qs, _, err := ReadFile(filepath.Join(data, "triviaqa/test-1000.jsonl"), "flashrag", "")
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,41 @@
+// Package testenv finds what the tests of every package share: the
+// repository root and the real QA data in ../shared/data beside it. A test
+// that needs the shared data skips, saying where it looked, when it is absent.
+package testenv
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// RepoRoot walks up from the test's working directory to the one holding
+// go.mod.
+func RepoRoot(t testing.TB) string {
+	t.Helper()
+	dir, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			t.Fatal("no go.mod above the test directory")
+		}
+		dir = parent
+	}
+}
+
+// SharedData is ../shared/data beside the repository root, or a skip when it
+// is not there (a fresh clone without the project's shared folder).
+func SharedData(t testing.TB) string {
+	t.Helper()
+	d := filepath.Join(RepoRoot(t), "..", "shared", "data")
+	if _, err := os.Stat(d); err != nil {
+		t.Skipf("real QA data not present at %s (DESIGN.md §6): %v", d, err)
+	}
+	return d
+}
