@@ -660,6 +660,32 @@ func (d *Device) Gemm(transA, transB bool, m, n, k int, alpha float32, a Ptr, at
 	return nil
 }
 
+// GemmStridedBatched is Gemm over batch independent products: product i
+// reads A at a + i·strideA, B at b + i·strideB and writes C at c + i·strideC
+// (strides in elements). Attention uses it for one product per head.
+func (d *Device) GemmStridedBatched(transA, transB bool, m, n, k int, alpha float32, a Ptr, at DataType, lda int, strideA int64, b Ptr, bt DataType, ldb int, strideB int64, beta float32, c Ptr, ct DataType, ldc int, strideC int64, batch int) error {
+	if m == 0 || n == 0 || batch == 0 {
+		return nil
+	}
+	op := func(t bool) C.int {
+		if t {
+			return 1
+		}
+		return 0
+	}
+	// Row-major to column-major as in Gemm: swap the operands.
+	r := C.mcublasGemmStridedBatchedEx(d.blas, op(transB), op(transA), C.int(n), C.int(m), C.int(k), C.float(alpha),
+		C.CUdeviceptr(b), C.int(bt), C.int(ldb), C.longlong(strideB), C.CUdeviceptr(a), C.int(at), C.int(lda), C.longlong(strideA),
+		C.float(beta), C.CUdeviceptr(c), C.int(ct), C.int(ldc), C.longlong(strideC), C.int(batch), 68 /* CUBLAS_COMPUTE_32F */)
+	if err := checkBlas("cublasGemmStridedBatchedEx", r); err != nil {
+		return fmt.Errorf("%w (m=%d n=%d k=%d batch=%d)", err, m, n, k, batch)
+	}
+	if Debug {
+		return check("cuStreamSynchronize after cublasGemmStridedBatchedEx", C.mcuStreamSynchronize(d.stream))
+	}
+	return nil
+}
+
 // Event is a point in the stream, for timing.
 type Event struct{ e C.CUevent }
 
