@@ -259,6 +259,7 @@ type Device struct {
 	ringHost unsafe.Pointer
 	ringDev  Ptr
 	ringOff  int
+	ringGen  uint64 // bumped at every wrap
 
 	// Deferred frees (from finalizers), drained on the caller's goroutine.
 	freeMu  sync.Mutex
@@ -511,6 +512,7 @@ func (d *Device) Upload(src unsafe.Pointer, bytes int) (Ptr, error) {
 			return 0, err
 		}
 		d.ringOff = 0
+		d.ringGen++
 	}
 	off := d.ringOff
 	d.ringOff += n
@@ -520,6 +522,15 @@ func (d *Device) Upload(src unsafe.Pointer, bytes int) (Ptr, error) {
 		return 0, err
 	}
 	return dst, nil
+}
+
+// UploadGen counts the upload ring's wraps: a pointer returned by Upload
+// stays valid for later launches as long as UploadGen has not changed (the
+// data is not overwritten before the ring comes round again).
+func (d *Device) UploadGen() uint64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.ringGen
 }
 
 // DtoH copies bytes from src to host memory dst, after all queued work.

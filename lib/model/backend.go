@@ -68,6 +68,10 @@ type Backend interface {
 
 	// Zeros allocates a rows×cols tensor of zeros.
 	Zeros(rows, cols int) Tensor
+	// Empty allocates a rows×cols tensor whose contents are unspecified, for
+	// outputs an operation overwrites entirely (a GPU backend skips the
+	// memset; the CPU backend returns zeros).
+	Empty(rows, cols int) Tensor
 	// FromHost copies len(data) = rows·cols values into a new tensor.
 	FromHost(data []float32, rows, cols int) Tensor
 	// ToHost copies t into dst (allocated when nil or too short) and returns it.
@@ -82,6 +86,10 @@ type Backend interface {
 	Fill(t Tensor, v float32)
 	// GatherRows sets dst row i to src row rows[i].
 	GatherRows(dst, src Tensor, rows []int)
+	// ScatterRows sets dst row rows[i] to src row i (rows has one entry per
+	// row of src and no repeats): one call appends a decoding step's keys
+	// and values to every sequence's KV-cache slot.
+	ScatterRows(dst, src Tensor, rows []int)
 	// Free releases t early; using it afterwards is an error. Optional for
 	// correctness (the CPU backend leaves it to the garbage collector).
 	Free(t Tensor)

@@ -60,6 +60,10 @@ func rowGrain(cols int) int { return max(1, 16384/max(cols, 1)) }
 
 func (*CPU) Name() string { return "cpu" }
 
+// Empty is Zeros on the CPU: clearing costs little next to the work that
+// fills the tensor, and it keeps results independent of the pool's history.
+func (c *CPU) Empty(rows, cols int) Tensor { return c.Zeros(rows, cols) }
+
 func (c *CPU) Zeros(rows, cols int) Tensor {
 	n := rows * cols
 	c.poolMu.Lock()
@@ -133,6 +137,19 @@ func (*CPU) GatherRows(dst, src Tensor, rows []int) {
 	}
 	for i, r := range rows {
 		copy(d.d[i*d.c:(i+1)*d.c], s.d[r*s.c:(r+1)*s.c])
+	}
+}
+
+func (*CPU) ScatterRows(dst, src Tensor, rows []int) {
+	d, s := ct(dst), ct(src)
+	if d.c != s.c || s.r != len(rows) {
+		panic("model: ScatterRows shape mismatch")
+	}
+	for i, r := range rows {
+		if r < 0 || r >= d.r {
+			panic(fmt.Sprintf("model: ScatterRows row %d of %d", r, d.r))
+		}
+		copy(d.d[r*d.c:(r+1)*d.c], s.d[i*s.c:(i+1)*s.c])
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,7 +38,16 @@ type CUDA struct {
 	// multiples of 4 use attention2.cu (MEMPO_CUDA_ATTN=v1 sets it).
 	attnV1 bool
 
+	// attnKernelsOnly keeps every sequence on the flash-style kernels in
+	// bf16 mode too (MEMPO_CUDA_ATTN=kernel); attnGemmRows overrides the
+	// shortest sequence of the tensor-core path (cuda_attn.go; tests).
+	attnKernelsOnly bool
+	attnGemmRows    int
+	attnGemmChunk   int // query rows per chunk, when > 0 (tests)
+
 	prof *cudaProf // per-kernel event timing, when profiling
+
+	memo map[string]*uploadMemo // see uploadIntsMemo
 
 	live      atomic.Int64 // bytes of device memory held by tensors
 	sinceGC   atomic.Int64
@@ -58,6 +68,39 @@ type devBuf struct {
 	bytes int
 	freed bool
 	be    *CUDA
+
+	// A weight (MarkWeight) keeps its bf16 rounding for the GEMMs of bf16
+	// mode in w16, made at first use and remade after the weight changes
+	// (Copy, Fill or Add into it): inference casts each weight once, not
+	// once per product.
+	weight bool
+	w16    cuda.Ptr
+	w16ok  bool
+}
+
+// release frees the buffer's device memory (now, or stream-ordered later).
+func (d *devBuf) release(later bool) {
+	d.freed = true
+	d.be.live.Add(-int64(d.bytes))
+	free := func(p cuda.Ptr) {
+		if later {
+			d.be.dev.FreeLater(p)
+		} else {
+			must(d.be.dev.Free(p))
+		}
+	}
+	free(d.p)
+	if d.w16 != 0 {
+		free(d.w16)
+		d.w16 = 0
+	}
+}
+
+// touch marks a weight's bf16 copy stale after a write into the buffer.
+func (d *devBuf) touch() {
+	if d.weight {
+		d.w16ok = false
+	}
 }
 
 type cudaTensor struct {
@@ -108,6 +151,7 @@ func NewCUDA() (*CUDA, error) {
 	be.gcTrigger = max(d.TotalMem/8, 1<<30)
 	be.bf16 = os.Getenv("MEMPO_CUDA_BF16") == "1"
 	be.attnV1 = os.Getenv("MEMPO_CUDA_ATTN") == "v1"
+	be.attnKernelsOnly = be.attnV1 || os.Getenv("MEMPO_CUDA_ATTN") == "kernel"
 	return be, nil
 }
 
@@ -153,9 +197,7 @@ func (b *CUDA) alloc(n int) *devBuf {
 	b.live.Add(int64(bytes))
 	runtime.SetFinalizer(buf, func(d *devBuf) {
 		if !d.freed {
-			d.freed = true
-			d.be.live.Add(-int64(d.bytes))
-			d.be.dev.FreeLater(d.p)
+			d.release(true)
 		}
 	})
 	return buf
@@ -173,6 +215,8 @@ func (b *CUDA) Zeros(rows, cols int) Tensor {
 	must(b.dev.Memset32(t.ptr(), 0, t.n()))
 	return t
 }
+
+func (b *CUDA) Empty(rows, cols int) Tensor { return b.newTensor(rows, cols) }
 
 func (b *CUDA) FromHost(data []float32, rows, cols int) Tensor {
 	if len(data) != rows*cols {
@@ -218,11 +262,13 @@ func (*CUDA) Reshape(t Tensor, rows, cols int) Tensor {
 func (b *CUDA) Copy(dst, src Tensor) {
 	d, s := gt(dst), gt(src)
 	sameShapeG("Copy", d, s)
+	d.buf.touch()
 	must(b.dev.DtoD(d.ptr(), s.ptr(), 4*d.n()))
 }
 
 func (b *CUDA) Fill(t Tensor, v float32) {
 	s := gt(t)
+	s.buf.touch()
 	must(b.dev.Memset32(s.ptr(), math.Float32bits(v), s.n()))
 }
 
@@ -232,9 +278,37 @@ func (b *CUDA) Free(t Tensor) {
 	if !s.own || s.buf.freed {
 		return
 	}
-	s.buf.freed = true
-	b.live.Add(-int64(s.buf.bytes))
-	must(b.dev.Free(s.buf.p))
+	s.buf.release(false)
+}
+
+// MarkWeight tells the backend that t is a model weight: written rarely
+// (SetParam after an optimizer step), read by many products. In bf16 mode
+// its bf16 rounding is kept between products (see devBuf.w16).
+func (b *CUDA) MarkWeight(t Tensor) {
+	s := gt(t)
+	if s.own && s.off == 0 {
+		s.buf.weight = true
+	}
+}
+
+// bf16Operand returns t rounded to bf16 and whether the caller must free
+// it: a weight's kept copy, or a fresh cast.
+func (b *CUDA) bf16Operand(t *cudaTensor) (cuda.Ptr, bool) {
+	buf := t.buf
+	if !buf.weight || t.off != 0 || 4*t.n() > buf.bytes {
+		return b.castBF16(t), true
+	}
+	if buf.w16 == 0 {
+		p, err := b.dev.Alloc(buf.bytes/2 + 16)
+		must(err)
+		buf.w16 = p
+	}
+	if !buf.w16ok {
+		n := int64(buf.bytes / 4)
+		b.launch("model", "cast_bf16", b.gridFor(n, 256), 256, 0, buf.w16, buf.p, n)
+		buf.w16ok = true
+	}
+	return buf.w16, false
 }
 
 // ---- launches ----
@@ -322,6 +396,31 @@ func (b *CUDA) uploadInts(v []int) cuda.Ptr {
 	return p
 }
 
+// uploadMemo is the last array uploaded under a key, reused while its
+// contents and the upload ring's generation are unchanged.
+type uploadMemo struct {
+	gen  uint64
+	vals []int
+	p    cuda.Ptr
+}
+
+// uploadIntsMemo is uploadInts for arrays that repeat from call to call: the
+// positions, tile lists and cache rows of one forward are the same for every
+// layer, so a decoding step uploads them once instead of once per layer.
+func (b *CUDA) uploadIntsMemo(key string, v []int) cuda.Ptr {
+	gen := b.dev.UploadGen()
+	if m := b.memo[key]; m != nil && m.gen == gen && slices.Equal(m.vals, v) {
+		return m.p
+	}
+	p := b.uploadInts(v)
+	if b.memo == nil {
+		b.memo = map[string]*uploadMemo{}
+	}
+	// The generation after the upload: a wrap inside it leaves p valid.
+	b.memo[key] = &uploadMemo{gen: b.dev.UploadGen(), vals: slices.Clone(v), p: p}
+	return p
+}
+
 func (b *CUDA) uploadF32(v []float32) cuda.Ptr {
 	if len(v) == 0 {
 		v = []float32{0}
@@ -361,6 +460,23 @@ func (b *CUDA) GatherRows(dst, src Tensor, rows []int) {
 	b.launch("model", "gather_rows_f32", min(len(rows), 65535), 256, 0, d.ptr(), s.ptr(), idx, len(rows), d.c)
 }
 
+func (b *CUDA) ScatterRows(dst, src Tensor, rows []int) {
+	d, s := gt(dst), gt(src)
+	if d.c != s.c || s.r != len(rows) {
+		panic("model: ScatterRows shape mismatch")
+	}
+	for _, r := range rows {
+		if r < 0 || r >= d.r {
+			panic(fmt.Sprintf("model: ScatterRows row %d of %d", r, d.r))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	idx := b.uploadIntsMemo("scatter", rows)
+	b.launch("model", "scatter_rows_f32", min(len(rows), 65535), 256, 0, d.ptr(), s.ptr(), idx, len(rows), d.c)
+}
+
 func (b *CUDA) MatMul(c, a, bb Tensor, transA, transB bool, alpha, beta float32) {
 	C, A, B := gt(c), gt(a), gt(bb)
 	m, k := A.r, A.c
@@ -387,15 +503,21 @@ func (b *CUDA) MatMul(c, a, bb Tensor, transA, transB bool, alpha, beta float32)
 		}
 		return
 	}
+	C.buf.touch()
 	if b.bf16 {
-		a16, b16 := b.castBF16(A), b.castBF16(B)
+		a16, freeA := b.bf16Operand(A)
+		b16, freeB := b.bf16Operand(B)
 		func() {
 			defer b.timed("gemm_bf16")()
 			must(b.dev.Gemm(transA, transB, m, n, k, alpha, a16, cuda.BF16, A.c, b16, cuda.BF16, B.c, beta, C.ptr(), cuda.F32, C.c))
 		}()
 		// Stream-ordered frees: the GEMM queued before still reads them.
-		must(b.dev.Free(a16))
-		must(b.dev.Free(b16))
+		if freeA {
+			must(b.dev.Free(a16))
+		}
+		if freeB {
+			must(b.dev.Free(b16))
+		}
 		return
 	}
 	defer b.timed("gemm")()
@@ -415,6 +537,7 @@ func (b *CUDA) castBF16(t *cudaTensor) cuda.Ptr {
 func (b *CUDA) Add(dst, src Tensor) {
 	d, s := gt(dst), gt(src)
 	sameShapeG("Add", d, s)
+	d.buf.touch()
 	n := int64(d.n())
 	b.launch("model", "add_f32", b.gridFor(n, 256), 256, 0, d.ptr(), s.ptr(), n)
 }
@@ -535,7 +658,7 @@ func (b *CUDA) RoPE(x Tensor, pos []int, headDim int, theta float64, inverse boo
 		maxPos = max(maxPos, p)
 	}
 	tab := b.ropeTable(headDim, theta, maxPos)
-	pp := b.uploadInts(pos)
+	pp := b.uploadIntsMemo("rope", pos)
 	inv := 0
 	if inverse {
 		inv = 1
@@ -618,7 +741,7 @@ func (b *CUDA) attnWork(seqs []AttnSeq) (tiles, st cuda.Ptr, ntiles int) {
 	if len(tv) == 0 {
 		return 0, 0, 0
 	}
-	return b.uploadInts(tv), b.uploadInts(sv), len(tv) / 2
+	return b.uploadIntsMemo("attn-tiles", tv), b.uploadIntsMemo("attn-seqs", sv), len(tv) / 2
 }
 
 // attnKernels picks the attention module, kernel prefix and the padding of
@@ -642,9 +765,13 @@ func (b *CUDA) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape)
 			panic(fmt.Sprintf("model: Attention sequence %+v outside q (%d rows) or k (%d rows)", s, Q.r, K.r))
 		}
 	}
+	gseqs, kseqs := b.splitAttn(seqs)
+	if len(gseqs) > 0 {
+		b.attentionGemm(O, LSE, Q, K, V, gseqs, sh)
+	}
 	nt, err := attnNT(hd)
 	must(err)
-	tiles, st, n := b.attnWork(seqs)
+	tiles, st, n := b.attnWork(kseqs)
 	if n == 0 {
 		return
 	}
@@ -664,13 +791,21 @@ func (b *CUDA) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seq
 	}
 	nt, err := attnNT(hd)
 	must(err)
-	tiles, st, n := b.attnWork(seqs)
-	if n == 0 {
+	gseqs, kseqs := b.splitAttn(seqs)
+	if len(gseqs)+len(kseqs) == 0 {
 		return
 	}
 	D := b.newTensor(Q.r, sh.Heads)
+	defer b.Free(D)
 	warps := int64(Q.r) * int64(sh.Heads)
 	b.launch("attention", "attn_bwd_dsum", int((warps*32+255)/256), 256, 0, D.ptr(), DO.ptr(), O.ptr(), Q.r, sh.Heads, hd)
+	if len(gseqs) > 0 {
+		b.attentionGemmBackward(DQ, DK, DV, DO, Q, K, V, LSE, D, gseqs, sh)
+	}
+	tiles, st, n := b.attnWork(kseqs)
+	if n == 0 {
+		return
+	}
 	mod, pre, pad := b.attnKernels(hd)
 	shq := 4 * (2*attnTile*hd + 2*32*(hd+pad))
 	b.launch2(mod, fmt.Sprintf("%s_bwd_dq_%d", pre, nt), cuda.Dim3{X: n, Y: sh.Heads}, 128, shq,
@@ -678,7 +813,6 @@ func (b *CUDA) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seq
 	shk := 4 * (2*attnTile*hd + 2*32*(hd+pad) + 64)
 	b.launch2(mod, fmt.Sprintf("%s_bwd_dkv_%d", pre, nt), cuda.Dim3{X: n, Y: sh.KVHeads}, 128, shk,
 		DK.ptr(), DV.ptr(), DO.ptr(), Q.ptr(), K.ptr(), V.ptr(), LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, hd, sh.Scale)
-	b.Free(D)
 }
 
 // Sample draws greedy and plain-temperature rows on the device (sample.cu);

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"testing"
 )
 
@@ -147,6 +148,13 @@ func TestCUDAElementwiseOps(t *testing.T) {
 		p.cpu.GatherRows(gr.c, a.c, rows)
 		p.gpu.GatherRows(gr.g, a.g, rows)
 		p.check("GatherRows "+name, gr, 0)
+		// ScatterRows writes src rows into a permutation of dst's rows and
+		// leaves the others as they were.
+		sc := p.rnd(r+3, c, 1)
+		perm := rand.New(rand.NewPCG(uint64(r), uint64(c))).Perm(r + 3)[:r]
+		p.cpu.ScatterRows(sc.c, a.c, perm)
+		p.gpu.ScatterRows(sc.g, a.g, perm)
+		p.check("ScatterRows "+name, sc, 0)
 	}
 }
 
@@ -330,6 +338,70 @@ func testCUDAAttention(t *testing.T, p *opPair) {
 	}
 }
 
+// TestCUDAAttentionGemm checks bf16 mode's tensor-core attention
+// (cuda_attn.go) against the CPU's fp32 attention: GQA and plain heads, odd
+// head dims and lengths, several sequences, chunks that split a sequence,
+// a KV cache with Past > 0, and a mix of sequences on the GEMM path and on
+// the kernels. Tolerances are bf16's: operands and probabilities rounded to
+// 8 bits of mantissa, accumulation in fp32.
+func TestCUDAAttentionGemm(t *testing.T) {
+	p := newOpPair(t, 11)
+	p.gpu.SetBF16(true)
+	type cfg struct{ heads, kv, hd int }
+	for _, c := range []cfg{{14, 2, 64}, {12, 2, 128}, {4, 4, 32}, {3, 1, 40}, {2, 2, 6}} {
+		for _, run := range []struct {
+			lens    []int
+			minRows int
+			chunk   int
+		}{
+			{[]int{200}, 1, 0},
+			{[]int{5, 300, 17}, 1, 64},
+			{[]int{130, 3, 129}, 0, 0}, // default threshold: 3 goes to the kernels
+			{[]int{1, 2}, 1, 0},
+		} {
+			p.gpu.attnGemmRows, p.gpu.attnGemmChunk = run.minRows, run.chunk
+			sh := AttnShape{Heads: c.heads, KVHeads: c.kv, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd)))}
+			var seqs []AttnSeq
+			R := 0
+			for _, n := range run.lens {
+				seqs = append(seqs, AttnSeq{Q: R, N: n, K: R})
+				R += n
+			}
+			name := fmt.Sprintf("h=%d kv=%d hd=%d lens=%v chunk=%d", c.heads, c.kv, c.hd, run.lens, run.chunk)
+			q, k, v := p.rnd(R, c.heads*c.hd, 1), p.rnd(R, c.kv*c.hd, 1), p.rnd(R, c.kv*c.hd, 1)
+			o, lse := p.out(R, c.heads*c.hd), p.out(R, c.heads)
+			p.cpu.Attention(o.c, lse.c, q.c, k.c, v.c, seqs, sh)
+			p.gpu.Attention(o.g, lse.g, q.g, k.g, v.g, seqs, sh)
+			p.check("AttentionGemm out "+name, o, 3e-2)
+			p.checkAbs("AttentionGemm lse "+name, lse, 3e-2)
+			do := p.rnd(R, c.heads*c.hd, 1)
+			dq, dk, dv := p.out(R, c.heads*c.hd), p.out(R, c.kv*c.hd), p.out(R, c.kv*c.hd)
+			p.cpu.AttentionBackward(dq.c, dk.c, dv.c, do.c, q.c, k.c, v.c, o.c, lse.c, seqs, sh)
+			p.gpu.AttentionBackward(dq.g, dk.g, dv.g, do.g, q.g, k.g, v.g, o.g, lse.g, seqs, sh)
+			if R == len(run.lens) || slices.Max(run.lens) <= 2 {
+				p.checkAbs("AttentionGemm dq "+name, dq, 3e-2)
+				p.checkAbs("AttentionGemm dk "+name, dk, 3e-2)
+			} else {
+				p.check("AttentionGemm dq "+name, dq, 5e-2)
+				p.check("AttentionGemm dk "+name, dk, 5e-2)
+			}
+			p.check("AttentionGemm dv "+name, dv, 5e-2)
+		}
+		// A prefill over a cache: queries after Past cached keys.
+		p.gpu.attnGemmRows, p.gpu.attnGemmChunk = 1, 48
+		capacity := 400
+		kc, vc := p.rnd(2*capacity, c.kv*c.hd, 1), p.rnd(2*capacity, c.kv*c.hd, 1)
+		seqs := []AttnSeq{{Q: 0, N: 100, K: 0, Past: 37}, {Q: 100, N: 150, K: capacity, Past: 200}}
+		q := p.rnd(250, c.heads*c.hd, 1)
+		sh := AttnShape{Heads: c.heads, KVHeads: c.kv, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd)))}
+		o, lse := p.out(250, c.heads*c.hd), p.out(250, c.heads)
+		p.cpu.Attention(o.c, lse.c, q.c, kc.c, vc.c, seqs, sh)
+		p.gpu.Attention(o.g, lse.g, q.g, kc.g, vc.g, seqs, sh)
+		p.check(fmt.Sprintf("AttentionGemm past hd=%d", c.hd), o, 3e-2)
+		p.checkAbs(fmt.Sprintf("AttentionGemm past lse hd=%d", c.hd), lse, 3e-2)
+	}
+}
+
 func TestCUDASample(t *testing.T) {
 	p := newOpPair(t, 6)
 	for _, V := range []int{7, 320, 151936} {
@@ -411,6 +483,25 @@ func TestCUDABF16(t *testing.T) {
 	p.cpu.MatMul(c.c, a.c, b.c, false, true, 1, 0)
 	p.gpu.MatMul(c.g, a.g, b.g, false, true, 1, 0)
 	p.check("MatMul bf16", c, 2e-2)
+	// A weight keeps its bf16 copy between products and remakes it after
+	// a write: the second round must see the new values.
+	w := p.rnd(97, 257, 1)
+	p.gpu.MarkWeight(w.g)
+	for round := 0; round < 3; round++ {
+		c := p.out(130, 97)
+		p.cpu.MatMul(c.c, a.c, w.c, false, true, 1, 0)
+		p.gpu.MatMul(c.g, a.g, w.g, false, true, 1, 0)
+		p.check(fmt.Sprintf("MatMul bf16 with a kept weight, round %d", round), c, 2e-2)
+		nw := p.rnd(97, 257, 1)
+		switch round {
+		case 0:
+			p.cpu.Copy(w.c, nw.c)
+			p.gpu.Copy(w.g, nw.g)
+		case 1:
+			p.cpu.Add(w.c, nw.c)
+			p.gpu.Add(w.g, nw.g)
+		}
+	}
 
 	for _, name := range fixtureCases {
 		t.Run(name, func(t *testing.T) {

@@ -160,6 +160,13 @@ func newModel(a arch, be Backend, tensors map[string][]float32) (*Model, error) 
 		}
 	}
 	m.params = a.bind(byName)
+	if wm, ok := be.(interface{ MarkWeight(Tensor) }); ok {
+		for _, s := range m.specs {
+			if s.rows > 1 && s.cols > 1 { // matrices: the GEMM operands
+				wm.MarkWeight(byName[s.name])
+			}
+		}
+	}
 	return m, nil
 }
 
@@ -270,6 +277,38 @@ type batch struct {
 	ids, pos []int
 	seqs     []AttnSeq
 	cache    *kvCache // nil: attend within the packed k, v (training)
+
+	cacheRowsDone bool
+	cacheRowsMap  []int
+}
+
+// cacheRows maps each of the batch's R rows to its KV-cache row (one
+// ScatterRows per layer instead of a copy per sequence), computed once per
+// batch; nil when the sequences do not cover every row exactly once.
+func (b *batch) cacheRows(R int) []int {
+	if b.cacheRowsDone {
+		return b.cacheRowsMap
+	}
+	b.cacheRowsDone = true
+	rows := make([]int, R)
+	for i := range rows {
+		rows[i] = -1
+	}
+	for _, s := range b.seqs {
+		for j := 0; j < s.N; j++ {
+			if rows[s.Q+j] != -1 {
+				return nil
+			}
+			rows[s.Q+j] = s.K + s.Past + j
+		}
+	}
+	for _, r := range rows {
+		if r < 0 {
+			return nil
+		}
+	}
+	b.cacheRowsMap = rows
+	return rows
 }
 
 // acts are one layer's activations, kept for the backward.
@@ -304,10 +343,10 @@ func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
 	R, H := x.Rows(), A.hidden
 	qd, kvd := A.heads*A.headDim, A.kvHeads*A.headDim
 	a := &acts{x: x}
-	a.xn1, a.rstd1 = be.Zeros(R, H), be.Zeros(R, 1)
+	a.xn1, a.rstd1 = be.Empty(R, H), be.Empty(R, 1)
 	be.RMSNorm(a.xn1, a.rstd1, x, W.inNorm, A.eps)
 	proj := func(w, bias Tensor, cols int) Tensor {
-		t := be.Zeros(R, cols)
+		t := be.Empty(R, cols)
 		be.MatMul(t, a.xn1, w, false, true, 1, 0)
 		if bias != nil {
 			be.AddBias(t, bias)
@@ -318,8 +357,8 @@ func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
 	if A.qkNorm {
 		// Qwen3 normalizes each head's q and k over head_dim before RoPE.
 		a.qPre, a.kPre = a.q, a.k
-		a.q, a.k = be.Zeros(R, qd), be.Zeros(R, kvd)
-		a.rstdQ, a.rstdK = be.Zeros(R*A.heads, 1), be.Zeros(R*A.kvHeads, 1)
+		a.q, a.k = be.Empty(R, qd), be.Empty(R, kvd)
+		a.rstdQ, a.rstdK = be.Empty(R*A.heads, 1), be.Empty(R*A.kvHeads, 1)
 		be.RMSNorm(a.q, a.rstdQ, a.qPre, W.qNorm, A.eps)
 		be.RMSNorm(a.k, a.rstdK, a.kPre, W.kNorm, A.eps)
 	}
@@ -329,27 +368,32 @@ func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
 	if b.cache != nil {
 		// Append this batch's keys and values to each sequence's cache
 		// slot, then attend over the slot.
-		for _, s := range b.seqs {
-			be.Copy(be.View(b.cache.k[l], s.K+s.Past, s.N), be.View(a.k, s.Q, s.N))
-			be.Copy(be.View(b.cache.v[l], s.K+s.Past, s.N), be.View(a.v, s.Q, s.N))
+		if rows := b.cacheRows(R); rows != nil {
+			be.ScatterRows(b.cache.k[l], a.k, rows)
+			be.ScatterRows(b.cache.v[l], a.v, rows)
+		} else {
+			for _, s := range b.seqs {
+				be.Copy(be.View(b.cache.k[l], s.K+s.Past, s.N), be.View(a.k, s.Q, s.N))
+				be.Copy(be.View(b.cache.v[l], s.K+s.Past, s.N), be.View(a.v, s.Q, s.N))
+			}
 		}
 		keys, vals = b.cache.k[l], b.cache.v[l]
 	}
 	a.att, a.lse = be.Zeros(R, qd), be.Zeros(R, A.heads)
 	be.Attention(a.att, a.lse, a.q, keys, vals, b.seqs, m.attnShape())
-	a.h = be.Zeros(R, H)
+	a.h = be.Empty(R, H)
 	be.MatMul(a.h, a.att, W.wo, false, true, 1, 0)
 	if W.bo != nil {
 		be.AddBias(a.h, W.bo)
 	}
 	be.Add(a.h, x)
-	a.xn2, a.rstd2 = be.Zeros(R, H), be.Zeros(R, 1)
+	a.xn2, a.rstd2 = be.Empty(R, H), be.Empty(R, 1)
 	be.RMSNorm(a.xn2, a.rstd2, a.h, W.postNorm, A.eps)
-	a.gate, a.up, a.act = be.Zeros(R, A.inter), be.Zeros(R, A.inter), be.Zeros(R, A.inter)
+	a.gate, a.up, a.act = be.Empty(R, A.inter), be.Empty(R, A.inter), be.Empty(R, A.inter)
 	be.MatMul(a.gate, a.xn2, W.wg, false, true, 1, 0)
 	be.MatMul(a.up, a.xn2, W.wu, false, true, 1, 0)
 	be.SwiGLU(a.act, a.gate, a.up)
-	a.outp = be.Zeros(R, H)
+	a.outp = be.Empty(R, H)
 	be.MatMul(a.outp, a.act, W.wd, false, true, 1, 0)
 	be.Add(a.outp, a.h)
 	return a
@@ -363,19 +407,19 @@ func (m *Model) layerBackward(l int, dy Tensor, a *acts, b *batch) Tensor {
 	qd, kvd := A.heads*A.headDim, A.kvHeads*A.headDim
 
 	// MLP: out = h + down(silu(gate)·up), gate/up = xn2·Wᵀ.
-	dact := be.Zeros(R, A.inter)
+	dact := be.Empty(R, A.inter)
 	be.MatMul(dact, dy, W.wd, false, false, 1, 0)
 	be.MatMul(G.wd, dy, a.act, true, false, 1, 1)
-	dgate, dup := be.Zeros(R, A.inter), be.Zeros(R, A.inter)
+	dgate, dup := be.Empty(R, A.inter), be.Empty(R, A.inter)
 	be.SwiGLUBackward(dgate, dup, dact, a.gate, a.up)
 	m.free(dact)
-	dxn2 := be.Zeros(R, H)
+	dxn2 := be.Empty(R, H)
 	be.MatMul(dxn2, dgate, W.wg, false, false, 1, 0)
 	be.MatMul(dxn2, dup, W.wu, false, false, 1, 1)
 	be.MatMul(G.wg, dgate, a.xn2, true, false, 1, 1)
 	be.MatMul(G.wu, dup, a.xn2, true, false, 1, 1)
 	m.free(dgate, dup)
-	dh := be.Zeros(R, H)
+	dh := be.Empty(R, H)
 	be.RMSNormBackward(dh, G.postNorm, dxn2, a.h, W.postNorm, a.rstd2)
 	be.Add(dh, dy) // the residual path
 	m.free(dxn2)
@@ -384,7 +428,7 @@ func (m *Model) layerBackward(l int, dy Tensor, a *acts, b *batch) Tensor {
 	if G.bo != nil {
 		be.SumRows(G.bo, dh)
 	}
-	datt := be.Zeros(R, qd)
+	datt := be.Empty(R, qd)
 	be.MatMul(datt, dh, W.wo, false, false, 1, 0)
 	be.MatMul(G.wo, dh, a.att, true, false, 1, 1)
 	dq, dk, dv := be.Zeros(R, qd), be.Zeros(R, kvd), be.Zeros(R, kvd)
@@ -402,7 +446,7 @@ func (m *Model) layerBackward(l int, dy Tensor, a *acts, b *batch) Tensor {
 		be.SumRows(G.bk, dk)
 		be.SumRows(G.bv, dv)
 	}
-	dxn1 := be.Zeros(R, H)
+	dxn1 := be.Empty(R, H)
 	be.MatMul(dxn1, dq, W.wq, false, false, 1, 0)
 	be.MatMul(dxn1, dk, W.wk, false, false, 1, 1)
 	be.MatMul(dxn1, dv, W.wv, false, false, 1, 1)
@@ -410,7 +454,7 @@ func (m *Model) layerBackward(l int, dy Tensor, a *acts, b *batch) Tensor {
 	be.MatMul(G.wk, dk, a.xn1, true, false, 1, 1)
 	be.MatMul(G.wv, dv, a.xn1, true, false, 1, 1)
 	m.free(dq, dk, dv)
-	dx := be.Zeros(R, H)
+	dx := be.Empty(R, H)
 	be.RMSNormBackward(dx, G.inNorm, dxn1, a.x, W.inNorm, a.rstd1)
 	be.Add(dx, dh)
 	m.free(dxn1, dh)

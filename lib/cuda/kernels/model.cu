@@ -70,6 +70,15 @@ extern "C" __global__ void gather_rows_f32(float *dst, const float *src, const i
 	}
 }
 
+// scatter_rows_f32: dst row idx[i] = src row i (KV-cache appends).
+extern "C" __global__ void scatter_rows_f32(float *dst, const float *src, const int *idx, int n, int cols) {
+	for (int i = blockIdx.x; i < n; i += gridDim.x) {
+		const float *s = src + (long long)i * cols;
+		float *d = dst + (long long)idx[i] * cols;
+		for (int j = threadIdx.x; j < cols; j += blockDim.x) d[j] = s[j];
+	}
+}
+
 // embedding_bwd_f32: dT[ids[i]] += dO[i]; repeated ids add up (atomics).
 extern "C" __global__ void embedding_bwd_f32(float *dT, const float *dO, const int *ids, int n, int cols) {
 	for (int i = blockIdx.x; i < n; i += gridDim.x) {

@@ -1,0 +1,218 @@
+package model
+
+import (
+	"github.com/mempo/mempo/lib/cuda"
+)
+
+// Tensor-core attention for long sequences in bf16 mode
+// (lib/cuda/kernels/attngemm.cu explains the layout). Per sequence and chunk
+// of query rows, the forward is
+//
+//	S = scale·Q·Kᵀ   (bf16 GEMM, fp32 out)  → P = softmax(S) in bf16, lse
+//	O = P·V          (bf16 GEMM, fp32 out)
+//
+// and the backward recomputes S and P from lse, then
+//
+//	dV += Pᵀ·dO, dP = dO·Vᵀ, dS = scale·P∘(dP − D), dQ = dS·K, dK += dSᵀ·Q.
+//
+// Each product is one strided-batched GEMM over the kv heads: the g query
+// heads that share a kv head are packed into one matrix of n·g rows. Rows
+// in a chunk see keys up to the chunk's end, so causal masking wastes at
+// most a chunk's worth of columns.
+
+// attnGemmMinRows is the shortest sequence (query rows) that takes the GEMM
+// path in bf16 mode; shorter ones (and decoding steps) stay with the
+// flash-style kernels, whose single launch covers many sequences.
+const attnGemmMinRows = 128
+
+// attnGemmChunkBytes bounds a chunk's score buffers (S, dP in fp32, P in
+// bf16) so that long contexts take more chunks instead of more memory.
+const attnGemmChunkBytes = 1 << 30
+
+// useAttnGemm says whether s takes the GEMM path.
+func (b *CUDA) useAttnGemm(s AttnSeq) bool {
+	return b.bf16 && !b.attnKernelsOnly && s.N >= b.attnGemmMin()
+}
+
+func (b *CUDA) attnGemmMin() int {
+	if b.attnGemmRows > 0 {
+		return b.attnGemmRows
+	}
+	return attnGemmMinRows
+}
+
+// splitAttn separates the sequences of the GEMM path from the others.
+func (b *CUDA) splitAttn(seqs []AttnSeq) (gemm, kern []AttnSeq) {
+	for _, s := range seqs {
+		if s.N == 0 {
+			continue
+		}
+		if b.useAttnGemm(s) {
+			gemm = append(gemm, s)
+		} else {
+			kern = append(kern, s)
+		}
+	}
+	return
+}
+
+// attnChunk is the query rows per chunk for a sequence of n query rows and
+// up to keys keys.
+func (b *CUDA) attnChunk(n, keys, heads int) int {
+	c := attnGemmChunkBytes / (10 * heads * max(keys, 1))
+	c = max(16, min(512, c))
+	if b.attnGemmChunk > 0 {
+		c = b.attnGemmChunk
+	}
+	return min(c, n)
+}
+
+func round8(n int) int { return (n + 7) &^ 7 }
+
+// attnScratch holds a call's device buffers, sized for its largest chunk.
+type attnScratch struct {
+	b                *CUDA
+	bufs             []cuda.Ptr
+	qp, dop          cuda.Ptr // packed bf16 q (and dO)
+	kb, vb           cuda.Ptr // bf16 keys and values of the sequence
+	s, dp            cuda.Ptr // fp32 scores (and dP)
+	p                cuda.Ptr // bf16 probabilities (and dS)
+	op               cuda.Ptr // fp32 packed output (O or dQ)
+	pack, keys, cols int
+}
+
+func (b *CUDA) newAttnScratch(seqs []AttnSeq, sh AttnShape, backward bool) *attnScratch {
+	maxRows, maxKeys, maxS := 0, 0, 0
+	for _, s := range seqs {
+		keys := s.Past + s.N
+		c := b.attnChunk(s.N, keys, sh.Heads)
+		maxRows = max(maxRows, c)
+		maxKeys = max(maxKeys, keys)
+		maxS = max(maxS, sh.Heads*c*round8(keys))
+	}
+	sc := &attnScratch{b: b}
+	get := func(bytes int) cuda.Ptr {
+		p, err := b.dev.Alloc(max(bytes, 16) + 16)
+		must(err)
+		sc.bufs = append(sc.bufs, p)
+		return p
+	}
+	qd, kvd := sh.Heads*sh.HeadDim, sh.KVHeads*sh.HeadDim
+	sc.qp = get(2 * maxRows * qd)
+	sc.kb = get(2 * maxKeys * kvd)
+	sc.vb = get(2 * maxKeys * kvd)
+	sc.s = get(4 * maxS)
+	sc.p = get(2 * maxS)
+	sc.op = get(4 * maxRows * qd)
+	if backward {
+		sc.dop = get(2 * maxRows * qd)
+		sc.dp = get(4 * maxS)
+	}
+	return sc
+}
+
+// free queues the buffers' release after the work that uses them.
+func (sc *attnScratch) free() {
+	for _, p := range sc.bufs {
+		must(sc.b.dev.Free(p))
+	}
+}
+
+func (b *CUDA) attgLaunch(name string, n int64, args ...any) {
+	b.launch("attngemm", name, b.gridFor(n, 256), 256, 0, args...)
+}
+
+// castKV puts the sequence's keys and values (rows [s.K, s.K+keys)) in the
+// scratch's bf16 buffers.
+func (b *CUDA) castKV(sc *attnScratch, K, V *cudaTensor, s AttnSeq, keys int) {
+	n := int64(keys) * int64(K.c)
+	b.attgLaunch("attg_cast", n, sc.kb, K.ptr()+cuda.Ptr(4*s.K*K.c), n)
+	b.attgLaunch("attg_cast", n, sc.vb, V.ptr()+cuda.Ptr(4*s.K*V.c), n)
+}
+
+// scores computes S = scale·Qp·Kbᵀ for a chunk of n query rows and keys
+// keys: one GEMM per kv head, batched.
+func (b *CUDA) scores(sc *attnScratch, qp cuda.Ptr, n, keys, ldS int, sh AttnShape) {
+	g, hd := sh.Heads/sh.KVHeads, sh.HeadDim
+	defer b.timed("attn_gemm")()
+	must(b.dev.GemmStridedBatched(false, true, n*g, keys, hd, sh.Scale,
+		qp, cuda.BF16, hd, int64(n*g*hd),
+		sc.kb, cuda.BF16, sh.KVHeads*hd, int64(hd),
+		0, sc.s, cuda.F32, ldS, int64(n*g*ldS), sh.KVHeads))
+}
+
+// attentionGemm is the forward of the GEMM path for seqs.
+func (b *CUDA) attentionGemm(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh AttnShape) {
+	sc := b.newAttnScratch(seqs, sh, false)
+	defer sc.free()
+	g, hd := sh.Heads/sh.KVHeads, sh.HeadDim
+	gw := g * hd
+	for _, s := range seqs {
+		b.castKV(sc, K, V, s, s.Past+s.N)
+		chunk := b.attnChunk(s.N, s.Past+s.N, sh.Heads)
+		for c0 := 0; c0 < s.N; c0 += chunk {
+			n := min(chunk, s.N-c0)
+			keys := s.Past + c0 + n
+			ldS := round8(keys)
+			qrow := s.Q + c0
+			b.attgLaunch("attg_pack", int64(n)*int64(Q.c), sc.qp, Q.ptr()+cuda.Ptr(4*qrow*Q.c), n, Q.c, sh.KVHeads, gw)
+			b.scores(sc, sc.qp, n, keys, ldS, sh)
+			b.launch("attngemm", "attg_softmax", sh.Heads*n, 256, 0,
+				sc.p, LSE.ptr(), sc.s, n, g, keys, ldS, s.Past+c0, qrow, sh.Heads)
+			func() {
+				defer b.timed("attn_gemm")()
+				must(b.dev.GemmStridedBatched(false, false, n*g, hd, keys, 1,
+					sc.p, cuda.BF16, ldS, int64(n*g*ldS),
+					sc.vb, cuda.BF16, sh.KVHeads*hd, int64(hd),
+					0, sc.op, cuda.F32, hd, int64(n*g*hd), sh.KVHeads))
+			}()
+			b.attgLaunch("attg_unpack", int64(n)*int64(O.c), O.ptr()+cuda.Ptr(4*qrow*O.c), sc.op, n, O.c, sh.KVHeads, gw)
+		}
+	}
+}
+
+// attentionGemmBackward is the backward of the GEMM path for seqs (Past is
+// 0); D holds Σ dO·O per row and head.
+func (b *CUDA) attentionGemmBackward(DQ, DK, DV, DO, Q, K, V, LSE, D *cudaTensor, seqs []AttnSeq, sh AttnShape) {
+	sc := b.newAttnScratch(seqs, sh, true)
+	defer sc.free()
+	g, hd := sh.Heads/sh.KVHeads, sh.HeadDim
+	gw, kvd := g*hd, sh.KVHeads*hd
+	for _, s := range seqs {
+		if s.Past != 0 {
+			panic("model: AttentionBackward with a KV cache")
+		}
+		b.castKV(sc, K, V, s, s.N)
+		// dK and dV accumulate over the chunks: start from zero.
+		must(b.dev.Memset32(DK.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
+		must(b.dev.Memset32(DV.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
+		dk, dv := DK.ptr()+cuda.Ptr(4*s.K*kvd), DV.ptr()+cuda.Ptr(4*s.K*kvd)
+		chunk := b.attnChunk(s.N, s.N, sh.Heads)
+		for c0 := 0; c0 < s.N; c0 += chunk {
+			n := min(chunk, s.N-c0)
+			keys := c0 + n
+			ldS := round8(keys)
+			qrow := s.Q + c0
+			ng := n * g
+			b.attgLaunch("attg_pack", int64(n)*int64(Q.c), sc.qp, Q.ptr()+cuda.Ptr(4*qrow*Q.c), n, Q.c, sh.KVHeads, gw)
+			b.attgLaunch("attg_pack", int64(n)*int64(DO.c), sc.dop, DO.ptr()+cuda.Ptr(4*qrow*DO.c), n, DO.c, sh.KVHeads, gw)
+			b.scores(sc, sc.qp, n, keys, ldS, sh)
+			rows := sh.Heads * n
+			b.launch("attngemm", "attg_probs", rows, 256, 0, sc.p, LSE.ptr(), sc.s, n, g, keys, ldS, c0, qrow, sh.Heads)
+			gemm := func(ta, tb bool, m, nn, k int, a cuda.Ptr, lda int, sa int64, bb cuda.Ptr, ldb int, sb int64, beta float32, c cuda.Ptr, ct cuda.DataType, ldc int, scc int64) {
+				defer b.timed("attn_gemm")()
+				must(b.dev.GemmStridedBatched(ta, tb, m, nn, k, 1, a, cuda.BF16, lda, sa, bb, cuda.BF16, ldb, sb, beta, c, ct, ldc, scc, sh.KVHeads))
+			}
+			// dV += Pᵀ·dO
+			gemm(true, false, keys, hd, ng, sc.p, ldS, int64(ng*ldS), sc.dop, hd, int64(ng*hd), 1, dv, cuda.F32, kvd, int64(hd))
+			// dP = dO·Vᵀ
+			gemm(false, true, ng, keys, hd, sc.dop, hd, int64(ng*hd), sc.vb, kvd, int64(hd), 0, sc.dp, cuda.F32, ldS, int64(ng*ldS))
+			b.launch("attngemm", "attg_dsoftmax", rows, 256, 0, sc.p, sc.s, sc.dp, LSE.ptr(), D.ptr(), n, g, keys, ldS, c0, qrow, sh.Heads, sh.Scale)
+			// dQ = dS·K (packed), then unpacked into its rows
+			gemm(false, false, ng, hd, keys, sc.p, ldS, int64(ng*ldS), sc.kb, kvd, int64(hd), 0, sc.op, cuda.F32, hd, int64(ng*hd))
+			b.attgLaunch("attg_unpack", int64(n)*int64(DQ.c), DQ.ptr()+cuda.Ptr(4*qrow*DQ.c), sc.op, n, DQ.c, sh.KVHeads, gw)
+			// dK += dSᵀ·Q
+			gemm(true, false, keys, hd, ng, sc.p, ldS, int64(ng*ldS), sc.qp, hd, int64(ng*hd), 1, dk, cuda.F32, kvd, int64(hd))
+		}
+	}
+}
