@@ -765,9 +765,12 @@ func (b *CUDA) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape)
 			panic(fmt.Sprintf("model: Attention sequence %+v outside q (%d rows) or k (%d rows)", s, Q.r, K.r))
 		}
 	}
-	gseqs, kseqs := b.splitAttn(seqs)
+	gseqs, dseqs, kseqs := b.splitAttn(seqs, sh, true)
 	if len(gseqs) > 0 {
 		b.attentionGemm(O, LSE, Q, K, V, gseqs, sh)
+	}
+	if len(dseqs) > 0 {
+		b.attentionDecode(O, LSE, Q, K, V, dseqs, sh)
 	}
 	nt, err := attnNT(hd)
 	must(err)
@@ -791,7 +794,7 @@ func (b *CUDA) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seq
 	}
 	nt, err := attnNT(hd)
 	must(err)
-	gseqs, kseqs := b.splitAttn(seqs)
+	gseqs, _, kseqs := b.splitAttn(seqs, sh, false)
 	if len(gseqs)+len(kseqs) == 0 {
 		return
 	}

@@ -41,19 +41,41 @@ func (b *CUDA) attnGemmMin() int {
 	return attnGemmMinRows
 }
 
-// splitAttn separates the sequences of the GEMM path from the others.
-func (b *CUDA) splitAttn(seqs []AttnSeq) (gemm, kern []AttnSeq) {
+// attnDecodeMaxRows is the most query rows of a sequence that the decode
+// kernel (attndecode.cu) takes in the forward: decoding steps, not prompts.
+const attnDecodeMaxRows = 4
+
+// splitAttn separates the sequences of the GEMM path, of the decode kernel
+// (forward only: decode is true) and of the flash-style kernels.
+func (b *CUDA) splitAttn(seqs []AttnSeq, sh AttnShape, decode bool) (gemm, dec, kern []AttnSeq) {
+	canDecode := decode && !b.attnKernelsOnly && sh.Heads/sh.KVHeads <= 16 && sh.HeadDim <= 256
 	for _, s := range seqs {
-		if s.N == 0 {
-			continue
-		}
-		if b.useAttnGemm(s) {
+		switch {
+		case s.N == 0:
+		case b.useAttnGemm(s):
 			gemm = append(gemm, s)
-		} else {
+		case canDecode && s.N <= attnDecodeMaxRows:
+			dec = append(dec, s)
+		default:
 			kern = append(kern, s)
 		}
 	}
 	return
+}
+
+// attentionDecode runs the decode kernel: one block per query row and kv
+// head.
+func (b *CUDA) attentionDecode(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh AttnShape) {
+	var rows []int
+	for _, s := range seqs {
+		for i := 0; i < s.N; i++ {
+			rows = append(rows, s.Q+i, s.K, s.Past+i+1)
+		}
+	}
+	g, hd := sh.Heads/sh.KVHeads, sh.HeadDim
+	shmem := 4 * (32*(hd+1) + 32*hd + g*hd)
+	b.launch2("attndecode", "attn_decode", cuda.Dim3{X: len(rows) / 3, Y: sh.KVHeads}, 32*g, shmem,
+		O.ptr(), LSE.ptr(), Q.ptr(), K.ptr(), V.ptr(), b.uploadIntsMemo("attn-decode", rows), sh.Heads, sh.KVHeads, hd, sh.Scale)
 }
 
 // attnChunk is the query rows per chunk for a sequence of n query rows and

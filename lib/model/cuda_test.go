@@ -280,10 +280,16 @@ func TestCUDATokenLogProbs(t *testing.T) {
 }
 
 func TestCUDAAttention(t *testing.T) {
-	for _, v1 := range []bool{true, false} {
-		t.Run(map[bool]string{true: "v1", false: "v2"}[v1], func(t *testing.T) {
+	// v1 and v2 are the flash-style kernels alone (as MEMPO_CUDA_ATTN=v1 or
+	// kernel); "decode" is the default, where sequences of up to
+	// attnDecodeMaxRows rows take attndecode.cu in the forward.
+	for _, c := range []struct {
+		name            string
+		v1, kernelsOnly bool
+	}{{"v1", true, true}, {"v2", false, true}, {"decode", false, false}} {
+		t.Run(c.name, func(t *testing.T) {
 			p := newOpPair(t, 5)
-			p.gpu.attnV1 = v1
+			p.gpu.attnV1, p.gpu.attnKernelsOnly = c.v1, c.kernelsOnly
 			testCUDAAttention(t, p)
 		})
 	}
