@@ -114,9 +114,15 @@ func TestCUDABenchmarks(t *testing.T) {
 		fmt.Printf("BENCH %s prefill B=%d T=%d: %.0f tokens/s\n", name, batch, T, float64(batch*T)/d)
 
 		// Greedy decoding: prompts of 128, 128 new tokens.
+		// Weight bytes a decoding step reads: fp32, or the kept bf16 copies
+		// of the matrices in bf16 mode (norm vectors are negligible).
+		wbytes, wkind := 4.0, "fp32"
+		if be.BF16() {
+			wbytes, wkind = 2, "bf16"
+		}
 		var paramBytes float64
 		for _, sp := range m.specs {
-			paramBytes += 4 * float64(sp.rows*sp.cols)
+			paramBytes += wbytes * float64(sp.rows*sp.cols)
 		}
 		for _, B := range []int{1, 32, 256} {
 			reqs := make([]Request, B)
@@ -143,11 +149,12 @@ func TestCUDABenchmarks(t *testing.T) {
 				ms, calls := be.StopProfile()
 				printProfile(name+" decode B=256", ms, calls, d)
 			}
-			// HBM bound: every step reads all weights once (fp32 here) and the cache.
+			// HBM bound: every step reads all weights once and the fp32
+			// cache (192 positions on average).
 			kvBytes := float64(2*m.a.layers*m.a.kvHeads*m.a.headDim*4) * float64(B) * 192
 			bound := float64(B) * 4.3e12 / (paramBytes + kvBytes)
-			fmt.Printf("BENCH %s decode B=%d: %.0f tokens/s (incl. prefill of 128), HBM bound %.0f tokens/s (fp32 weights %.2f GB, 4.3 TB/s)\n",
-				name, B, float64(B*128)/d, bound, paramBytes/1e9)
+			fmt.Printf("BENCH %s decode B=%d: %.0f tokens/s (incl. prefill of 128), HBM bound %.0f tokens/s (%s weights %.2f GB, 4.3 TB/s)\n",
+				name, B, float64(B*128)/d, bound, wkind, paramBytes/1e9)
 		}
 		m = nil
 		runtime.GC()
