@@ -8,7 +8,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 	"unsafe"
 
 	"github.com/mempo/mempo/lib/cuda"
@@ -48,6 +47,7 @@ type CUDA struct {
 	prof *cudaProf // per-kernel event timing, when profiling
 
 	memo map[string]*uploadMemo // see uploadIntsMemo
+	pool devPool                // freed buffers for reuse (cuda_pool.go)
 
 	live      atomic.Int64 // bytes of device memory held by tensors
 	sinceGC   atomic.Int64
@@ -66,6 +66,7 @@ type cudaRope struct {
 type devBuf struct {
 	p     cuda.Ptr
 	bytes int
+	size  int // the pool's size class of p
 	freed bool
 	be    *CUDA
 
@@ -75,6 +76,7 @@ type devBuf struct {
 	// once per product.
 	weight bool
 	w16    cuda.Ptr
+	w16sz  int
 	w16ok  bool
 }
 
@@ -82,16 +84,9 @@ type devBuf struct {
 func (d *devBuf) release(later bool) {
 	d.freed = true
 	d.be.live.Add(-int64(d.bytes))
-	free := func(p cuda.Ptr) {
-		if later {
-			d.be.dev.FreeLater(p)
-		} else {
-			must(d.be.dev.Free(p))
-		}
-	}
-	free(d.p)
+	d.be.rawFree(d.p, d.size, later)
 	if d.w16 != 0 {
-		free(d.w16)
+		d.be.rawFree(d.w16, d.w16sz, later)
 		d.w16 = 0
 	}
 }
@@ -149,6 +144,7 @@ func NewCUDA() (*CUDA, error) {
 	}
 	be := &CUDA{dev: d, cpu: NewCPU(), rope: map[ropeKey]*cudaRope{}}
 	be.gcTrigger = max(d.TotalMem/8, 1<<30)
+	be.pool.limit = d.TotalMem / 4
 	be.bf16 = os.Getenv("MEMPO_CUDA_BF16") == "1"
 	be.attnV1 = os.Getenv("MEMPO_CUDA_ATTN") == "v1"
 	be.attnKernelsOnly = be.attnV1 || os.Getenv("MEMPO_CUDA_ATTN") == "kernel"
@@ -176,24 +172,17 @@ func must(err error) {
 	}
 }
 
-// alloc returns a buffer of n float32s, collecting garbage tensors first when
-// much has been allocated since the last collection, and once more when the
-// device is out of memory.
+// alloc returns a buffer of n float32s (from the pool, cuda_pool.go),
+// collecting garbage tensors first when much has been allocated since the
+// last collection.
 func (b *CUDA) alloc(n int) *devBuf {
 	bytes := 4 * max(n, 1)
 	if b.sinceGC.Add(int64(bytes)) > b.gcTrigger {
 		b.sinceGC.Store(0)
 		runtime.GC()
 	}
-	p, err := b.dev.Alloc(bytes)
-	for try := 0; err != nil && try < 3; try++ {
-		runtime.GC()
-		time.Sleep(20 * time.Millisecond) // let finalizers queue their frees
-		must(b.dev.Sync())                // drains them
-		p, err = b.dev.Alloc(bytes)
-	}
-	must(err)
-	buf := &devBuf{p: p, bytes: bytes, be: b}
+	p, size := b.rawAlloc(bytes)
+	buf := &devBuf{p: p, bytes: bytes, size: size, be: b}
 	b.live.Add(int64(bytes))
 	runtime.SetFinalizer(buf, func(d *devBuf) {
 		if !d.freed {
@@ -291,24 +280,22 @@ func (b *CUDA) MarkWeight(t Tensor) {
 	}
 }
 
-// bf16Operand returns t rounded to bf16 and whether the caller must free
-// it: a weight's kept copy, or a fresh cast.
-func (b *CUDA) bf16Operand(t *cudaTensor) (cuda.Ptr, bool) {
+// bf16Operand returns t rounded to bf16 and, when the caller must free it
+// (rawFree), its pooled size: a weight's kept copy (size 0), or a fresh cast.
+func (b *CUDA) bf16Operand(t *cudaTensor) (cuda.Ptr, int) {
 	buf := t.buf
 	if !buf.weight || t.off != 0 || 4*t.n() > buf.bytes {
-		return b.castBF16(t), true
+		return b.castBF16(t)
 	}
 	if buf.w16 == 0 {
-		p, err := b.dev.Alloc(buf.bytes/2 + 16)
-		must(err)
-		buf.w16 = p
+		buf.w16, buf.w16sz = b.rawAlloc(buf.bytes/2 + 16)
 	}
 	if !buf.w16ok {
 		n := int64(buf.bytes / 4)
 		b.launch("model", "cast_bf16", b.gridFor(n, 256), 256, 0, buf.w16, buf.p, n)
 		buf.w16ok = true
 	}
-	return buf.w16, false
+	return buf.w16, 0
 }
 
 // ---- launches ----
@@ -505,18 +492,18 @@ func (b *CUDA) MatMul(c, a, bb Tensor, transA, transB bool, alpha, beta float32)
 	}
 	C.buf.touch()
 	if b.bf16 {
-		a16, freeA := b.bf16Operand(A)
-		b16, freeB := b.bf16Operand(B)
+		a16, sizeA := b.bf16Operand(A)
+		b16, sizeB := b.bf16Operand(B)
 		func() {
 			defer b.timed("gemm_bf16")()
 			must(b.dev.Gemm(transA, transB, m, n, k, alpha, a16, cuda.BF16, A.c, b16, cuda.BF16, B.c, beta, C.ptr(), cuda.F32, C.c))
 		}()
 		// Stream-ordered frees: the GEMM queued before still reads them.
-		if freeA {
-			must(b.dev.Free(a16))
+		if sizeA > 0 {
+			b.rawFree(a16, sizeA, false)
 		}
-		if freeB {
-			must(b.dev.Free(b16))
+		if sizeB > 0 {
+			b.rawFree(b16, sizeB, false)
 		}
 		return
 	}
@@ -524,14 +511,13 @@ func (b *CUDA) MatMul(c, a, bb Tensor, transA, transB bool, alpha, beta float32)
 	must(b.dev.Gemm(transA, transB, m, n, k, alpha, A.ptr(), cuda.F32, A.c, B.ptr(), cuda.F32, B.c, beta, C.ptr(), cuda.F32, C.c))
 }
 
-// castBF16 returns a new device buffer holding t rounded to bf16 (the
-// caller frees it).
-func (b *CUDA) castBF16(t *cudaTensor) cuda.Ptr {
+// castBF16 returns a new device buffer holding t rounded to bf16 and its
+// pooled size (the caller gives it back with rawFree).
+func (b *CUDA) castBF16(t *cudaTensor) (cuda.Ptr, int) {
 	n := int64(t.n())
-	p, err := b.dev.Alloc(int(2*n + 16))
-	must(err)
+	p, size := b.rawAlloc(int(2*n + 16))
 	b.launch("model", "cast_bf16", b.gridFor(n, 256), 256, 0, p, t.ptr(), n)
-	return p
+	return p, size
 }
 
 func (b *CUDA) Add(dst, src Tensor) {

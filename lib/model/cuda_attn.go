@@ -95,6 +95,7 @@ func round8(n int) int { return (n + 7) &^ 7 }
 type attnScratch struct {
 	b                *CUDA
 	bufs             []cuda.Ptr
+	sizes            []int
 	qp, dop          cuda.Ptr // packed bf16 q (and dO)
 	kb, vb           cuda.Ptr // bf16 keys and values of the sequence
 	s, dp            cuda.Ptr // fp32 scores (and dP)
@@ -114,9 +115,8 @@ func (b *CUDA) newAttnScratch(seqs []AttnSeq, sh AttnShape, backward bool) *attn
 	}
 	sc := &attnScratch{b: b}
 	get := func(bytes int) cuda.Ptr {
-		p, err := b.dev.Alloc(max(bytes, 16) + 16)
-		must(err)
-		sc.bufs = append(sc.bufs, p)
+		p, size := b.rawAlloc(max(bytes, 16) + 16)
+		sc.bufs, sc.sizes = append(sc.bufs, p), append(sc.sizes, size)
 		return p
 	}
 	qd, kvd := sh.Heads*sh.HeadDim, sh.KVHeads*sh.HeadDim
@@ -135,8 +135,8 @@ func (b *CUDA) newAttnScratch(seqs []AttnSeq, sh AttnShape, backward bool) *attn
 
 // free queues the buffers' release after the work that uses them.
 func (sc *attnScratch) free() {
-	for _, p := range sc.bufs {
-		must(sc.b.dev.Free(p))
+	for i, p := range sc.bufs {
+		sc.b.rawFree(p, sc.sizes[i], false)
 	}
 }
 

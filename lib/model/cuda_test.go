@@ -565,3 +565,22 @@ func TestCUDABF16(t *testing.T) {
 		})
 	}
 }
+
+// TestCUDAPool checks that a freed buffer is handed out again (no driver
+// call) and that a reused buffer is cleared by Zeros.
+func TestCUDAPool(t *testing.T) {
+	be := cudaOrSkip(t)
+	a := be.Zeros(100, 101)
+	be.Fill(a, 7)
+	be.Free(a)
+	h0, _, _ := be.PoolStats()
+	b := be.Zeros(101, 100)
+	if h1, _, _ := be.PoolStats(); h1 != h0+1 {
+		t.Errorf("pool hits %d → %d: the freed buffer was not reused", h0, h1)
+	}
+	for i, v := range be.ToHost(b, nil) {
+		if v != 0 {
+			t.Fatalf("Zeros on a reused buffer: element %d = %g", i, v)
+		}
+	}
+}
