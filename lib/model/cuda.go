@@ -827,17 +827,16 @@ func (b *CUDA) Sample(logits Tensor, params []SampleParams, u []float64) []Sampl
 			}
 		}
 	}
-	ids := b.newTensor(Z.r, 1)
-	lp, slp := b.newTensor(Z.r, 1), b.newTensor(Z.r, 1)
-	b.launch("sample", "sample_f32", Z.r, 1024, 0, ids.ptr(), lp.ptr(), slp.ptr(), Z.ptr(), int64(Z.c), b.uploadF64(invT), b.uploadF64(u[:Z.r]))
-	idv := b.ToHost(ids, nil)
-	lpv, slpv := b.ToHost(lp, nil), b.ToHost(slp, nil)
+	// ids, log-probs and sample log-probs in one buffer: one copy back.
+	res := b.newTensor(3, Z.r)
+	ids, lp, slp := res.ptr(), res.ptr()+cuda.Ptr(4*Z.r), res.ptr()+cuda.Ptr(8*Z.r)
+	b.launch("sample", "sample_f32", Z.r, 1024, 0, ids, lp, slp, Z.ptr(), int64(Z.c), b.uploadF64(invT), b.uploadF64(u[:Z.r]))
+	v := b.ToHost(res, nil)
+	idv, lpv, slpv := v[:Z.r], v[Z.r:2*Z.r], v[2*Z.r:]
 	for r := range out {
 		out[r] = Sampled{ID: int(int32(math.Float32bits(idv[r]))), LogProb: lpv[r], SampleLogProb: slpv[r]}
 	}
-	b.Free(ids)
-	b.Free(lp)
-	b.Free(slp)
+	b.Free(res)
 	row := make([]float32, Z.c)
 	for _, r := range hostRows {
 		must(b.dev.DtoH(unsafe.Pointer(&row[0]), Z.ptr()+cuda.Ptr(4*r*Z.c), 4*Z.c))
