@@ -46,8 +46,9 @@ type CUDA struct {
 
 	prof *cudaProf // per-kernel event timing, when profiling
 
-	memo map[string]*uploadMemo // see uploadIntsMemo
-	pool devPool                // freed buffers for reuse (cuda_pool.go)
+	memo  map[string]*uploadMemo // see uploadIntsMemo
+	pool  devPool                // freed buffers for reuse (cuda_pool.go)
+	casts []castEntry            // kept bf16 roundings of activations, most recent first
 
 	live      atomic.Int64 // bytes of device memory held by tensors
 	sinceGC   atomic.Int64
@@ -251,13 +252,13 @@ func (*CUDA) Reshape(t Tensor, rows, cols int) Tensor {
 func (b *CUDA) Copy(dst, src Tensor) {
 	d, s := gt(dst), gt(src)
 	sameShapeG("Copy", d, s)
-	d.buf.touch()
+	b.wrote(d)
 	must(b.dev.DtoD(d.ptr(), s.ptr(), 4*d.n()))
 }
 
 func (b *CUDA) Fill(t Tensor, v float32) {
 	s := gt(t)
-	s.buf.touch()
+	b.wrote(s)
 	must(b.dev.Memset32(s.ptr(), math.Float32bits(v), s.n()))
 }
 
@@ -266,6 +267,9 @@ func (b *CUDA) Free(t Tensor) {
 	s := gt(t)
 	if !s.own || s.buf.freed {
 		return
+	}
+	if len(b.casts) > 0 {
+		b.dropCasts(s.buf)
 	}
 	s.buf.release(false)
 }
@@ -280,12 +284,73 @@ func (b *CUDA) MarkWeight(t Tensor) {
 	}
 }
 
-// bf16Operand returns t rounded to bf16 and, when the caller must free it
-// (rawFree), its pooled size: a weight's kept copy (size 0), or a fresh cast.
-func (b *CUDA) bf16Operand(t *cudaTensor) (cuda.Ptr, int) {
+// castEntry is an activation's bf16 rounding, kept for the next products.
+type castEntry struct {
+	buf    *devBuf
+	off, n int
+	p      cuda.Ptr
+	size   int
+}
+
+// maxCasts bounds the activations whose bf16 rounding is kept: enough for
+// the runs of products that share an operand (q, k, v from the same
+// normalized input; a weight gradient right after the input gradient from
+// the same output gradient), little enough that the copies cost no memory
+// to speak of.
+const maxCasts = 4
+
+// wrote is called by every op on its outputs before it writes them: it
+// makes kept bf16 roundings of those buffers stale.
+func (b *CUDA) wrote(ts ...*cudaTensor) {
+	for _, t := range ts {
+		t.buf.touch()
+		if len(b.casts) > 0 {
+			b.dropCasts(t.buf)
+		}
+	}
+}
+
+// dropCasts forgets (and frees) the kept roundings of buf.
+func (b *CUDA) dropCasts(buf *devBuf) {
+	k := b.casts[:0]
+	for _, e := range b.casts {
+		if e.buf == buf {
+			b.rawFree(e.p, e.size, false)
+		} else {
+			k = append(k, e)
+		}
+	}
+	clear(b.casts[len(k):])
+	b.casts = k
+}
+
+// activationBF16 returns t rounded to bf16 from the kept roundings, or
+// casts it and keeps the result, evicting the least recently used.
+func (b *CUDA) activationBF16(t *cudaTensor) cuda.Ptr {
+	n := t.n()
+	for i, e := range b.casts {
+		if e.buf == t.buf && e.off == t.off && e.n == n {
+			copy(b.casts[1:i+1], b.casts[:i])
+			b.casts[0] = e
+			return e.p
+		}
+	}
+	p, size := b.castBF16(t)
+	if len(b.casts) == maxCasts {
+		last := b.casts[maxCasts-1]
+		b.rawFree(last.p, last.size, false)
+		b.casts = b.casts[:maxCasts-1]
+	}
+	b.casts = append([]castEntry{{buf: t.buf, off: t.off, n: n, p: p, size: size}}, b.casts...)
+	return p
+}
+
+// bf16Operand returns t rounded to bf16: a weight's kept copy, or an
+// activation's (activationBF16). Neither is freed by the caller.
+func (b *CUDA) bf16Operand(t *cudaTensor) cuda.Ptr {
 	buf := t.buf
 	if !buf.weight || t.off != 0 || 4*t.n() > buf.bytes {
-		return b.castBF16(t)
+		return b.activationBF16(t)
 	}
 	if buf.w16 == 0 {
 		buf.w16, buf.w16sz = b.rawAlloc(buf.bytes/2 + 16)
@@ -295,7 +360,7 @@ func (b *CUDA) bf16Operand(t *cudaTensor) (cuda.Ptr, int) {
 		b.launch("model", "cast_bf16", b.gridFor(n, 256), 256, 0, buf.w16, buf.p, n)
 		buf.w16ok = true
 	}
-	return buf.w16, 0
+	return buf.w16
 }
 
 // ---- launches ----
@@ -435,6 +500,7 @@ func (b *CUDA) GatherRows(dst, src Tensor, rows []int) {
 	if d.c != s.c || d.r != len(rows) {
 		panic("model: GatherRows shape mismatch")
 	}
+	b.wrote(d)
 	for _, r := range rows {
 		if r < 0 || r >= s.r {
 			panic(fmt.Sprintf("model: GatherRows row %d of %d", r, s.r))
@@ -452,6 +518,7 @@ func (b *CUDA) ScatterRows(dst, src Tensor, rows []int) {
 	if d.c != s.c || s.r != len(rows) {
 		panic("model: ScatterRows shape mismatch")
 	}
+	b.wrote(d)
 	for _, r := range rows {
 		if r < 0 || r >= d.r {
 			panic(fmt.Sprintf("model: ScatterRows row %d of %d", r, d.r))
@@ -490,21 +557,13 @@ func (b *CUDA) MatMul(c, a, bb Tensor, transA, transB bool, alpha, beta float32)
 		}
 		return
 	}
-	C.buf.touch()
+	b.wrote(C)
 	if b.bf16 {
-		a16, sizeA := b.bf16Operand(A)
-		b16, sizeB := b.bf16Operand(B)
+		a16, b16 := b.bf16Operand(A), b.bf16Operand(B)
 		func() {
 			defer b.timed("gemm_bf16")()
 			must(b.dev.Gemm(transA, transB, m, n, k, alpha, a16, cuda.BF16, A.c, b16, cuda.BF16, B.c, beta, C.ptr(), cuda.F32, C.c))
 		}()
-		// Stream-ordered frees: the GEMM queued before still reads them.
-		if sizeA > 0 {
-			b.rawFree(a16, sizeA, false)
-		}
-		if sizeB > 0 {
-			b.rawFree(b16, sizeB, false)
-		}
 		return
 	}
 	defer b.timed("gemm")()
@@ -523,7 +582,7 @@ func (b *CUDA) castBF16(t *cudaTensor) (cuda.Ptr, int) {
 func (b *CUDA) Add(dst, src Tensor) {
 	d, s := gt(dst), gt(src)
 	sameShapeG("Add", d, s)
-	d.buf.touch()
+	b.wrote(d)
 	n := int64(d.n())
 	b.launch("model", "add_f32", b.gridFor(n, 256), 256, 0, d.ptr(), s.ptr(), n)
 }
@@ -533,6 +592,7 @@ func (b *CUDA) AddBias(x, bias Tensor) {
 	if B.n() != X.c {
 		panic("model: AddBias width mismatch")
 	}
+	b.wrote(X)
 	n := int64(X.n())
 	b.launch("model", "add_bias_f32", b.gridFor(n, 256), 256, 0, X.ptr(), B.ptr(), n, X.c)
 }
@@ -542,6 +602,7 @@ func (b *CUDA) SumRows(dst, x Tensor) {
 	if d.n() != X.c {
 		panic("model: SumRows width mismatch")
 	}
+	b.wrote(d)
 	if X.r == 0 {
 		return
 	}
@@ -563,6 +624,7 @@ func (b *CUDA) EmbeddingBackward(dTable, dOut Tensor, ids []int) {
 	if o.r != len(ids) || o.c != t.c {
 		panic("model: EmbeddingBackward shape mismatch")
 	}
+	b.wrote(t)
 	if len(ids) == 0 {
 		return
 	}
@@ -580,6 +642,7 @@ func (b *CUDA) RMSNorm(out, rstd, x, w Tensor, eps float32) {
 		panic(fmt.Sprintf("model: RMSNorm of %d×%d by %d with rstd %d×%d", X.r, X.c, dim, s.r, s.c))
 	}
 	sameShapeG("RMSNorm", o, X)
+	b.wrote(o, s)
 	if n == 0 {
 		return
 	}
@@ -592,6 +655,7 @@ func (b *CUDA) RMSNormBackward(dx, dw, dy, x, w, rstd Tensor) {
 	n := X.n() / dim
 	sameShapeG("RMSNormBackward", DY, X)
 	sameShapeG("RMSNormBackward", DX, X)
+	b.wrote(DX, DW)
 	if n == 0 {
 		return
 	}
@@ -633,6 +697,7 @@ func (b *CUDA) RoPE(x Tensor, pos []int, headDim int, theta float64, inverse boo
 	if len(pos) != X.r || X.c%headDim != 0 {
 		panic("model: RoPE shape mismatch")
 	}
+	b.wrote(X)
 	if X.r == 0 {
 		return
 	}
@@ -657,6 +722,7 @@ func (b *CUDA) SwiGLU(out, gate, up Tensor) {
 	o, g, u := gt(out), gt(gate), gt(up)
 	sameShapeG("SwiGLU", o, g)
 	sameShapeG("SwiGLU", o, u)
+	b.wrote(o)
 	n := int64(o.n())
 	b.launch("model", "swiglu_f32", b.gridFor(n, 256), 256, 0, o.ptr(), g.ptr(), u.ptr(), n)
 }
@@ -666,6 +732,7 @@ func (b *CUDA) SwiGLUBackward(dgate, dup, dout, gate, up Tensor) {
 	sameShapeG("SwiGLUBackward", dg, g)
 	sameShapeG("SwiGLUBackward", du, u)
 	sameShapeG("SwiGLUBackward", do, g)
+	b.wrote(dg, du)
 	n := int64(g.n())
 	b.launch("model", "swiglu_bwd_f32", b.gridFor(n, 256), 256, 0, dg.ptr(), du.ptr(), do.ptr(), g.ptr(), u.ptr(), n)
 }
@@ -675,6 +742,7 @@ func (b *CUDA) TokenLogProbs(lp, lse, logits Tensor, targets []int) {
 	if len(targets) != Z.r || L.n() != Z.r || S.n() != Z.r {
 		panic("model: TokenLogProbs shape mismatch")
 	}
+	b.wrote(L, S)
 	if Z.r == 0 {
 		return
 	}
@@ -685,6 +753,7 @@ func (b *CUDA) TokenLogProbs(lp, lse, logits Tensor, targets []int) {
 func (b *CUDA) TokenLogProbsBackward(dlogits, logits, lse Tensor, targets []int, dlp []float32) {
 	D, Z, S := gt(dlogits), gt(logits), gt(lse)
 	sameShapeG("TokenLogProbsBackward", D, Z)
+	b.wrote(D)
 	if len(targets) != Z.r || len(dlp) < Z.r || S.n() != Z.r {
 		panic("model: TokenLogProbsBackward shape mismatch")
 	}
@@ -751,6 +820,7 @@ func (b *CUDA) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape)
 			panic(fmt.Sprintf("model: Attention sequence %+v outside q (%d rows) or k (%d rows)", s, Q.r, K.r))
 		}
 	}
+	b.wrote(O, LSE)
 	gseqs, dseqs, kseqs := b.splitAttn(seqs, sh, true)
 	if len(gseqs) > 0 {
 		b.attentionGemm(O, LSE, Q, K, V, gseqs, sh)
@@ -778,6 +848,7 @@ func (b *CUDA) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seq
 			panic("model: AttentionBackward with a KV cache")
 		}
 	}
+	b.wrote(DQ, DK, DV)
 	nt, err := attnNT(hd)
 	must(err)
 	gseqs, _, kseqs := b.splitAttn(seqs, sh, false)

@@ -509,6 +509,37 @@ func TestCUDABF16(t *testing.T) {
 		}
 	}
 
+	// An activation's rounding is kept for the next products (up to
+	// maxCasts of them) and dropped when any op writes the activation: the
+	// products after each in-place write must see the new values.
+	x, wx := p.rnd(130, 256, 1), p.rnd(97, 256, 1)
+	bias := p.rnd(1, 256, 1)
+	for round := 0; round < 4; round++ {
+		for rep := 0; rep < 2; rep++ {
+			c := p.out(130, 97)
+			p.cpu.MatMul(c.c, x.c, wx.c, false, true, 1, 0)
+			p.gpu.MatMul(c.g, x.g, wx.g, false, true, 1, 0)
+			p.check(fmt.Sprintf("MatMul bf16 with a kept activation, round %d", round), c, 2e-2)
+		}
+		switch round {
+		case 0:
+			p.cpu.AddBias(x.c, bias.c)
+			p.gpu.AddBias(x.g, bias.g)
+		case 1:
+			pos := make([]int, 130)
+			for i := range pos {
+				pos[i] = 3 * i
+			}
+			p.cpu.RoPE(x.c, pos, 64, 10000, false)
+			p.gpu.RoPE(x.g, pos, 64, 10000, false)
+		case 2:
+			// Written through a view of its buffer.
+			y := p.rnd(10, 256, 1)
+			p.cpu.Copy(p.cpu.View(x.c, 5, 10), y.c)
+			p.gpu.Copy(p.gpu.View(x.g, 5, 10), y.g)
+		}
+	}
+
 	for _, name := range fixtureCases {
 		t.Run(name, func(t *testing.T) {
 			be, err := NewCUDA()
