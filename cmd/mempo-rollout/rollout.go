@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,6 +55,7 @@ var rolloutFlags = []ucli.Flag{
 	&ucli.IntFlag{Name: "max-batch-tokens", Usage: "bound on rows × (longest context + --max-step-tokens) of one generation call, i.e. its KV cache; a turn over it is split into several calls (0: one call per turn); sampling does not change"},
 	&ucli.StringFlag{Name: "policy", Usage: "policy checkpoint id stored in every row (default: the model directory's name @ a hash of its files' sizes and times)"},
 	&ucli.BoolFlag{Name: "no-memory-reward", Usage: "skip the teacher-forced P(gold | …) passes of R^M"},
+	&ucli.StringFlag{Name: "task-reward", Value: "exact", Usage: "R^T: exact (1 when all k answers exact-match), or em / f1 (mean over objectives: partial credit)"},
 	&ucli.StringFlag{Name: "device", Usage: "cpu or cuda (default: cuda when usable, else cpu)"},
 	&ucli.IntFlag{Name: "limit", Usage: "run only the first N tasks (0: all)"},
 	&ucli.BoolFlag{Name: "overwrite", Usage: "run again even when --out already holds a finished run"},
@@ -124,6 +126,8 @@ func runRollout(c *ucli.Context) error {
 		return fmt.Errorf("--limit: must not be negative")
 	case c.Int("max-batch-tokens") < 0:
 		return fmt.Errorf("--max-batch-tokens: must not be negative")
+	case !slices.Contains(rollout.TaskRewards, c.String("task-reward")):
+		return fmt.Errorf("--task-reward: %q, want one of %s", c.String("task-reward"), strings.Join(rollout.TaskRewards, ", "))
 	}
 	keep, err := agent.ParseKeep(c.String("keep"))
 	if err != nil {
@@ -248,6 +252,11 @@ func runRollout(c *ucli.Context) error {
 		"top_p":       strconv.FormatFloat(c.Float64("top-p"), 'g', -1, 64), "top_k": strconv.Itoa(c.Int("top-k")),
 		"memory_reward": strconv.FormatBool(!c.Bool("no-memory-reward")),
 	}
+	if tr := c.String("task-reward"); tr != "exact" {
+		// Only a non-default reward enters the settings, so journals of
+		// earlier runs still resume.
+		set["task_reward"] = tr
+	}
 	jr, done, err := openJournal(journal, set, G, all)
 	if err != nil {
 		return err
@@ -265,7 +274,7 @@ func runRollout(c *ucli.Context) error {
 		GenTokensPerCall: c.Int("max-batch-tokens"),
 		Sampling:         model.SampleParams{Temperature: c.Float64("temperature"), TopP: c.Float64("top-p"), TopK: c.Int("top-k")},
 		EOS:              eos, Decode: tok.Decode, Seed: c.Uint64("seed"), PolicyID: policyID, Keep: keepName,
-		MemoryReward: !c.Bool("no-memory-reward"),
+		MemoryReward: !c.Bool("no-memory-reward"), TaskReward: c.String("task-reward"),
 	}}
 	prog := cli.NewProgress()
 	eng.Progress = func(st rollout.Stats) {

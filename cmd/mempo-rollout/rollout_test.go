@@ -334,6 +334,7 @@ func TestRolloutBadInput(t *testing.T) {
 		{[]string{"--model", modelDir, "--tasks", tasksFile, "--out", out}, "exactly one of --retriever"},
 		{base("--keep", "x"), "--keep"},
 		{base("--group", "0"), "--group"},
+		{base("--task-reward", "partial"), "--task-reward"},
 		{base("--jsonl", filepath.Join(dir, "c.parquet")), "--jsonl"},
 		{[]string{"--model", modelDir, "--tasks", tasksFile, "--index", filepath.Join(dir, "noindex"), "--out", out}, "--index"},
 	}

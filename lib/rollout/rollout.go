@@ -79,6 +79,10 @@ type Options struct {
 	// MemoryReward computes p_gold_mem, p_gold_hist and r_mem for every step
 	// with a <mem> block.
 	MemoryReward bool
+	// TaskReward is R^T's kind (see TaskReward): "" or "exact" (1 when every
+	// objective exact-matches, the paper's), "em" or "f1" (the mean over
+	// objectives: partial credit).
+	TaskReward string
 	// MemTokensPerCall bounds the tokens of one LogProbs call of the memory
 	// reward (default 16384).
 	MemTokensPerCall int
@@ -592,9 +596,40 @@ func (e *Engine) rows(js *jobState) []records.Rollout {
 			r.Steps = append(r.Steps, st)
 		}
 		r.Finish()
+		SetTaskReward(&r, o.TaskReward)
 		out = append(out, r)
 	}
 	return out
+}
+
+// TaskRewards are the kinds of R^T a rollout run can write.
+var TaskRewards = []string{"exact", "em", "f1"}
+
+// SetTaskReward sets r.RewardTask to the kind of R^T asked for, after
+// r.Finish: "" and "exact" keep Finish's (1 when every objective
+// exact-matches and the format is valid, else 0); "em" and "f1" give the
+// mean over objectives of the exact match or the token F1 (partial credit,
+// DESIGN §4's fractional variant), 0 when the format is not valid. A
+// fractional reward gives a group variance when some of its trajectories
+// answer part of a task, where the all-or-nothing reward is 0 for every one.
+func SetTaskReward(r *records.Rollout, kind string) {
+	var xs []float64
+	switch kind {
+	case "em":
+		xs = r.EM
+	case "f1":
+		xs = r.F1
+	default:
+		return
+	}
+	r.RewardTask = 0
+	if r.FormatOK && len(xs) > 0 {
+		t := 0.0
+		for _, x := range xs {
+			t += x
+		}
+		r.RewardTask = t / float64(len(xs))
+	}
 }
 
 // failureOf maps the agent's failure onto the rollouts vocabulary

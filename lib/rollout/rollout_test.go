@@ -703,6 +703,21 @@ func TestMultiObjectiveRewards(t *testing.T) {
 			t.Errorf("F1 of the right objective: %v", r.F1)
 		}
 	}
+	// Partial credit: the mean EM or F1 over objectives, 0 without a valid
+	// format (sample 1 gave one answer for two questions).
+	for _, kind := range []string{"em", "f1"} {
+		e.Opts.TaskReward = kind
+		rows, _ := run(t, e, jobsOf(ts))
+		for _, r := range rows {
+			want := [...]float64{1, 0, 0.5}[r.Sample]
+			if kind == "f1" && r.Sample == 2 {
+				want = (1 + r.F1[1]) / 2
+			}
+			if math.Abs(r.RewardTask-want) > 1e-12 {
+				t.Errorf("--task-reward %s, sample %d: R^T %v, want %v (EM %v F1 %v)", kind, r.Sample, r.RewardTask, want, r.EM, r.F1)
+			}
+		}
+	}
 }
 
 // failingSearcher fails from its n-th call on.
