@@ -10,7 +10,8 @@
 # (the torch script's models), MEMPO_TORCH_DTYPES (default bf16,fp32),
 # MEMPO_CUDA_BENCH_BATCH (training batch in sequences of 2048, default 8),
 # MEMPO_CUDA_LIB_DIR (folders of libnvrtc/libcublas; default: PyTorch's
-# nvidia-* wheels), MEMPO_CUDA_DEBUG=1 (synchronize and check every launch).
+# nvidia-* wheels), MEMPO_CUDA_DEBUG=1 (synchronize and check every launch),
+# MEMPO_SKIP_TORCH=1 (mempo's benchmarks only).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -63,6 +64,6 @@ if [[ $what == tests || $what == all ]]; then
 fi
 if [[ $what == bench || $what == all ]]; then
 	(cd lib/model && MEMPO_CUDA_BENCH=1 timeout "${MEMPO_BENCH_TIMEOUT:-900}" "$B/model.test" -test.v -test.count=1 -test.timeout 0 -test.run 'TestCUDABenchmarks$') 2>&1 | tee "$OUT/bench-mempo.log" | grep -E "^BENCH|FAIL|panic|Error|error"
-	PYTHONUNBUFFERED=1 timeout "${MEMPO_BENCH_TIMEOUT:-900}" python3 scripts/gpu/bench_torch.py 2>&1 | tee "$OUT/bench-torch.log" | grep -E "^BENCH|Error|error"
+	[[ ${MEMPO_SKIP_TORCH:-0} == 1 ]] || PYTHONUNBUFFERED=1 timeout "${MEMPO_BENCH_TIMEOUT:-900}" python3 scripts/gpu/bench_torch.py 2>&1 | tee "$OUT/bench-torch.log" | grep -E "^BENCH|Error|error"
 fi
 exit $status
