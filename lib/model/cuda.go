@@ -41,6 +41,7 @@ type CUDA struct {
 	// bf16 mode too (MEMPO_CUDA_ATTN=kernel); attnGemmRows overrides the
 	// shortest sequence of the tensor-core path (cuda_attn.go; tests).
 	attnKernelsOnly bool
+	attnNoMMA       bool // MEMPO_CUDA_ATTN=gemm: the cuBLAS path instead of attnmma.cu
 	attnGemmRows    int
 	attnGemmChunk   int // query rows per chunk, when > 0 (tests)
 
@@ -149,6 +150,7 @@ func NewCUDA() (*CUDA, error) {
 	be.bf16 = os.Getenv("MEMPO_CUDA_BF16") == "1"
 	be.attnV1 = os.Getenv("MEMPO_CUDA_ATTN") == "v1"
 	be.attnKernelsOnly = be.attnV1 || os.Getenv("MEMPO_CUDA_ATTN") == "kernel"
+	be.attnNoMMA = os.Getenv("MEMPO_CUDA_ATTN") == "gemm"
 	return be, nil
 }
 
@@ -821,16 +823,19 @@ func (b *CUDA) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape)
 		}
 	}
 	b.wrote(O, LSE)
-	gseqs, dseqs, kseqs := b.splitAttn(seqs, sh, true)
-	if len(gseqs) > 0 {
-		b.attentionGemm(O, LSE, Q, K, V, gseqs, sh)
+	sp := b.splitAttn(seqs, sh, true)
+	if len(sp.mma) > 0 {
+		b.attentionMMA(O, LSE, Q, K, V, sp.mma, sh)
 	}
-	if len(dseqs) > 0 {
-		b.attentionDecode(O, LSE, Q, K, V, dseqs, sh)
+	if len(sp.gemm) > 0 {
+		b.attentionGemm(O, LSE, Q, K, V, sp.gemm, sh)
+	}
+	if len(sp.dec) > 0 {
+		b.attentionDecode(O, LSE, Q, K, V, sp.dec, sh)
 	}
 	nt, err := attnNT(hd)
 	must(err)
-	tiles, st, n := b.attnWork(kseqs)
+	tiles, st, n := b.attnWork(sp.kern)
 	if n == 0 {
 		return
 	}
@@ -851,18 +856,21 @@ func (b *CUDA) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seq
 	b.wrote(DQ, DK, DV)
 	nt, err := attnNT(hd)
 	must(err)
-	gseqs, _, kseqs := b.splitAttn(seqs, sh, false)
-	if len(gseqs)+len(kseqs) == 0 {
+	sp := b.splitAttn(seqs, sh, false)
+	if len(sp.mma)+len(sp.gemm)+len(sp.kern) == 0 {
 		return
 	}
 	D := b.newTensor(Q.r, sh.Heads)
 	defer b.Free(D)
 	warps := int64(Q.r) * int64(sh.Heads)
 	b.launch("attention", "attn_bwd_dsum", int((warps*32+255)/256), 256, 0, D.ptr(), DO.ptr(), O.ptr(), Q.r, sh.Heads, hd)
-	if len(gseqs) > 0 {
-		b.attentionGemmBackward(DQ, DK, DV, DO, Q, K, V, LSE, D, gseqs, sh)
+	if len(sp.mma) > 0 {
+		b.attentionMMABackward(DQ, DK, DV, DO, Q, K, V, LSE, D, sp.mma, sh)
 	}
-	tiles, st, n := b.attnWork(kseqs)
+	if len(sp.gemm) > 0 {
+		b.attentionGemmBackward(DQ, DK, DV, DO, Q, K, V, LSE, D, sp.gemm, sh)
+	}
+	tiles, st, n := b.attnWork(sp.kern)
 	if n == 0 {
 		return
 	}

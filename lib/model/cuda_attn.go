@@ -1,6 +1,8 @@
 package model
 
 import (
+	"fmt"
+
 	"github.com/mempo/mempo/lib/cuda"
 )
 
@@ -45,22 +47,90 @@ func (b *CUDA) attnGemmMin() int {
 // kernel (attndecode.cu) takes in the forward: decoding steps, not prompts.
 const attnDecodeMaxRows = 4
 
-// splitAttn separates the sequences of the GEMM path, of the decode kernel
-// (forward only: decode is true) and of the flash-style kernels.
-func (b *CUDA) splitAttn(seqs []AttnSeq, sh AttnShape, decode bool) (gemm, dec, kern []AttnSeq) {
+// attnSplit is where the sequences of one attention call go.
+type attnSplit struct {
+	mma  []AttnSeq // tensor-core flash kernels (attnmma.cu)
+	gemm []AttnSeq // cuBLAS products (this file)
+	dec  []AttnSeq // the decode kernel (attndecode.cu), forward only
+	kern []AttnSeq // the fp32 flash-style kernels (attention2.cu)
+}
+
+// useAttnMMA says whether bf16 mode's flash kernels on the tensor cores
+// take this head shape (MEMPO_CUDA_ATTN=gemm turns them off).
+func (b *CUDA) useAttnMMA(sh AttnShape) bool {
+	return b.bf16 && !b.attnKernelsOnly && !b.attnNoMMA && (sh.HeadDim == 64 || sh.HeadDim == 128)
+}
+
+// splitAttn sorts the sequences of a call by kernel; decode is true in the
+// forward, where decoding steps take the decode kernel.
+func (b *CUDA) splitAttn(seqs []AttnSeq, sh AttnShape, decode bool) attnSplit {
+	var sp attnSplit
 	canDecode := decode && !b.attnKernelsOnly && sh.Heads/sh.KVHeads <= 16 && sh.HeadDim <= 256
+	mma := b.useAttnMMA(sh)
 	for _, s := range seqs {
 		switch {
 		case s.N == 0:
-		case b.useAttnGemm(s):
-			gemm = append(gemm, s)
 		case canDecode && s.N <= attnDecodeMaxRows:
-			dec = append(dec, s)
+			sp.dec = append(sp.dec, s)
+		case mma:
+			sp.mma = append(sp.mma, s)
+		case b.useAttnGemm(s):
+			sp.gemm = append(sp.gemm, s)
 		default:
-			kern = append(kern, s)
+			sp.kern = append(sp.kern, s)
 		}
 	}
-	return
+	return sp
+}
+
+// mmaTile is the query rows (and keys) of a tile of attnmma.cu.
+const mmaTile = 64
+
+// mmaWork uploads the sequence table and the tile list of attnmma.cu.
+func (b *CUDA) mmaWork(seqs []AttnSeq) (tiles, st cuda.Ptr, ntiles int) {
+	sv := make([]int, 0, 4*len(seqs))
+	var tv []int
+	for i, s := range seqs {
+		sv = append(sv, s.Q, s.N, s.K, s.Past)
+		for r := 0; r < s.N; r += mmaTile {
+			tv = append(tv, i, r)
+		}
+	}
+	return b.uploadIntsMemo("mma-tiles", tv), b.uploadIntsMemo("mma-seqs", sv), len(tv) / 2
+}
+
+// attentionMMA is the forward of attnmma.cu for seqs.
+func (b *CUDA) attentionMMA(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh AttnShape) {
+	tiles, st, n := b.mmaWork(seqs)
+	hd := sh.HeadDim
+	lq, lv := hd+8, mmaTile+8
+	shmem := 2 * (2*mmaTile*lq + hd*lv)
+	b.launch2("attnmma", fmt.Sprintf("attn_mma_fwd_%d", hd), cuda.Dim3{X: n, Y: sh.Heads}, 128, shmem,
+		O.ptr(), LSE.ptr(), Q.ptr(), K.ptr(), V.ptr(), tiles, st, sh.Heads, sh.KVHeads, sh.Scale)
+}
+
+// attentionMMABackward is the backward of attnmma.cu for seqs (Past 0): dQ
+// by query tiles, dK and dV by key tiles with the heads of a group adding
+// up with atomics, so their rows are zeroed first.
+func (b *CUDA) attentionMMABackward(DQ, DK, DV, DO, Q, K, V, LSE, D *cudaTensor, seqs []AttnSeq, sh AttnShape) {
+	kvd := sh.KVHeads * sh.HeadDim
+	for _, s := range seqs {
+		must(b.dev.Memset32(DK.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
+		must(b.dev.Memset32(DV.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
+	}
+	tiles, st, n := b.mmaWork(seqs)
+	hd := sh.HeadDim
+	lq, lv := hd+8, mmaTile+8
+	b.launch2("attnmma", fmt.Sprintf("attn_mma_bwd_dq_%d", hd), cuda.Dim3{X: n, Y: sh.Heads}, 128, 2*(4*mmaTile*lq+hd*lv),
+		DQ.ptr(), DO.ptr(), Q.ptr(), K.ptr(), V.ptr(), LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, sh.Scale)
+	qt := 64
+	if hd == 128 {
+		qt = 32
+	}
+	lt := qt + 8
+	shk := 2*(2*mmaTile*lq+2*qt*lq+2*hd*lt) + 8*qt
+	b.launch2("attnmma", fmt.Sprintf("attn_mma_bwd_dkv_%d", hd), cuda.Dim3{X: n, Y: sh.KVHeads, Z: sh.Heads / sh.KVHeads}, 128, shk,
+		DK.ptr(), DV.ptr(), DO.ptr(), Q.ptr(), K.ptr(), V.ptr(), LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, sh.Scale)
 }
 
 // attentionDecode runs the decode kernel: one block per query row and kv

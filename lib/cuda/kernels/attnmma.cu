@@ -1,0 +1,430 @@
+// Flash attention on the tensor cores (bf16 mode): causal grouped-query
+// attention forward and backward where the score matrix never leaves the
+// registers. Products are mma.sync m16n8k16 with bf16 operands and fp32
+// accumulation; q, k, v, dO are read as fp32 from the model's tensors and
+// rounded to bf16 as they are staged in shared memory, and every output
+// (O, lse, dQ, dK, dV) is fp32 in the model's layout. Head dims 64 and 128.
+//
+// Work list: tiles[2i] = sequence, tiles[2i+1] = first row of a tile of 64
+// rows; seqs[4s…] = (Q, N, K, Past) as in lib/model's AttnSeq.
+//
+// Fragments of m16n8k16 (lane = 4·gr + t): A (16×16, row-major) is four
+// 32-bit registers, each two bf16 along k: (gr, 2t), (gr+8, 2t), (gr, 2t+8),
+// (gr+8, 2t+8); B (16×8, k×n) is two: (k 2t, n gr), (k 2t+8, n gr); C (16×8,
+// fp32) is four floats: (gr, 2t), (gr, 2t+1), (gr+8, 2t), (gr+8, 2t+1).
+// The C fragments of two adjacent n-tiles of a product are, rounded to
+// bf16, exactly the A fragment of the next product over the same 16 columns
+// (P·V after Q·Kᵀ), which keeps probabilities in registers.
+
+typedef unsigned short bf16;
+#define MEMPO_INF __int_as_float(0x7f800000)
+#define TILE 64 // query rows per tile and keys per key tile
+#define PADB 8  // bf16 padding of shared rows: conflict-free fragment loads
+
+__device__ __forceinline__ bf16 f2bf(float f) {
+	unsigned u = __float_as_uint(f);
+	if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (bf16)(u >> 16);
+}
+
+__device__ __forceinline__ unsigned pack2(float lo, float hi) {
+	return (unsigned)f2bf(lo) | ((unsigned)f2bf(hi) << 16);
+}
+
+__device__ __forceinline__ unsigned ld32(const bf16 *p) { return *(const unsigned *)p; }
+
+__device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b0, unsigned b1) {
+	asm volatile(
+	    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// loadA reads the A fragment of rows [0,16) and k columns [k0, k0+16) of a
+// row-major bf16 matrix in shared memory (row stride ld).
+__device__ __forceinline__ void loadA(unsigned *a, const bf16 *m, int ld, int k0, int gr, int t) {
+	const bf16 *p = m + gr * ld + k0 + 2 * t;
+	a[0] = ld32(p);
+	a[1] = ld32(p + 8 * ld);
+	a[2] = ld32(p + 8);
+	a[3] = ld32(p + 8 * ld + 8);
+}
+
+// The B fragment of columns [n0, n0+8) and k rows [k0, k0+16) of B = Mᵀ,
+// M row-major in shared memory (row stride ld): row n of M is column n of B.
+__device__ __forceinline__ void loadBt(unsigned &b0, unsigned &b1, const bf16 *m, int ld, int n0, int k0, int gr, int t) {
+	const bf16 *p = m + (n0 + gr) * ld + k0 + 2 * t;
+	b0 = ld32(p);
+	b1 = ld32(p + 8);
+}
+
+// stage copies rows [0, ROWS) of an fp32 matrix (row stride lds, HD
+// columns, 16-byte aligned rows) into shared bf16: row-major into dst (row
+// stride ldd) and/or transposed into dstT (dstT[c·lddT + r]), either may be
+// null; rows ≥ valid are 0. Each thread issues up to 8 float4 loads before
+// it stores any, so the loads overlap instead of waiting one by one.
+template <int HD, int ROWS>
+__device__ __forceinline__ void stage(bf16 *dst, int ldd, bf16 *dstT, int lddT, const float *src, long long lds, int valid) {
+	constexpr int V4 = ROWS * HD / 4; // float4s in the tile
+	constexpr int PER = V4 / 128;     // per thread (blockDim 128)
+	constexpr int CH = PER < 8 ? PER : 8;
+#pragma unroll
+	for (int j0 = 0; j0 < PER; j0 += CH) {
+		float4 r[CH];
+#pragma unroll
+		for (int j = 0; j < CH; j++) {
+			int i = threadIdx.x + 128 * (j0 + j);
+			int row = (4 * i) / HD, c = (4 * i) % HD;
+			if (row < valid) {
+				r[j] = *(const float4 *)(src + row * lds + c);
+			} else {
+				r[j].x = r[j].y = r[j].z = r[j].w = 0.f;
+			}
+		}
+#pragma unroll
+		for (int j = 0; j < CH; j++) {
+			int i = threadIdx.x + 128 * (j0 + j);
+			int row = (4 * i) / HD, c = (4 * i) % HD;
+			if (dst) {
+				unsigned *d = (unsigned *)(dst + row * ldd + c);
+				d[0] = pack2(r[j].x, r[j].y);
+				d[1] = pack2(r[j].z, r[j].w);
+			}
+			if (dstT) {
+				dstT[c * lddT + row] = f2bf(r[j].x);
+				dstT[(c + 1) * lddT + row] = f2bf(r[j].y);
+				dstT[(c + 2) * lddT + row] = f2bf(r[j].z);
+				dstT[(c + 3) * lddT + row] = f2bf(r[j].w);
+			}
+		}
+	}
+}
+
+__device__ __forceinline__ float quad_max(float v) {
+	v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+	return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+
+__device__ __forceinline__ float quad_sum(float v) {
+	v += __shfl_xor_sync(0xffffffffu, v, 1);
+	return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// Forward: block = (tile of 64 query rows, head), 4 warps of 16 rows.
+// Shared: Qs [64][HD+8], Ks [64][HD+8], Vt [HD][64+8].
+template <int HD>
+__device__ void mma_fwd(float *out, float *lse, const float *q, const float *k, const float *v, const int *tiles, const int *seqs, int heads, int kvheads, float scale) {
+	extern __shared__ __align__(16) bf16 sm[];
+	const int LQ = HD + PADB, LV = TILE + PADB;
+	bf16 *Qs = sm, *Ks = Qs + TILE * LQ, *Vt = Ks + TILE * LQ;
+	const int si = tiles[2 * blockIdx.x], r0 = tiles[2 * blockIdx.x + 1], h = blockIdx.y;
+	const int Q0 = seqs[4 * si], N = seqs[4 * si + 1], K0 = seqs[4 * si + 2], past = seqs[4 * si + 3];
+	const int kvh = h / (heads / kvheads), nq = min(TILE, N - r0);
+	const long long qld = (long long)heads * HD, kld = (long long)kvheads * HD;
+	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
+	stage<HD, TILE>(Qs, LQ, 0, 0, q + (long long)(Q0 + r0) * qld + h * HD, qld, nq);
+
+	float o[HD / 8][4];
+#pragma unroll
+	for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+	float mrow[2] = {-MEMPO_INF, -MEMPO_INF}, lrow[2] = {0.f, 0.f};
+	const int qp0 = past + r0 + 16 * w + gr; // key index of this lane's first row; the second is +8
+	const int kend = past + r0 + nq;         // the tile's rows see keys [0, kend)
+	for (int kt0 = 0; kt0 < kend; kt0 += TILE) {
+		const int nk = min(TILE, past + N - kt0);
+		__syncthreads();
+		stage<HD, TILE>(Ks, LQ, 0, 0, k + (long long)(K0 + kt0) * kld + kvh * HD, kld, nk);
+		stage<HD, TILE>(0, 0, Vt, LV, v + (long long)(K0 + kt0) * kld + kvh * HD, kld, nk);
+		__syncthreads();
+		if (past + r0 + 16 * w + 15 < kt0) continue; // every row of this warp is before the tile
+		float s[TILE / 8][4];
+#pragma unroll
+		for (int i = 0; i < TILE / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+		for (int kk = 0; kk < HD / 16; kk++) {
+			unsigned a[4];
+			loadA(a, Qs + 16 * w * LQ, LQ, 16 * kk, gr, t);
+#pragma unroll
+			for (int nt = 0; nt < TILE / 8; nt++) {
+				unsigned b0, b1;
+				loadBt(b0, b1, Ks, LQ, 8 * nt, 16 * kk, gr, t);
+				mma16816(s[nt], a, b0, b1);
+			}
+		}
+		float mx[2] = {-MEMPO_INF, -MEMPO_INF};
+#pragma unroll
+		for (int nt = 0; nt < TILE / 8; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int key = kt0 + 8 * nt + 2 * t + (e & 1);
+				float x = s[nt][e] * scale;
+				if (key > qp0 + 8 * (e >> 1)) x = -MEMPO_INF;
+				s[nt][e] = x;
+				mx[e >> 1] = fmaxf(mx[e >> 1], x);
+			}
+		float corr[2], mn[2], rs[2] = {0.f, 0.f};
+#pragma unroll
+		for (int r = 0; r < 2; r++) {
+			mn[r] = fmaxf(mrow[r], quad_max(mx[r]));
+			corr[r] = __expf(mrow[r] - mn[r]);
+		}
+#pragma unroll
+		for (int nt = 0; nt < TILE / 8; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				float p = __expf(s[nt][e] - mn[e >> 1]);
+				s[nt][e] = p;
+				rs[e >> 1] += p;
+			}
+#pragma unroll
+		for (int r = 0; r < 2; r++) {
+			lrow[r] = lrow[r] * corr[r] + quad_sum(rs[r]);
+			mrow[r] = mn[r];
+		}
+#pragma unroll
+		for (int i = 0; i < HD / 8; i++) {
+			o[i][0] *= corr[0];
+			o[i][1] *= corr[0];
+			o[i][2] *= corr[1];
+			o[i][3] *= corr[1];
+		}
+#pragma unroll
+		for (int kk = 0; kk < TILE / 16; kk++) {
+			unsigned a[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
+			                 pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+			for (int dt = 0; dt < HD / 8; dt++) {
+				unsigned b0, b1;
+				loadBt(b0, b1, Vt, LV, 8 * dt, 16 * kk, gr, t);
+				mma16816(o[dt], a, b0, b1);
+			}
+		}
+	}
+#pragma unroll
+	for (int r = 0; r < 2; r++) {
+		int row = 16 * w + gr + 8 * r;
+		if (row >= nq) continue;
+		float inv = 1.f / lrow[r];
+		float *op = out + (long long)(Q0 + r0 + row) * qld + h * HD;
+#pragma unroll
+		for (int dt = 0; dt < HD / 8; dt++) {
+			op[8 * dt + 2 * t] = o[dt][2 * r] * inv;
+			op[8 * dt + 2 * t + 1] = o[dt][2 * r + 1] * inv;
+		}
+		if (t == 0) lse[(long long)(Q0 + r0 + row) * heads + h] = mrow[r] + __logf(lrow[r]);
+	}
+}
+
+// Backward, dQ: block = (tile of 64 query rows, head), 4 warps of 16 rows.
+// p = exp(scale·q·k − lse), dp = dO·v, ds = p·(dp − D), dQ = scale·Σ ds·k.
+// Shared: Qs, dOs, Ks, Vs [64][HD+8], Kt [HD][64+8].
+template <int HD>
+__device__ void mma_bwd_dq(float *dq, const float *dout, const float *q, const float *k, const float *v, const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale) {
+	extern __shared__ __align__(16) bf16 sm[];
+	const int LQ = HD + PADB, LV = TILE + PADB;
+	bf16 *Qs = sm, *dOs = Qs + TILE * LQ, *Ks = dOs + TILE * LQ, *Vs = Ks + TILE * LQ, *Kt = Vs + TILE * LQ;
+	const int si = tiles[2 * blockIdx.x], r0 = tiles[2 * blockIdx.x + 1], h = blockIdx.y;
+	const int Q0 = seqs[4 * si], N = seqs[4 * si + 1], K0 = seqs[4 * si + 2];
+	const int kvh = h / (heads / kvheads), nq = min(TILE, N - r0);
+	const long long qld = (long long)heads * HD, kld = (long long)kvheads * HD;
+	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
+	stage<HD, TILE>(Qs, LQ, 0, 0, q + (long long)(Q0 + r0) * qld + h * HD, qld, nq);
+	stage<HD, TILE>(dOs, LQ, 0, 0, dout + (long long)(Q0 + r0) * qld + h * HD, qld, nq);
+	float lr[2], dr[2];
+#pragma unroll
+	for (int r = 0; r < 2; r++) {
+		int row = 16 * w + gr + 8 * r;
+		long long i = (long long)(Q0 + r0 + min(row, nq - 1)) * heads + h;
+		lr[r] = lse[i];
+		dr[r] = D[i];
+	}
+	float acc[HD / 8][4];
+#pragma unroll
+	for (int i = 0; i < HD / 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+	const int qp0 = r0 + 16 * w + gr;
+	const int kend = r0 + nq;
+	for (int kt0 = 0; kt0 < kend; kt0 += TILE) {
+		const int nk = min(TILE, N - kt0);
+		__syncthreads();
+		const float *kb = k + (long long)(K0 + kt0) * kld + kvh * HD, *vb = v + (long long)(K0 + kt0) * kld + kvh * HD;
+		stage<HD, TILE>(Ks, LQ, Kt, LV, kb, kld, nk);
+		stage<HD, TILE>(Vs, LQ, 0, 0, vb, kld, nk);
+		__syncthreads();
+		if (r0 + 16 * w + 15 < kt0) continue;
+		float s[TILE / 8][4], dp[TILE / 8][4];
+#pragma unroll
+		for (int i = 0; i < TILE / 8; i++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) s[i][e] = dp[i][e] = 0.f;
+#pragma unroll
+		for (int kk = 0; kk < HD / 16; kk++) {
+			unsigned a[4], ad[4];
+			loadA(a, Qs + 16 * w * LQ, LQ, 16 * kk, gr, t);
+			loadA(ad, dOs + 16 * w * LQ, LQ, 16 * kk, gr, t);
+#pragma unroll
+			for (int nt = 0; nt < TILE / 8; nt++) {
+				unsigned b0, b1;
+				loadBt(b0, b1, Ks, LQ, 8 * nt, 16 * kk, gr, t);
+				mma16816(s[nt], a, b0, b1);
+				loadBt(b0, b1, Vs, LQ, 8 * nt, 16 * kk, gr, t);
+				mma16816(dp[nt], ad, b0, b1);
+			}
+		}
+#pragma unroll
+		for (int nt = 0; nt < TILE / 8; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int key = kt0 + 8 * nt + 2 * t + (e & 1);
+				int r = e >> 1;
+				float p = key > qp0 + 8 * r ? 0.f : __expf(s[nt][e] * scale - lr[r]);
+				s[nt][e] = p * (dp[nt][e] - dr[r]);
+			}
+#pragma unroll
+		for (int kk = 0; kk < TILE / 16; kk++) {
+			unsigned a[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
+			                 pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+			for (int dt = 0; dt < HD / 8; dt++) {
+				unsigned b0, b1;
+				loadBt(b0, b1, Kt, LV, 8 * dt, 16 * kk, gr, t);
+				mma16816(acc[dt], a, b0, b1);
+			}
+		}
+	}
+#pragma unroll
+	for (int r = 0; r < 2; r++) {
+		int row = 16 * w + gr + 8 * r;
+		if (row >= nq) continue;
+		float *op = dq + (long long)(Q0 + r0 + row) * qld + h * HD;
+#pragma unroll
+		for (int dt = 0; dt < HD / 8; dt++) {
+			op[8 * dt + 2 * t] = acc[dt][2 * r] * scale;
+			op[8 * dt + 2 * t + 1] = acc[dt][2 * r + 1] * scale;
+		}
+	}
+}
+
+// Backward, dK and dV: block = (tile of 64 keys, kv head, query head of its
+// group), 4 warps of 16 keys, over the query tiles at or after the keys
+// (causal). Transposed products: sᵀ = k·qᵀ, pᵀ = exp(scale·sᵀ − lse),
+// dV += pᵀ·dO, dpᵀ = v·dOᵀ, dsᵀ = pᵀ·(dpᵀ − D), dK += scale·dsᵀ·q. The
+// heads of a group add into dK and dV with atomics (zeroed by the caller).
+// Queries go in tiles of QT (32 for head dim 128, to stay in registers).
+// Shared: Ks, Vs [64][HD+8], Qs, dOs [QT][HD+8], Qt, dOt [HD][QT+8],
+// lse and D [QT].
+template <int HD, int QT>
+__device__ void mma_bwd_dkv(float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v, const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale) {
+	extern __shared__ __align__(16) bf16 sm[];
+	const int LQ = HD + PADB, LT = QT + PADB;
+	bf16 *Ks = sm, *Vs = Ks + TILE * LQ, *Qs = Vs + TILE * LQ, *dOs = Qs + QT * LQ, *Qt = dOs + QT * LQ, *dOt = Qt + HD * LT;
+	float *ls = (float *)(dOt + HD * LT), *ds_ = ls + QT;
+	const int si = tiles[2 * blockIdx.x], k0 = tiles[2 * blockIdx.x + 1], kvh = blockIdx.y;
+	const int g = heads / kvheads, h = kvh * g + blockIdx.z;
+	const int Q0 = seqs[4 * si], N = seqs[4 * si + 1], K0 = seqs[4 * si + 2];
+	const int nk = min(TILE, N - k0);
+	const long long qld = (long long)heads * HD, kld = (long long)kvheads * HD;
+	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
+	stage<HD, TILE>(Ks, LQ, 0, 0, k + (long long)(K0 + k0) * kld + kvh * HD, kld, nk);
+	stage<HD, TILE>(Vs, LQ, 0, 0, v + (long long)(K0 + k0) * kld + kvh * HD, kld, nk);
+	float adk[HD / 8][4], adv[HD / 8][4];
+#pragma unroll
+	for (int i = 0; i < HD / 8; i++)
+#pragma unroll
+		for (int e = 0; e < 4; e++) adk[i][e] = adv[i][e] = 0.f;
+	const int kr0 = k0 + 16 * w + gr; // this lane's first key; the second is +8
+	for (int qt0 = k0; qt0 < N; qt0 += QT) {
+		const int nq = min(QT, N - qt0);
+		__syncthreads();
+		const float *qb = q + (long long)(Q0 + qt0) * qld + h * HD, *ob = dout + (long long)(Q0 + qt0) * qld + h * HD;
+		stage<HD, QT>(Qs, LQ, Qt, LT, qb, qld, nq);
+		stage<HD, QT>(dOs, LQ, dOt, LT, ob, qld, nq);
+		for (int i = threadIdx.x; i < QT; i += blockDim.x) {
+			long long j = (long long)(Q0 + qt0 + min(i, nq - 1)) * heads + h;
+			ls[i] = lse[j];
+			ds_[i] = D[j];
+		}
+		__syncthreads();
+		if (k0 + 16 * w > qt0 + QT - 1) continue; // every key of this warp is after the tile's queries
+		float s[QT / 8][4], dp[QT / 8][4];
+#pragma unroll
+		for (int i = 0; i < QT / 8; i++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) s[i][e] = dp[i][e] = 0.f;
+#pragma unroll
+		for (int kk = 0; kk < HD / 16; kk++) {
+			unsigned a[4], av[4];
+			loadA(a, Ks + 16 * w * LQ, LQ, 16 * kk, gr, t);
+			loadA(av, Vs + 16 * w * LQ, LQ, 16 * kk, gr, t);
+#pragma unroll
+			for (int nt = 0; nt < QT / 8; nt++) {
+				unsigned b0, b1;
+				loadBt(b0, b1, Qs, LQ, 8 * nt, 16 * kk, gr, t);
+				mma16816(s[nt], a, b0, b1);
+				loadBt(b0, b1, dOs, LQ, 8 * nt, 16 * kk, gr, t);
+				mma16816(dp[nt], av, b0, b1);
+			}
+		}
+		// pᵀ (kept in s) and dsᵀ (in dp).
+#pragma unroll
+		for (int nt = 0; nt < QT / 8; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				int qi = 8 * nt + 2 * t + (e & 1); // query within the tile
+				int key = kr0 + 8 * (e >> 1);
+				float p = (qi < nq && qt0 + qi >= key) ? __expf(s[nt][e] * scale - ls[qi]) : 0.f;
+				s[nt][e] = p;
+				dp[nt][e] = p * (dp[nt][e] - ds_[qi]);
+			}
+#pragma unroll
+		for (int kk = 0; kk < QT / 16; kk++) {
+			unsigned ap[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
+			                  pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+			unsigned as[4] = {pack2(dp[2 * kk][0], dp[2 * kk][1]), pack2(dp[2 * kk][2], dp[2 * kk][3]),
+			                  pack2(dp[2 * kk + 1][0], dp[2 * kk + 1][1]), pack2(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+#pragma unroll
+			for (int dt = 0; dt < HD / 8; dt++) {
+				unsigned b0, b1;
+				loadBt(b0, b1, dOt, LT, 8 * dt, 16 * kk, gr, t);
+				mma16816(adv[dt], ap, b0, b1);
+				loadBt(b0, b1, Qt, LT, 8 * dt, 16 * kk, gr, t);
+				mma16816(adk[dt], as, b0, b1);
+			}
+		}
+	}
+#pragma unroll
+	for (int r = 0; r < 2; r++) {
+		int key = 16 * w + gr + 8 * r;
+		if (key >= nk) continue;
+		long long base = (long long)(K0 + k0 + key) * kld + kvh * HD;
+#pragma unroll
+		for (int dt = 0; dt < HD / 8; dt++) {
+			atomicAdd(dk + base + 8 * dt + 2 * t, adk[dt][2 * r] * scale);
+			atomicAdd(dk + base + 8 * dt + 2 * t + 1, adk[dt][2 * r + 1] * scale);
+			atomicAdd(dv + base + 8 * dt + 2 * t, adv[dt][2 * r]);
+			atomicAdd(dv + base + 8 * dt + 2 * t + 1, adv[dt][2 * r + 1]);
+		}
+	}
+}
+
+#define MMA_KERNELS(HD, QT)                                                                                                  \
+	extern "C" __global__ void __launch_bounds__(128) attn_mma_fwd_##HD(float *out, float *lse, const float *q, const float *k, \
+	                                                                    const float *v, const int *tiles, const int *seqs,    \
+	                                                                    int heads, int kvheads, float scale) {                \
+		mma_fwd<HD>(out, lse, q, k, v, tiles, seqs, heads, kvheads, scale);                                               \
+	}                                                                                                                        \
+	extern "C" __global__ void __launch_bounds__(128)                                                                        \
+	    attn_mma_bwd_dq_##HD(float *dq, const float *dout, const float *q, const float *k, const float *v,                  \
+	                         const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads,     \
+	                         float scale) {                                                                                  \
+		mma_bwd_dq<HD>(dq, dout, q, k, v, lse, D, tiles, seqs, heads, kvheads, scale);                                    \
+	}                                                                                                                        \
+	extern "C" __global__ void __launch_bounds__(128)                                                                        \
+	    attn_mma_bwd_dkv_##HD(float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,      \
+	                          const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads,    \
+	                          float scale) {                                                                                 \
+		mma_bwd_dkv<HD, QT>(dk, dv, dout, q, k, v, lse, D, tiles, seqs, heads, kvheads, scale);                           \
+	}
+
+MMA_KERNELS(64, 64)
+MMA_KERNELS(128, 32)
