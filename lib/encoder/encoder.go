@@ -1,5 +1,6 @@
 // Package encoder embeds queries and passages with a BERT-family encoder
-// (BertModel checkpoints: e5, bge, contriever) on the CPU, as Search-R1's
+// (BertModel checkpoints: e5, bge, contriever) on the CPU or a CUDA GPU
+// (gpu.go; Options.Device), as Search-R1's
 // dense retriever does with transformers: the checkpoint's WordPiece
 // tokenizer with [CLS]/[SEP] and truncation to a max length, the post-
 // LayerNorm encoder with exact (erf) GELU, absolute position and token-type
@@ -10,13 +11,14 @@
 //
 // It checks out against transformers' BertModel in float32 (last hidden
 // states and pooled embeddings within 1e-4 on the fixture of
-// scripts/golden_bert.py).
+// scripts/golden_bert.py); the GPU forward in fp32 matches the CPU's, and
+// its fp16 mode (the GPU default) is within the tolerances of gpu_test.go.
 //
 //	enc, err := encoder.Load("e5-base-v2/", encoder.Options{})
 //	vecs, err := enc.EmbedQueries([]string{"who wrote hamlet?"})
 //
 // An Encoder is safe for concurrent use; calls run one at a time, each
-// using every core.
+// using every core (or the GPU).
 package encoder
 
 import (
@@ -61,8 +63,16 @@ type Options struct {
 	// (default 256, as Search-R1's queries and shipped index; at most
 	// max_position_embeddings).
 	MaxLength int
-	// BatchSize is the number of texts per forward pass (default 32).
+	// BatchSize is the number of texts per forward pass (default 32 on
+	// the CPU, 128 on a GPU).
 	BatchSize int
+	// Device is where the forward pass runs: "cpu" (or ""), "cuda", or
+	// "auto" for CUDA when usable and the CPU otherwise (DeviceNote says
+	// why). The commands' --device defaults to auto.
+	Device string
+	// Precision is the GPU forward's number format: fp16 (default) or
+	// fp32. The CPU forward is fp32.
+	Precision Precision
 }
 
 // Config is the part of a BertConfig the forward pass uses.
@@ -100,6 +110,13 @@ type Encoder struct {
 	// QueryPrefix and PassagePrefix are put before every query / passage.
 	QueryPrefix, PassagePrefix string
 	MaxLength, BatchSize       int
+	// Device is "cpu" or "cuda"; Precision the forward's number format
+	// (fp32 on the CPU); DeviceNote, when the device was chosen
+	// automatically and is the CPU, why CUDA was not used.
+	Device     string
+	Precision  Precision
+	DeviceNote string
+	gpu        *gpuModel
 
 	word, pos, typ []float32
 	embLnW, embLnB []float32
@@ -196,11 +213,22 @@ func Load(dir string, opt Options) (*Encoder, error) {
 	if e.MaxLength > cfg.MaxPositionEmbeddings {
 		e.MaxLength = cfg.MaxPositionEmbeddings
 	}
-	e.BatchSize = opt.BatchSize
-	if e.BatchSize <= 0 {
-		e.BatchSize = 32
+	if err := e.UseDevice(opt.Device, opt.Precision); err != nil {
+		return nil, err
 	}
+	e.setBatchSize(opt.BatchSize)
 	return e, nil
+}
+
+// setBatchSize sets BatchSize, or the device's default when n <= 0.
+func (e *Encoder) setBatchSize(n int) {
+	e.BatchSize = n
+	if n <= 0 {
+		e.BatchSize = 32
+		if e.gpu != nil {
+			e.BatchSize = 128
+		}
+	}
 }
 
 func unwrapPath(err error) error {
@@ -320,20 +348,58 @@ func (e *Encoder) Tokenize(text string) []int { return e.Tok.EncodeSpecial(text,
 // states [B, T, hidden]. Token type ids are 0, as in a single-sequence
 // encode.
 func (e *Encoder) Forward(ids []int, mask []int, B, T int) ([]float32, error) {
-	if len(ids) != B*T || len(mask) != B*T {
-		return nil, fmt.Errorf("ids/mask have %d/%d entries, want %d×%d", len(ids), len(mask), B, T)
-	}
-	if T > e.Cfg.MaxPositionEmbeddings {
-		return nil, fmt.Errorf("sequence length %d exceeds max_position_embeddings %d", T, e.Cfg.MaxPositionEmbeddings)
-	}
-	for i, id := range ids {
-		if id < 0 || id >= e.Cfg.VocabSize {
-			return nil, fmt.Errorf("ids[%d] = %d is outside the vocabulary [0, %d)", i, id, e.Cfg.VocabSize)
-		}
+	if err := e.checkBatch(ids, mask, B, T); err != nil {
+		return nil, err
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.gpu != nil {
+		return e.gpu.run(ids, mask, B, T, e.Pooling, true)
+	}
 	return e.forward(ids, mask, B, T), nil
+}
+
+// EmbedIDs is Forward followed by Pool with the encoder's pooling: the
+// L2-normalized embeddings of a padded batch (on a GPU only [B, H] comes
+// back to the host).
+func (e *Encoder) EmbedIDs(ids, mask []int, B, T int) ([][]float32, error) {
+	if e.gpu == nil {
+		h, err := e.Forward(ids, mask, B, T)
+		if err != nil {
+			return nil, err
+		}
+		return Pool(h, mask, B, T, e.Dim(), e.Pooling), nil
+	}
+	if err := e.checkBatch(ids, mask, B, T); err != nil {
+		return nil, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	flat, err := e.gpu.run(ids, mask, B, T, e.Pooling, false)
+	if err != nil {
+		return nil, err
+	}
+	H := e.Dim()
+	out := make([][]float32, B)
+	for b := range out {
+		out[b] = flat[b*H : (b+1)*H : (b+1)*H]
+	}
+	return out, nil
+}
+
+func (e *Encoder) checkBatch(ids, mask []int, B, T int) error {
+	if B < 0 || T < 0 || len(ids) != B*T || len(mask) != B*T {
+		return fmt.Errorf("ids/mask have %d/%d entries, want %d×%d", len(ids), len(mask), B, T)
+	}
+	if T > e.Cfg.MaxPositionEmbeddings {
+		return fmt.Errorf("sequence length %d exceeds max_position_embeddings %d", T, e.Cfg.MaxPositionEmbeddings)
+	}
+	for i, id := range ids {
+		if id < 0 || id >= e.Cfg.VocabSize {
+			return fmt.Errorf("ids[%d] = %d is outside the vocabulary [0, %d)", i, id, e.Cfg.VocabSize)
+		}
+	}
+	return nil
 }
 
 func (e *Encoder) forward(ids []int, mask []int, B, T int) []float32 {
@@ -598,11 +664,10 @@ func (e *Encoder) embed(ctx context.Context, texts []string, prefix string) ([][
 			batch[i] = seqs[j]
 		}
 		bt := e.Pad(batch)
-		h, err := e.Forward(bt.IDs, bt.Mask, bt.B, bt.T)
+		vecs, err := e.EmbedIDs(bt.IDs, bt.Mask, bt.B, bt.T)
 		if err != nil {
 			return nil, err
 		}
-		vecs := Pool(h, bt.Mask, bt.B, bt.T, e.Dim(), e.Pooling)
 		for i, j := range idx {
 			if len(seqs[j]) == 0 {
 				clear(vecs[i])

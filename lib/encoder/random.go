@@ -59,9 +59,9 @@ func Random(cfg Config, tok *tokenizer.Tokenizer, seed uint64, opt Options) (*En
 	if e.MaxLength == 0 {
 		e.MaxLength = min(256, cfg.MaxPositionEmbeddings)
 	}
-	e.BatchSize = opt.BatchSize
-	if e.BatchSize <= 0 {
-		e.BatchSize = 32
+	if err := e.UseDevice(opt.Device, opt.Precision); err != nil {
+		return nil, err
 	}
+	e.setBatchSize(opt.BatchSize)
 	return e, nil
 }

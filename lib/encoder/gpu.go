@@ -1,0 +1,323 @@
+package encoder
+
+// The GPU forward: the same BertModel as forward() in encoder.go, with the
+// weights on the device, every projection a cuBLAS GEMM (fp32 accumulation),
+// attention as two strided-batched GEMMs per chunk of sequences (one T×T
+// score matrix per sequence and head) around a masked softmax, and the rest
+// in kernels/bert.cu of lib/cuda.
+//
+// Precision fp16 (the default on a GPU) keeps the GEMM weights and the
+// embedding tables in IEEE half and rounds every GEMM operand (activations,
+// attention probabilities) to half, as Search-R1's retriever does with
+// use_fp16 (model.half()); GEMMs accumulate and write fp32, and the residual
+// stream, LayerNorm, softmax, GELU and pooling stay fp32. Precision fp32
+// keeps everything fp32 (no TF32) and matches the CPU forward to ~1e-6.
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"github.com/mempo/mempo/lib/cuda"
+	"github.com/mempo/mempo/lib/safetensors"
+)
+
+// Precision is the number format of the GPU forward's weights and GEMM
+// operands.
+type Precision string
+
+const (
+	FP16 Precision = "fp16" // half weights and GEMM operands, fp32 accumulation and everything else
+	FP32 Precision = "fp32" // fp32 throughout (exactness tests)
+)
+
+// gpuDevice is what the GPU forward needs of a device: lib/cuda's Device, or
+// the CPU emulation of the kernels and GEMMs (internal/cudaemu) that the
+// tests run where no GPU is. Pointers are device addresses; Gemm and
+// GemmStridedBatched have lib/cuda's row-major semantics.
+type gpuDevice interface {
+	Alloc(bytes int) (cuda.Ptr, error)
+	Free(p cuda.Ptr) error
+	HtoD(dst cuda.Ptr, src unsafe.Pointer, bytes int) error
+	DtoH(dst unsafe.Pointer, src cuda.Ptr, bytes int) error
+	Upload(src unsafe.Pointer, bytes int) (cuda.Ptr, error)
+	Gemm(transA, transB bool, m, n, k int, alpha float32, a cuda.Ptr, at cuda.DataType, lda int, b cuda.Ptr, bt cuda.DataType, ldb int, beta float32, c cuda.Ptr, ct cuda.DataType, ldc int) error
+	GemmStridedBatched(transA, transB bool, m, n, k int, alpha float32, a cuda.Ptr, at cuda.DataType, lda int, strideA int64, b cuda.Ptr, bt cuda.DataType, ldb int, strideB int64, beta float32, c cuda.Ptr, ct cuda.DataType, ldc int, strideC int64, batch int) error
+	// Kernel launches a kernel of kernels/bert.cu.
+	Kernel(name string, grid, block cuda.Dim3, shmem int, args ...any) error
+	// RowThreads is the block size of the one-block-per-row kernels (a
+	// power of two, at most 256).
+	RowThreads() int
+	// Lock serializes every user of the device in this process.
+	Lock() sync.Locker
+	String() string
+}
+
+// cudaDevice is a lib/cuda device as a gpuDevice.
+type cudaDevice struct{ *cuda.Device }
+
+func (d cudaDevice) Kernel(name string, grid, block cuda.Dim3, shmem int, args ...any) error {
+	f, err := d.Func("bert", name)
+	if err != nil {
+		return err
+	}
+	if shmem > 48<<10 {
+		if err := d.SetMaxDynamicShared(f, shmem); err != nil {
+			return err
+		}
+	}
+	return d.Launch(f, grid, block, shmem, args...)
+}
+
+func (cudaDevice) RowThreads() int     { return 256 }
+func (d cudaDevice) Lock() sync.Locker { return DeviceLock(d.Device) }
+
+var deviceLocks sync.Map // *cuda.Device → *sync.Mutex
+
+// DeviceLock is the lock that every user of d in this process takes around
+// its work on it (the GPU encoder, mempo-serve's GPU flat search): a
+// cuda.Device serves one caller at a time.
+func DeviceLock(d *cuda.Device) *sync.Mutex {
+	m, _ := deviceLocks.LoadOrStore(d, new(sync.Mutex))
+	return m.(*sync.Mutex)
+}
+
+type gpuLayer struct {
+	qkvW, oW, upW, downW   cuda.Ptr // half or fp32, torch's [out, in]
+	qkvB, oB, upB, downB   cuda.Ptr // fp32
+	ln1W, ln1B, ln2W, ln2B cuda.Ptr // fp32
+}
+
+// gpuModel is an encoder's weights on a device.
+type gpuModel struct {
+	dev  gpuDevice
+	prec Precision
+	dt   cuda.DataType // of the GEMM weights and operands
+	esz  int           // its size in bytes
+	cfg  Config
+
+	word, pos, typ cuda.Ptr // dt
+	embLnW, embLnB cuda.Ptr
+	layers         []gpuLayer
+	owned          []cuda.Ptr
+
+	// scoreBytes bounds the fp32 attention scores of one chunk of
+	// sequences.
+	scoreBytes int
+}
+
+// newGPUModel copies e's weights to dev.
+func newGPUModel(e *Encoder, dev gpuDevice, prec Precision) (*gpuModel, error) {
+	g := &gpuModel{dev: dev, prec: prec, cfg: e.Cfg, scoreBytes: 256 << 20}
+	switch prec {
+	case FP16:
+		g.dt, g.esz = cuda.F16, 2
+	case FP32:
+		g.dt, g.esz = cuda.F32, 4
+	default:
+		return nil, fmt.Errorf("precision %q: want fp16 or fp32", prec)
+	}
+	if H := e.Cfg.HiddenSize; 4*H > 40<<10 {
+		return nil, fmt.Errorf("hidden_size %d is over the GPU forward's %d", H, (40<<10)/4)
+	}
+	lk := dev.Lock()
+	lk.Lock()
+	defer lk.Unlock()
+	var err error
+	put := func(v []float32, half bool) cuda.Ptr {
+		if err != nil {
+			return 0
+		}
+		var p cuda.Ptr
+		size := 4
+		if half {
+			size = 2
+		}
+		if p, err = dev.Alloc(max(size*len(v), 4)); err != nil {
+			return 0
+		}
+		g.owned = append(g.owned, p)
+		if len(v) == 0 {
+			return p
+		}
+		if half {
+			h := make([]uint16, len(v))
+			for i, x := range v {
+				h[i] = safetensors.F32ToF16(x)
+			}
+			err = dev.HtoD(p, unsafe.Pointer(&h[0]), 2*len(h))
+			runtime.KeepAlive(h)
+		} else {
+			err = dev.HtoD(p, unsafe.Pointer(&v[0]), 4*len(v))
+			runtime.KeepAlive(v)
+		}
+		return p
+	}
+	half := prec == FP16
+	g.word, g.pos, g.typ = put(e.word, half), put(e.pos, half), put(e.typ, half)
+	g.embLnW, g.embLnB = put(e.embLnW, false), put(e.embLnB, false)
+	for _, L := range e.layers {
+		g.layers = append(g.layers, gpuLayer{
+			qkvW: put(L.qkvW, half), qkvB: put(L.qkvB, false), oW: put(L.oW, half), oB: put(L.oB, false),
+			ln1W: put(L.ln1W, false), ln1B: put(L.ln1B, false),
+			upW: put(L.upW, half), upB: put(L.upB, false), downW: put(L.downW, half), downB: put(L.downB, false),
+			ln2W: put(L.ln2W, false), ln2B: put(L.ln2B, false),
+		})
+	}
+	if err != nil {
+		g.free()
+		return nil, fmt.Errorf("encoder weights to %s: %w", dev, err)
+	}
+	return g, nil
+}
+
+// free releases the weights (under the device lock held by the caller or
+// at construction).
+func (g *gpuModel) free() {
+	for _, p := range g.owned {
+		g.dev.Free(p)
+	}
+	g.owned = nil
+}
+
+// run is the forward pass of B sequences of T ids (right-padded, mask 1 =
+// token): the last hidden states [B, T, H] when hidden, else the pooled,
+// L2-normalized embeddings [B, H].
+func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]float32, error) {
+	c := g.cfg
+	H, I, nh := c.HiddenSize, c.IntermediateSize, c.NumAttentionHeads
+	hd := H / nh
+	N := B * T
+	if N == 0 {
+		return nil, nil
+	}
+	d := g.dev
+	lk := d.Lock()
+	lk.Lock()
+	defer lk.Unlock()
+	rt := d.RowThreads()
+	row := cuda.Dim3{X: rt}
+	eps := float32(c.LayerNormEps)
+	dt, esz := g.dt, g.esz
+	half := g.prec == FP16
+
+	ids32 := make([]int32, N)
+	mask32 := make([]int32, N)
+	for i := range ids32 {
+		ids32[i], mask32[i] = int32(ids[i]), int32(mask[i])
+	}
+	idsP, err := d.Upload(unsafe.Pointer(&ids32[0]), 4*N)
+	if err != nil {
+		return nil, err
+	}
+	maskP, err := d.Upload(unsafe.Pointer(&mask32[0]), 4*N)
+	if err != nil {
+		return nil, err
+	}
+	runtime.KeepAlive(ids32)
+	runtime.KeepAlive(mask32)
+
+	// Workspace, freed stream-ordered on return.
+	var bufs []cuda.Ptr
+	defer func() {
+		for _, p := range bufs {
+			d.Free(p)
+		}
+	}()
+	alloc := func(bytes int) cuda.Ptr {
+		if err != nil {
+			return 0
+		}
+		var p cuda.Ptr
+		if p, err = d.Alloc(max(bytes, 256)); err == nil {
+			bufs = append(bufs, p)
+		}
+		return p
+	}
+	wide := max(3*H, I)
+	// Sequences per attention chunk: their fp32 scores fit scoreBytes.
+	bc := min(B, max(1, g.scoreBytes/(4*nh*T*T)))
+	x := alloc(4 * N * H)       // residual stream, fp32
+	big := alloc(4 * N * wide)  // QKV and FFN GEMM outputs, fp32
+	hb := alloc(esz * N * wide) // Q, K, V per head, then the GELU output (half)
+	tmp := alloc(4 * N * H)     // attention per head, then the H-wide GEMM outputs, fp32
+	ctx := alloc(esz * N * H)   // merged heads: the output projection's operand
+	scores := alloc(4 * bc * nh * T * T)
+	in, probs, act := x, scores, big // GEMM operands in fp32 mode
+	var xh cuda.Ptr
+	if half {
+		xh = alloc(2 * N * H)
+		probs = alloc(2 * bc * nh * T * T)
+		in, act = xh, hb
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encoder on %s: batch %d×%d: %w", d, B, T, err)
+	}
+	sfx := "_f32"
+	if half {
+		sfx = "_f16"
+	}
+	launch := func(name string, grid, block cuda.Dim3, shmem int, args ...any) {
+		if err == nil {
+			err = d.Kernel(name, grid, block, shmem, args...)
+		}
+	}
+	gemm := func(m, n, k int, a cuda.Ptr, lda int, w cuda.Ptr, out cuda.Ptr) {
+		// out[m×n] (fp32) = a[m×k] · wᵀ, w torch's [n, k].
+		if err == nil {
+			err = d.Gemm(false, true, m, n, k, 1, a, dt, lda, w, dt, k, 0, out, cuda.F32, n)
+		}
+	}
+	flat := func(n int64) cuda.Dim3 { return cuda.Dim3{X: int(min(max((n+255)/256, 1), 1<<16))} }
+	scale := float32(1 / math.Sqrt(float64(hd)))
+	q, k, v := hb, hb+cuda.Ptr(esz*N*H), hb+cuda.Ptr(2*esz*N*H)
+
+	launch("bert_embed_ln"+sfx, cuda.Dim3{X: N}, row, 4*H, idsP, g.word, g.pos, g.typ, g.embLnW, g.embLnB, T, H, eps, x, xh)
+	for _, L := range g.layers {
+		gemm(N, 3*H, H, in, H, L.qkvW, big)
+		launch("bert_split_heads"+sfx, flat(int64(N)*3*int64(H)), cuda.Dim3{X: 256}, 0, big, L.qkvB, int64(N), T, nh, hd, q, k, v)
+		for b0 := 0; b0 < B && err == nil; b0 += bc {
+			nb := min(bc, B-b0)
+			off := cuda.Ptr(b0 * nh * T * hd) // elements
+			st := int64(T * hd)
+			err = d.GemmStridedBatched(false, true, T, T, hd, scale, q+off*cuda.Ptr(esz), dt, hd, st, k+off*cuda.Ptr(esz), dt, hd, st,
+				0, scores, cuda.F32, T, int64(T*T), nb*nh)
+			launch("bert_softmax"+sfx, cuda.Dim3{X: nb * nh * T}, row, 0, scores, maskP+cuda.Ptr(4*b0*T), T, nh, probs)
+			if err == nil {
+				err = d.GemmStridedBatched(false, false, T, hd, T, 1, probs, dt, T, int64(T*T), v+off*cuda.Ptr(esz), dt, hd, st,
+					0, tmp+off*4, cuda.F32, hd, st, nb*nh)
+			}
+		}
+		launch("bert_merge_heads"+sfx, flat(int64(N)*int64(H)), cuda.Dim3{X: 256}, 0, tmp, int64(N), T, nh, hd, ctx)
+		gemm(N, H, H, ctx, H, L.oW, tmp)
+		launch("bert_add_ln", cuda.Dim3{X: N}, row, 4*H, x, tmp, L.oB, L.ln1W, L.ln1B, H, eps, xh)
+		gemm(N, I, H, in, H, L.upW, big)
+		launch("bert_gelu"+sfx, flat(int64(N)*int64(I)), cuda.Dim3{X: 256}, 0, big, L.upB, int64(N)*int64(I), I, act)
+		gemm(N, H, I, act, I, L.downW, tmp)
+		launch("bert_add_ln", cuda.Dim3{X: N}, row, 4*H, x, tmp, L.downB, L.ln2W, L.ln2B, H, eps, xh)
+	}
+	var out []float32
+	if hidden {
+		out = make([]float32, N*H)
+		if err == nil {
+			err = d.DtoH(unsafe.Pointer(&out[0]), x, 4*N*H)
+		}
+	} else {
+		pooled := alloc(4 * B * H)
+		cls := 0
+		if pool == PoolCLS {
+			cls = 1
+		}
+		launch("bert_pool", cuda.Dim3{X: B}, row, 0, x, maskP, T, H, cls, pooled)
+		out = make([]float32, B*H)
+		if err == nil {
+			err = d.DtoH(unsafe.Pointer(&out[0]), pooled, 4*B*H)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("encoder on %s: batch %d×%d: %w", d, B, T, err)
+	}
+	return out, nil
+}

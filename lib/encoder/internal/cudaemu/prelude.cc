@@ -1,0 +1,179 @@
+// prelude.cc: what kernels/bert.cu needs of CUDA to run on the CPU, put
+// before its source by cudaemu.go, which compiles both with g++ into a
+// shared library. Every CUDA thread of a block is a fiber on its own stack;
+// __syncthreads switches back to the scheduler, which resumes every thread
+// of the block in turn, so shared memory and barriers mean what they mean
+// on a GPU (blocks run one after another). x86-64 only (the stack switch is
+// written in assembly, a few nanoseconds instead of swapcontext's two
+// system calls).
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(n)
+#define __shared__ static
+#define DYN_SMEM(type, name) type *name = (type *)emu_dyn
+
+struct emu_dim3 {
+	unsigned x, y, z;
+};
+static emu_dim3 threadIdx, blockIdx, blockDim, gridDim;
+static unsigned char *emu_dyn;
+
+static inline float __int_as_float(int i) {
+	float f;
+	memcpy(&f, &i, 4);
+	return f;
+}
+
+// IEEE half conversions, round to nearest even (as cvt.rn.f16.f32).
+static inline unsigned short f2h(float f) {
+	uint32_t x;
+	memcpy(&x, &f, 4);
+	uint32_t sign = (x >> 16) & 0x8000, mant = x & 0x7fffff;
+	int exp = (x >> 23) & 0xff;
+	if (exp == 0xff) return sign | 0x7c00 | (mant ? 0x200 : 0);
+	int e = exp - 127 + 15;
+	if (e >= 0x1f) return sign | 0x7c00;
+	if (e <= 0) {
+		if (e < -10) return sign;
+		mant |= 0x800000;
+		int shift = 14 - e;
+		uint32_t h = mant >> shift, rem = mant & ((1u << shift) - 1), half = 1u << (shift - 1);
+		if (rem > half || (rem == half && (h & 1))) h++;
+		return sign | h;
+	}
+	uint32_t h = ((uint32_t)e << 10) | (mant >> 13), rem = mant & 0x1fff;
+	if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
+	return sign | h;
+}
+static inline float h2f(unsigned short h) {
+	uint32_t sign = (uint32_t)(h & 0x8000) << 16, mant = h & 0x3ff, x;
+	int exp = (h >> 10) & 0x1f;
+	if (exp == 0x1f) {
+		x = sign | 0x7f800000 | (mant << 13);
+	} else if (exp == 0) {
+		float f = (float)mant * (1.f / 16777216.f);
+		memcpy(&x, &f, 4);
+		x |= sign;
+	} else {
+		x = sign | ((uint32_t)(exp - 15 + 127) << 23) | (mant << 13);
+	}
+	float f;
+	memcpy(&f, &x, 4);
+	return f;
+}
+extern "C" unsigned short emu_f2h(float f) { return f2h(f); }
+extern "C" float emu_h2f(unsigned short h) { return h2f(h); }
+
+// ---- fibers ----
+
+extern "C" void emu_switch(void **save, void *to);
+asm(R"(
+	.text
+	.globl emu_switch
+	.type emu_switch, @function
+emu_switch:
+	pushq %rbp
+	pushq %rbx
+	pushq %r12
+	pushq %r13
+	pushq %r14
+	pushq %r15
+	movq %rsp, (%rdi)
+	movq %rsi, %rsp
+	popq %r15
+	popq %r14
+	popq %r13
+	popq %r12
+	popq %rbx
+	popq %rbp
+	ret
+	.size emu_switch, .-emu_switch
+)");
+
+enum { RUNNABLE, AT_BARRIER, DONE };
+struct emu_fiber {
+	void *sp;
+	int state;
+	char *stack;
+};
+static const size_t EMU_STACK = 32 << 10;
+static std::vector<emu_fiber> emu_fibers;
+static void *emu_sched_sp;
+static int emu_cur;
+static void (*emu_kernel)(uint64_t *);
+static uint64_t *emu_args;
+
+static void __syncthreads() {
+	emu_fiber &f = emu_fibers[emu_cur];
+	f.state = AT_BARRIER;
+	emu_switch(&f.sp, emu_sched_sp);
+}
+
+static void emu_fiber_entry() {
+	emu_kernel(emu_args);
+	emu_fibers[emu_cur].state = DONE;
+	emu_switch(&emu_fibers[emu_cur].sp, emu_sched_sp);
+	__builtin_trap(); // never resumed
+}
+
+static void emu_fiber_init(emu_fiber &f) {
+	uintptr_t top = ((uintptr_t)f.stack + EMU_STACK) & ~(uintptr_t)15;
+	uint64_t *sp = (uint64_t *)top;
+	*--sp = 0; // return address of emu_fiber_entry (it never returns)
+	*--sp = (uint64_t)(uintptr_t)emu_fiber_entry;
+	for (int i = 0; i < 6; i++) *--sp = 0; // rbp rbx r12 r13 r14 r15
+	f.sp = sp;
+	f.state = RUNNABLE;
+}
+
+// emu_launch runs kernel k (a generated wrapper that unpacks the argument
+// slots) over the grid; it returns NULL or a message.
+extern "C" const char *emu_launch(void (*k)(uint64_t *), unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                  unsigned bz, unsigned shmem, uint64_t *args) {
+	unsigned nt = bx * by * bz;
+	if (nt == 0 || nt > 1024 || gx == 0 || gy == 0 || gz == 0) return "invalid launch configuration";
+	if (gy > 65535 || gz > 65535) return "grid y/z over 65535";
+	if (shmem > (227u << 10)) return "dynamic shared memory over 227 KiB";
+	while (emu_fibers.size() < nt) {
+		emu_fiber f;
+		f.stack = (char *)malloc(EMU_STACK);
+		if (!f.stack) return "out of memory for fiber stacks";
+		emu_fibers.push_back(f);
+	}
+	static std::vector<unsigned char> dyn;
+	dyn.assign(shmem + 16, 0xff); // NaN until written
+	emu_dyn = dyn.data();
+	emu_kernel = k;
+	emu_args = args;
+	gridDim = {gx, gy, gz};
+	blockDim = {bx, by, bz};
+	for (unsigned z = 0; z < gz; z++)
+		for (unsigned y = 0; y < gy; y++)
+			for (unsigned x = 0; x < gx; x++) {
+				blockIdx = {x, y, z};
+				memset(emu_dyn, 0xff, shmem);
+				for (unsigned i = 0; i < nt; i++) emu_fiber_init(emu_fibers[i]);
+				for (;;) {
+					unsigned done = 0;
+					for (unsigned i = 0; i < nt; i++) {
+						emu_fiber &f = emu_fibers[i];
+						if (f.state != RUNNABLE) continue;
+						threadIdx = {i % bx, (i / bx) % by, i / (bx * by)};
+						emu_cur = (int)i;
+						emu_switch(&emu_sched_sp, f.sp);
+					}
+					for (unsigned i = 0; i < nt; i++) done += emu_fibers[i].state == DONE;
+					if (done == nt) break;
+					if (done > 0) return "__syncthreads reached by only part of a block";
+					for (unsigned i = 0; i < nt; i++) emu_fibers[i].state = RUNNABLE;
+				}
+			}
+	return 0;
+}
