@@ -59,7 +59,11 @@ type embedMeta struct {
 	BatchSize     int    `json:"batch_size"`
 	ChunkRows     int    `json:"chunk_rows"`
 	Dim           int    `json:"dim"`
-	Complete      bool   `json:"complete"`
+	// Compute is "" for the CPU forward (fp32) and "cuda fp16" / "cuda
+	// fp32" for the GPU's: rows of different forwards differ in their
+	// last bits, so a file is resumed only by the same kind of forward.
+	Compute  string `json:"compute,omitempty"`
+	Complete bool   `json:"complete"`
 }
 
 // EmbedStats report an EmbedCorpus run.
@@ -79,7 +83,7 @@ func EmbedCorpus(ctx context.Context, enc *encoder.Encoder, corpus, path string,
 	start := time.Now()
 	meta := embedMeta{Format: "mempo-embeddings/1", Corpus: corpus, Model: opts.Model, Family: enc.Family,
 		Pooling: string(enc.Pooling), PassagePrefix: enc.PassagePrefix, MaxLength: enc.MaxLength,
-		BatchSize: enc.BatchSize, ChunkRows: opts.ChunkRows, Dim: enc.Dim()}
+		BatchSize: enc.BatchSize, ChunkRows: opts.ChunkRows, Dim: enc.Dim(), Compute: computeOf(enc)}
 	d := enc.Dim()
 	rowBytes := int64(4 * d)
 	metaPath := path + ".json"
@@ -209,8 +213,20 @@ func (m embedMeta) sameRun(n embedMeta) bool {
 }
 
 func (m embedMeta) describe() string {
-	return fmt.Sprintf("corpus %s, model %s, family %s, pooling %s, max length %d, batch %d, chunk %d, dim %d",
-		m.Corpus, m.Model, m.Family, m.Pooling, m.MaxLength, m.BatchSize, m.ChunkRows, m.Dim)
+	compute := m.Compute
+	if compute == "" {
+		compute = "cpu"
+	}
+	return fmt.Sprintf("corpus %s, model %s, family %s, pooling %s, max length %d, batch %d, chunk %d, dim %d, device %s",
+		m.Corpus, m.Model, m.Family, m.Pooling, m.MaxLength, m.BatchSize, m.ChunkRows, m.Dim, compute)
+}
+
+// computeOf is the sidecar's Compute of an encoder.
+func computeOf(e *encoder.Encoder) string {
+	if e.Device == "cpu" || e.Device == "" {
+		return ""
+	}
+	return e.Device + " " + string(e.Precision)
 }
 
 func readEmbedMeta(path string) (embedMeta, error) {

@@ -21,7 +21,9 @@ func encoderFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "query-prefix", Usage: "text put before each query (default: the family's, \"query: \" for e5)"},
 		&ucli.StringFlag{Name: "passage-prefix", Usage: "text put before each passage (default: the family's, \"passage: \" for e5)"},
 		&ucli.IntFlag{Name: "max-length", Value: 256, Usage: "tokens per text, [CLS]/[SEP] included"},
-		&ucli.IntFlag{Name: "encode-batch", Value: 32, Usage: "texts per encoder forward pass"},
+		&ucli.IntFlag{Name: "encode-batch", Usage: "texts per encoder forward pass (default 32 on the CPU, 128 on a GPU)"},
+		&ucli.StringFlag{Name: "device", Value: "auto", Usage: "where --encoder runs: cpu, cuda, or auto (cuda when usable, else the CPU, saying why)"},
+		&ucli.StringFlag{Name: "encoder-precision", Value: "fp16", Usage: "number format of the encoder on a GPU: fp16 (half weights and GEMM operands, fp32 accumulation) or fp32"},
 	}
 }
 
@@ -30,7 +32,7 @@ func encoderFlags() []ucli.Flag {
 func loadEncoder(c *ucli.Context) (*encoder.Encoder, error) {
 	dir := c.String("encoder")
 	if dir == "" {
-		for _, f := range []string{"encoder-family", "pooling", "query-prefix", "passage-prefix"} {
+		for _, f := range []string{"encoder-family", "pooling", "query-prefix", "passage-prefix", "device", "encoder-precision"} {
 			if c.IsSet(f) {
 				return nil, fmt.Errorf("--%s needs --encoder", f)
 			}
@@ -38,7 +40,15 @@ func loadEncoder(c *ucli.Context) (*encoder.Encoder, error) {
 		return nil, nil
 	}
 	opt := encoder.Options{Family: c.String("encoder-family"), Pooling: encoder.Pooling(c.String("pooling")),
-		MaxLength: c.Int("max-length"), BatchSize: c.Int("encode-batch")}
+		MaxLength: c.Int("max-length"), BatchSize: c.Int("encode-batch"), Device: c.String("device")}
+	switch p := c.String("encoder-precision"); {
+	case p != "fp16" && p != "fp32":
+		return nil, fmt.Errorf("--encoder-precision %q: want fp16 or fp32", p)
+	case opt.Device == "cpu" && c.IsSet("encoder-precision") && p == "fp16":
+		return nil, fmt.Errorf("--encoder-precision fp16 needs a GPU (--device cuda or auto); the CPU encoder is fp32")
+	case opt.Device != "cpu":
+		opt.Precision = encoder.Precision(p)
+	}
 	if c.IsSet("query-prefix") {
 		s := c.String("query-prefix")
 		opt.QueryPrefix = &s
@@ -47,16 +57,16 @@ func loadEncoder(c *ucli.Context) (*encoder.Encoder, error) {
 		s := c.String("passage-prefix")
 		opt.PassagePrefix = &s
 	}
-	if opt.MaxLength <= 0 || opt.BatchSize <= 0 {
-		return nil, fmt.Errorf("--max-length and --encode-batch must be positive")
+	if opt.MaxLength <= 0 || opt.BatchSize < 0 {
+		return nil, fmt.Errorf("--max-length must be positive and --encode-batch not negative")
 	}
 	return encoder.Load(dir, opt)
 }
 
 // describeEncoder is one line on what an encoder does to texts.
 func describeEncoder(e *encoder.Encoder, dir string) string {
-	return fmt.Sprintf("encoder %s: family %s, %d layers × %d, pooling %s, query prefix %q, passage prefix %q, max length %d",
-		dir, e.Family, e.Cfg.NumHiddenLayers, e.Cfg.HiddenSize, e.Pooling, e.QueryPrefix, e.PassagePrefix, e.MaxLength)
+	return fmt.Sprintf("encoder %s: family %s, %d layers × %d, pooling %s, query prefix %q, passage prefix %q, max length %d, batch %d, device %s",
+		dir, e.Family, e.Cfg.NumHiddenLayers, e.Cfg.HiddenSize, e.Pooling, e.QueryPrefix, e.PassagePrefix, e.MaxLength, e.BatchSize, e.DeviceString())
 }
 
 // defaultEmbeddingsPath is where mempo-index --encoder streams embeddings

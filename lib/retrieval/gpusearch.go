@@ -14,6 +14,7 @@ import (
 	"sync"
 
 	"github.com/mempo/mempo/lib/cuda"
+	"github.com/mempo/mempo/lib/encoder"
 	"github.com/mempo/mempo/lib/faiss"
 )
 
@@ -24,7 +25,7 @@ type VectorSearcher interface {
 }
 
 type gpuFlat struct {
-	mu sync.Mutex // a cuda.Device takes one caller at a time
+	mu *sync.Mutex // the device's, shared with a GPU encoder (encoder.DeviceLock)
 	x  *cuda.FlatIndex
 }
 
@@ -59,6 +60,9 @@ func LoadGPUFlat(path string, docs int64, dim int) (VectorSearcher, error) {
 	if r.Rows != docs || r.Dim != dim {
 		return nil, fmt.Errorf("%s: %d×%d vectors, the index has %d passages of %d dimensions", path, r.Rows, r.Dim, docs, dim)
 	}
+	lk := encoder.DeviceLock(d)
+	lk.Lock()
+	defer lk.Unlock()
 	x, err := d.NewFlatIndex(int(r.Rows), r.Dim)
 	if err != nil {
 		return nil, err
@@ -84,5 +88,5 @@ func LoadGPUFlat(path string, docs int64, dim int) (VectorSearcher, error) {
 		x.Free()
 		return nil, fmt.Errorf("%s: read %d of %d vectors", path, x.Ntotal(), docs)
 	}
-	return &gpuFlat{x: x}, nil
+	return &gpuFlat{mu: encoder.DeviceLock(d), x: x}, nil
 }
