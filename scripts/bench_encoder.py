@@ -1,19 +1,23 @@
 #!/usr/bin/env python3
-"""transformers' side of the dense-encoder benchmark (docs/BENCHMARKS.md, "Dense encoder"): passages/s of a
-base-sized BertModel (768 hidden, 12 layers, 12 heads, 3072 intermediate, random weights: e5-base-v2's shape) on
-texts of exactly 256 tokens, as Search-R1 encodes passages (max_length 256), with no pooling or tokenization cost.
+"""transformers' side of the dense-encoder benchmark (docs/BENCHMARKS.md, "Dense retrieval on the H200"): texts/s of
+a base-sized BertModel (768 hidden, 12 layers, 12 heads, 3072 intermediate, random weights: e5-base-v2's shape) on
+texts of exactly --length tokens (256: Search-R1's passage max_length), forward + mean pooling + L2 normalization
+(as lib/encoder's EmbedIDs), no tokenization. transformers' default attention (SDPA) is used; fp16 is Search-R1's
+use_fp16 (model.half()); fp32 runs with TF32 off, as lib/encoder's fp32 mode.
 
-Compare with Go's lib/encoder on the same machine:
-    go test -run '^$' -bench BaseCPU -benchtime 1x ./lib/encoder/
+Compare with lib/encoder on the same machine (TestCUDAEncoderBenchmarks, run by scripts/gpu/run_encoder.sh):
+    go test -run '^$' -bench BaseCPU -benchtime 1x ./lib/encoder/        # CPU only
 
-Usage (on the GPU machine, transformers 5.x and torch installed):
+Usage (transformers 5.x and torch installed):
     python3 scripts/bench_encoder.py --device cpu  --threads 16 --batch 8  --iters 3
-    python3 scripts/bench_encoder.py --device cuda --batch 512 --iters 5            # fp32
-    python3 scripts/bench_encoder.py --device cuda --batch 512 --iters 5 --fp16     # Search-R1's use_fp16
-Prints one JSON line per run.
+    python3 scripts/bench_encoder.py --device cuda --batch 512 --iters 5 --fp16     # one run
+    python3 scripts/bench_encoder.py --runs cpu:fp32:16:256,cuda:fp16:128:256,cuda:fp32:128:256,cuda:fp16:256:24
+      (several runs in one process: device:dtype:batch:length each; --seconds bounds each GPU run)
+Prints one JSON line per run, prefixed with "BENCH encoder_torch ".
 """
 import argparse, json, time
 import torch
+import transformers
 from transformers import BertConfig, BertModel
 
 ap = argparse.ArgumentParser()
@@ -21,35 +25,64 @@ ap.add_argument("--device", default="cpu")
 ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
 ap.add_argument("--batch", type=int, default=8)
 ap.add_argument("--length", type=int, default=256)
-ap.add_argument("--iters", type=int, default=3)
+ap.add_argument("--iters", type=int, default=3, help="at least this many timed batches per run")
+ap.add_argument("--seconds", type=float, default=2.0, help="GPU runs repeat for at least this long")
 ap.add_argument("--fp16", action="store_true")
+ap.add_argument("--runs", default="", help="device:dtype:batch:length,... (overrides --device/--batch/--length/--fp16)")
 a = ap.parse_args()
 if a.threads:
     torch.set_num_threads(a.threads)
-torch.manual_seed(0)
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+runs = []
+if a.runs:
+    for spec in a.runs.split(","):
+        dev, dt, b, t = spec.split(":")
+        runs.append((dev, dt, int(b), int(t)))
+else:
+    runs.append((a.device, "fp16" if a.fp16 else "fp32", a.batch, a.length))
+
 cfg = BertConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
                  max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu")
-model = BertModel(cfg, add_pooling_layer=False).eval().to(a.device)
-if a.fp16:
-    model = model.half()
-ids = torch.randint(1000, 29000, (a.batch, a.length), device=a.device)
-mask = torch.ones_like(ids)
+torch.manual_seed(0)
+cpu_model = BertModel(cfg, add_pooling_layer=False).eval()
+models = {}
 
-def run():
-    with torch.no_grad():
-        h = model(input_ids=ids, attention_mask=mask).last_hidden_state
-        e = torch.nn.functional.normalize((h * mask[..., None]).sum(1) / mask.sum(1, keepdim=True), dim=-1)
-    if a.device.startswith("cuda"):
-        torch.cuda.synchronize()
-    return e
+def model_for(dev, dt):
+    key = (dev, dt)
+    if key not in models:
+        m = BertModel(cfg, add_pooling_layer=False).eval()
+        m.load_state_dict(cpu_model.state_dict())
+        m = m.to(dev)
+        if dt == "fp16":
+            m = m.half()
+        models[key] = m
+    return models[key]
 
-run()  # warm-up
-t0 = time.perf_counter()
-for _ in range(a.iters):
-    run()
-secs = time.perf_counter() - t0
-n = a.batch * a.iters
-print(json.dumps({"device": a.device, "gpu": torch.cuda.get_device_name() if a.device.startswith("cuda") else None,
-                  "threads": torch.get_num_threads(), "fp16": a.fp16, "batch": a.batch, "length": a.length,
-                  "passages": n, "seconds": round(secs, 3), "passages_per_s": round(n / secs, 2),
-                  "torch": torch.__version__}))
+for dev, dt, B, T in runs:
+    model = model_for(dev, dt)
+    ids = torch.randint(1000, 29000, (B, T), device=dev)
+    mask = torch.ones_like(ids)
+
+    def run():
+        with torch.no_grad():
+            h = model(input_ids=ids, attention_mask=mask).last_hidden_state
+            m = mask[..., None].to(h.dtype)
+            e = torch.nn.functional.normalize((h * m).sum(1) / m.sum(1), dim=-1)
+            out = e.float().cpu()
+        return out
+
+    run()  # warm-up
+    n = 0
+    t0 = time.perf_counter()
+    while n < a.iters or (dev.startswith("cuda") and time.perf_counter() - t0 < a.seconds):
+        run()
+        n += 1
+    secs = time.perf_counter() - t0
+    print("BENCH encoder_torch " + json.dumps({
+        "device": dev, "gpu": torch.cuda.get_device_name() if dev.startswith("cuda") else None,
+        "threads": torch.get_num_threads(), "dtype": dt, "batch": B, "length": T, "texts": n * B,
+        "seconds": round(secs, 3), "per_s": round(n * B / secs, 2), "ms_per_batch": round(1000 * secs / n, 2),
+        "attn": getattr(model.config, "_attn_implementation", None),
+        "torch": torch.__version__, "transformers": transformers.__version__}), flush=True)

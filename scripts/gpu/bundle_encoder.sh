@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds bin/gpu/encoder/bundle.tar.gz, what scripts/gpu/run_encoder.sh needs
+# on the GPU machine (it has no Go): the test binaries of lib/encoder and
+# lib/retrieval (GPU tests; the benchmarks are tests gated by
+# MEMPO_CUDA_BENCH=1), mempo-serve (the end-to-end /retrieve benchmark runs
+# it), and in lib/ the shared libraries they link that the GPU image may
+# lack (OpenBLAS and its Fortran runtime), as scripts/gpu/bundle.sh gathers
+# them. Compressed, since the device tool carries at most 64 MiB.
+#   usage: scripts/gpu/bundle_encoder.sh      then carry bin/gpu/encoder
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+D=bin/gpu/encoder
+S=$(mktemp -d)
+trap 'rm -rf "$S"' EXIT
+mkdir -p "$D" "$S/lib"
+export CGO_ENABLED=1
+FLAGS=(-trimpath -ldflags "-s -w")
+go test -c "${FLAGS[@]}" -o "$S/encoder.test" ./lib/encoder
+go test -c "${FLAGS[@]}" -o "$S/retrieval.test" ./lib/retrieval
+go build "${FLAGS[@]}" -o "$S/mempo-serve" ./cmd/mempo-serve
+# Copy every non-libc shared library the binaries link (resolving symlinks).
+for f in "$S"/*; do
+	[[ -f "$f" && -x "$f" ]] || continue
+	ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+	case "$name" in
+	libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libgcc_s.so.*|libstdc++.so.*) continue ;;
+	esac
+	cp -L "$path" "$S/lib/$name"
+done
+tar -C "$S" -czf "$D/bundle.tar.gz.tmp" .
+mv "$D/bundle.tar.gz.tmp" "$D/bundle.tar.gz"
+du -sh "$S"/* "$S"/lib/* "$D/bundle.tar.gz" | sort -h
+echo "bundle ready: $D/bundle.tar.gz (carry bin/gpu/encoder; run scripts/gpu/run_encoder.sh there)"
