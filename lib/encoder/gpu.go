@@ -270,14 +270,14 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 			err = d.Gemm(false, true, m, n, k, 1, a, dt, lda, w, dt, k, 0, out, cuda.F32, n)
 		}
 	}
-	flat := func(n int64) cuda.Dim3 { return cuda.Dim3{X: int(min(max((n+255)/256, 1), 1<<16))} }
+	rows := cuda.Dim3{X: N} // one block per row of activations
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	q, k, v := hb, hb+cuda.Ptr(esz*N*H), hb+cuda.Ptr(2*esz*N*H)
 
-	launch("bert_embed_ln"+sfx, cuda.Dim3{X: N}, row, 4*H, idsP, g.word, g.pos, g.typ, g.embLnW, g.embLnB, T, H, eps, x, xh)
+	launch("bert_embed_ln"+sfx, rows, row, 4*H, idsP, g.word, g.pos, g.typ, g.embLnW, g.embLnB, T, H, eps, x, xh)
 	for _, L := range g.layers {
 		gemm(N, 3*H, H, in, H, L.qkvW, big)
-		launch("bert_split_heads"+sfx, flat(int64(N)*3*int64(H)), cuda.Dim3{X: 256}, 0, big, L.qkvB, int64(N), T, nh, hd, q, k, v)
+		launch("bert_split_heads"+sfx, rows, row, 0, big, L.qkvB, T, nh, hd, q, k, v)
 		for b0 := 0; b0 < B && err == nil; b0 += bc {
 			nb := min(bc, B-b0)
 			off := cuda.Ptr(b0 * nh * T * hd) // elements
@@ -290,13 +290,13 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 					0, tmp+off*4, cuda.F32, hd, st, nb*nh)
 			}
 		}
-		launch("bert_merge_heads"+sfx, flat(int64(N)*int64(H)), cuda.Dim3{X: 256}, 0, tmp, int64(N), T, nh, hd, ctx)
+		launch("bert_merge_heads"+sfx, rows, row, 0, tmp, T, nh, hd, ctx)
 		gemm(N, H, H, ctx, H, L.oW, tmp)
-		launch("bert_add_ln", cuda.Dim3{X: N}, row, 4*H, x, tmp, L.oB, L.ln1W, L.ln1B, H, eps, xh)
+		launch("bert_add_ln", rows, row, 4*H, x, tmp, L.oB, L.ln1W, L.ln1B, H, eps, xh)
 		gemm(N, I, H, in, H, L.upW, big)
-		launch("bert_gelu"+sfx, flat(int64(N)*int64(I)), cuda.Dim3{X: 256}, 0, big, L.upB, int64(N)*int64(I), I, act)
+		launch("bert_gelu"+sfx, rows, row, 0, big, L.upB, I, act)
 		gemm(N, H, I, act, I, L.downW, tmp)
-		launch("bert_add_ln", cuda.Dim3{X: N}, row, 4*H, x, tmp, L.downB, L.ln2W, L.ln2B, H, eps, xh)
+		launch("bert_add_ln", rows, row, 4*H, x, tmp, L.downB, L.ln2W, L.ln2B, H, eps, xh)
 	}
 	var out []float32
 	if hidden {

@@ -10,8 +10,8 @@
 // softmax, GELU and pooling are computed in fp32 (LayerNorm and pooling
 // sums in fp64, as lib/encoder's CPU forward does).
 //
-// Row kernels (embed_ln, add_ln, softmax, pool, synth) run one block per
-// row; their block size is blockDim.x, a power of two of at most RED_MAX.
+// Every kernel runs one block per row (of activations, scores, sequences or
+// vectors); the block size is blockDim.x, a power of two of at most RED_MAX.
 // Reductions go through shared memory and __syncthreads only (no warp
 // intrinsics), so that lib/encoder's tests can run this file on the CPU,
 // compiled by g++ with BERT_EMU defined (lib/encoder/internal/cudaemu).
@@ -34,8 +34,6 @@ __device__ __forceinline__ float h2f(unsigned short h) {
 #endif
 
 #define BERT_INF __int_as_float(0x7f800000)
-#define GRID_STRIDE(i, n) \
-	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)blockDim.x * gridDim.x)
 
 typedef unsigned short half_t;
 
@@ -147,31 +145,31 @@ extern "C" __global__ void __launch_bounds__(RED_MAX)
 	ln_row(v, H, lnw, lnb, eps, xr, xh ? xh + r * H : 0, red);
 }
 
-// split_heads: qkv [N, 3H] (the fused projection without its bias) plus
-// bias into q, k, v, each [B, nh, T, hd] (one contiguous T×hd matrix per
-// sequence and head, for the strided-batched GEMMs). Grid-stride.
+// split_heads: row r = b·T + t of qkv [N, 3H] (the fused projection
+// without its bias) plus bias into q, k, v, each [B, nh, T, hd] (one
+// contiguous T×hd matrix per sequence and head, for the strided-batched
+// GEMMs). One block per row; 32-bit column arithmetic.
 template <typename W>
-__device__ void split_heads(const float *qkv, const float *bias, long long N, int T, int nh, int hd, W *q, W *k, W *v) {
-	long long H = (long long)nh * hd;
-	long long n = N * 3 * H;
-	GRID_STRIDE(i, n) {
-		long long r = i / (3 * H);
-		long long c = i - r * 3 * H;
-		long long which = c / H, rem = c - which * H;
-		long long h = rem / hd, d = rem - h * hd;
-		long long b = r / T, t = r - b * T;
+__device__ void split_heads(const float *qkv, const float *bias, int T, int nh, int hd, W *q, W *k, W *v) {
+	int H = nh * hd;
+	long long r = blockIdx.x;
+	long long b = r / T, t = r - b * T;
+	const float *src = qkv + r * 3 * H;
+	for (int c = threadIdx.x; c < 3 * H; c += blockDim.x) {
+		int which = c / H, rem = c - which * H;
+		int h = rem / hd, d = rem - h * hd;
 		long long dst = ((b * nh + h) * T + t) * hd + d;
 		W *o = which == 0 ? q : (which == 1 ? k : v);
-		stv(o, dst, qkv[i] + bias[c]);
+		stv(o, dst, src[c] + bias[c]);
 	}
 }
-extern "C" __global__ void bert_split_heads_f32(const float *qkv, const float *bias, long long N, int T, int nh, int hd,
-                                                float *q, float *k, float *v) {
-	split_heads(qkv, bias, N, T, nh, hd, q, k, v);
+extern "C" __global__ void __launch_bounds__(RED_MAX)
+    bert_split_heads_f32(const float *qkv, const float *bias, int T, int nh, int hd, float *q, float *k, float *v) {
+	split_heads(qkv, bias, T, nh, hd, q, k, v);
 }
-extern "C" __global__ void bert_split_heads_f16(const float *qkv, const float *bias, long long N, int T, int nh, int hd,
-                                                half_t *q, half_t *k, half_t *v) {
-	split_heads(qkv, bias, N, T, nh, hd, q, k, v);
+extern "C" __global__ void __launch_bounds__(RED_MAX)
+    bert_split_heads_f16(const float *qkv, const float *bias, int T, int nh, int hd, half_t *q, half_t *k, half_t *v) {
+	split_heads(qkv, bias, T, nh, hd, q, k, v);
 }
 
 // softmax: one block per score row (b, h, i) of s [nb, nh, T, T] (scaled
@@ -211,40 +209,41 @@ extern "C" __global__ void __launch_bounds__(RED_MAX)
 	softmax_rows(s, mask, T, nh, p, red);
 }
 
-// merge_heads: o [B, nh, T, hd] (the attention output per head) into ctx
-// [N, H], row b·T + t, columns h·hd ... h·hd + hd - 1. Grid-stride.
+// merge_heads: o [B, nh, T, hd] (the attention output per head) into row
+// r = b·T + t of ctx [N, H], columns h·hd … h·hd + hd - 1. One block per
+// row.
 template <typename W>
-__device__ void merge_heads(const float *o, long long N, int T, int nh, int hd, W *ctx) {
-	long long H = (long long)nh * hd;
-	long long n = N * H;
-	GRID_STRIDE(i, n) {
-		long long r = i / H, c = i - r * H;
-		long long h = c / hd, d = c - h * hd;
-		long long b = r / T, t = r - b * T;
-		stv(ctx, i, o[((b * nh + h) * T + t) * hd + d]);
+__device__ void merge_heads(const float *o, int T, int nh, int hd, W *ctx) {
+	int H = nh * hd;
+	long long r = blockIdx.x;
+	long long b = r / T, t = r - b * T;
+	for (int c = threadIdx.x; c < H; c += blockDim.x) {
+		int h = c / hd, d = c - h * hd;
+		stv(ctx, r * H + c, o[((b * nh + h) * T + t) * hd + d]);
 	}
 }
-extern "C" __global__ void bert_merge_heads_f32(const float *o, long long N, int T, int nh, int hd, float *ctx) {
-	merge_heads(o, N, T, nh, hd, ctx);
+extern "C" __global__ void __launch_bounds__(RED_MAX) bert_merge_heads_f32(const float *o, int T, int nh, int hd, float *ctx) {
+	merge_heads(o, T, nh, hd, ctx);
 }
-extern "C" __global__ void bert_merge_heads_f16(const float *o, long long N, int T, int nh, int hd, half_t *ctx) {
-	merge_heads(o, N, T, nh, hd, ctx);
+extern "C" __global__ void __launch_bounds__(RED_MAX) bert_merge_heads_f16(const float *o, int T, int nh, int hd, half_t *ctx) {
+	merge_heads(o, T, nh, hd, ctx);
 }
 
-// gelu: out = GELU(u + bias) with erf (BERT's "gelu"), bias per column of
-// cols. out may be u itself (fp32). Grid-stride.
+// gelu: row r of out [N, cols] = GELU(u[r] + bias) with erf (BERT's
+// "gelu"). out may be u itself (fp32). One block per row.
 template <typename W>
-__device__ void gelu_bias(const float *u, const float *bias, long long n, int cols, W *out) {
-	GRID_STRIDE(i, n) {
-		float x = u[i] + bias[i % cols];
-		stv(out, i, 0.5f * x * (1.f + erff(x * 0.707106781186547524f)));
+__device__ void gelu_bias(const float *u, const float *bias, int cols, W *out) {
+	long long base = (long long)blockIdx.x * cols;
+	for (int j = threadIdx.x; j < cols; j += blockDim.x) {
+		float x = u[base + j] + bias[j];
+		stv(out, base + j, 0.5f * x * (1.f + erff(x * 0.707106781186547524f)));
 	}
 }
-extern "C" __global__ void bert_gelu_f32(const float *u, const float *bias, long long n, int cols, float *out) {
-	gelu_bias(u, bias, n, cols, out);
+extern "C" __global__ void __launch_bounds__(RED_MAX) bert_gelu_f32(const float *u, const float *bias, int cols, float *out) {
+	gelu_bias(u, bias, cols, out);
 }
-extern "C" __global__ void bert_gelu_f16(const float *u, const float *bias, long long n, int cols, half_t *out) {
-	gelu_bias(u, bias, n, cols, out);
+extern "C" __global__ void __launch_bounds__(RED_MAX) bert_gelu_f16(const float *u, const float *bias, int cols, half_t *out) {
+	gelu_bias(u, bias, cols, out);
 }
 
 // bert_pool: one block per sequence b of x [B, T, H]: the mean of the rows
