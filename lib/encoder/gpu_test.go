@@ -306,13 +306,16 @@ func checkTop10(t *testing.T, prec Precision, dim int, gq, gp, cq, cp []float32)
 }
 
 // Tolerances. fp32: the CPU forward's accumulation order differs (OpenBLAS
-// vs cuBLAS/loops, float64 vs float32 exp), nothing else. fp16: the
-// measured worst cases, on the H200 and in the emulation, times about 2.
+// vs cuBLAS/loops, float64 vs float32 exp), nothing else; measured on the
+// H200 (2026-11-30): hidden states within 2.4e-6, embeddings 1.3e-7. fp16:
+// about twice the worst measured on the H200 and in the emulation (hidden
+// states 1.4e-3 on the odd shapes, 3.9e-3 on the fixture; embeddings
+// 3.8e-4), scripts/gpu/results/2026-11-30b/encoder-tests.log.
 const (
 	tolFP32Hidden = 1e-4
 	tolFP32Emb    = 1e-4
-	tolFP16Hidden = 2e-2
-	tolFP16Emb    = 4e-3
+	tolFP16Hidden = 8e-3
+	tolFP16Emb    = 8e-4
 )
 
 func TestEmuForwardFP32(t *testing.T) {

@@ -173,7 +173,8 @@ func TestGPUEncoderPipeline(t *testing.T) {
 		worst = max(worst, math.Abs(float64(cv[i]-gv[i])))
 	}
 	t.Logf("passage embeddings, GPU fp16 vs CPU: max |diff| %.3g", worst)
-	if worst > 4e-3 {
+	if worst > 8e-4 { // 3.6e-4 on the H200
+
 		t.Errorf("passage embeddings, GPU fp16 vs CPU: max |diff| %.3g", worst)
 	}
 	// The GPU does not resume the CPU's file.
@@ -209,7 +210,8 @@ func TestGPUEncoderPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	compareTop(t, "GPU encoder + GPU search vs CPU encoder + FAISS", got, want, 2e-3)
+	// Scores within 2.7e-4 on the H200; swaps are allowed within 1e-3.
+	compareTop(t, "GPU encoder + GPU search vs CPU encoder + FAISS", got, want, 1e-3)
 
 	// mempo-serve's server, encoder and search sharing the GPU, one
 	// client per query; each query is encoded and searched in a batch with
@@ -246,5 +248,5 @@ func TestGPUEncoderPipeline(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	compareTop(t, "served (GPU encoder and search on one device) vs CPU encoder + FAISS", served, want, 2e-3)
+	compareTop(t, "served (GPU encoder and search on one device) vs CPU encoder + FAISS", served, want, 1e-3)
 }
