@@ -41,6 +41,11 @@ func loadEncoder(c *ucli.Context) (*encoder.Encoder, error) {
 	}
 	opt := encoder.Options{Family: c.String("encoder-family"), Pooling: encoder.Pooling(c.String("pooling")),
 		MaxLength: c.Int("max-length"), BatchSize: c.Int("encode-batch"), Device: c.String("device")}
+	switch d := opt.Device; d {
+	case "cpu", "cuda", "auto":
+	default:
+		return nil, fmt.Errorf("--device %q: want cpu, cuda or auto", d)
+	}
 	switch p := c.String("encoder-precision"); {
 	case p != "fp16" && p != "fp32":
 		return nil, fmt.Errorf("--encoder-precision %q: want fp16 or fp32", p)

@@ -1,0 +1,54 @@
+package retrieval
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mempo/mempo/lib/cuda"
+	"github.com/mempo/mempo/lib/encoder"
+)
+
+// The encoder's device flags: bad values are one-line errors naming the
+// flag; auto without a usable GPU runs on the CPU and says why on the
+// encoder's log line.
+func TestEncoderDeviceFlags(t *testing.T) {
+	model := filepath.Join(encFixture, "model")
+	ix := filepath.Join(t.TempDir(), "none")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--encoder", model, "--device", "tpu"}, `--device "tpu": want cpu, cuda or auto`},
+		{[]string{"--encoder", model, "--encoder-precision", "bf16"}, `--encoder-precision "bf16": want fp16 or fp32`},
+		{[]string{"--encoder", model, "--device", "cpu", "--encoder-precision", "fp16"}, "--encoder-precision fp16 needs a GPU"},
+		{[]string{"--device", "cuda"}, "--device needs --encoder"},
+		{[]string{"--encoder", model, "--encode-batch", "-1"}, "--encode-batch not negative"},
+	} {
+		for name, app := range map[string]func() error{
+			"mempo-serve": func() error { return ServeApp().Run(append([]string{"mempo-serve", "--index", ix}, c.args...)) },
+			"mempo-index": func() error {
+				return IndexApp().Run(append([]string{"mempo-index", "--corpus", ix, "--out", ix}, c.args...))
+			},
+		} {
+			err := app()
+			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("%s %v: %v, want one line with %q", name, c.args, err, c.want)
+			}
+		}
+	}
+	e, err := encoder.Load(model, encoder.Options{Device: "auto"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	line := describeEncoder(e, model)
+	if ok, why := cuda.Available(); ok {
+		if !strings.Contains(line, "device cuda (") || !strings.HasSuffix(line, "fp16)") {
+			t.Errorf("auto with CUDA: %s", line)
+		}
+	} else if !strings.HasSuffix(line, "device cpu (fp32; CUDA not usable: "+why+")") {
+		t.Errorf("auto without CUDA: %s", line)
+	}
+	t.Log(line)
+}
