@@ -72,10 +72,12 @@ type devBuf struct {
 	freed bool
 	be    *CUDA
 
-	// A weight (MarkWeight) keeps its bf16 rounding for the GEMMs of bf16
-	// mode in w16, made at first use and remade after the weight changes
-	// (Copy, Fill or Add into it): inference casts each weight once, not
-	// once per product.
+	// w16 is the buffer's bf16 rounding for the products of bf16 mode,
+	// valid while w16ok. A weight (MarkWeight) makes it at first use and
+	// again after it changes (Copy, Fill or Add into it): inference casts
+	// each weight once, not once per product. An activation gets it from
+	// the op that writes it (dual), so the products that read it need no
+	// rounding pass. Every op marks its outputs' copies stale (wrote).
 	weight bool
 	w16    cuda.Ptr
 	w16sz  int
@@ -93,12 +95,8 @@ func (d *devBuf) release(later bool) {
 	}
 }
 
-// touch marks a weight's bf16 copy stale after a write into the buffer.
-func (d *devBuf) touch() {
-	if d.weight {
-		d.w16ok = false
-	}
-}
+// touch marks the buffer's bf16 copy stale after a write into it.
+func (d *devBuf) touch() { d.w16ok = false }
 
 type cudaTensor struct {
 	buf  *devBuf
@@ -347,10 +345,38 @@ func (b *CUDA) activationBF16(t *cudaTensor) cuda.Ptr {
 	return p
 }
 
-// bf16Operand returns t rounded to bf16: a weight's kept copy, or an
-// activation's (activationBF16). Neither is freed by the caller.
+// whole reports whether t is its whole buffer (not a view of part of it).
+func (t *cudaTensor) whole() bool { return t.off == 0 && 4*max(t.n(), 1) == t.buf.bytes }
+
+// dual returns where an op writing t should also write t's bf16 rounding:
+// t's w16 buffer in bf16 mode when t is a whole buffer, else 0 (the kernels
+// skip a null pointer). The op calls dualDone after its launch.
+func (b *CUDA) dual(t *cudaTensor) cuda.Ptr {
+	if !b.bf16 || !t.whole() {
+		return 0
+	}
+	buf := t.buf
+	if buf.w16 == 0 {
+		buf.w16, buf.w16sz = b.rawAlloc(buf.bytes/2 + 16)
+	}
+	return buf.w16
+}
+
+// dualDone marks t's bf16 rounding valid after an op wrote it at p.
+func (b *CUDA) dualDone(t *cudaTensor, p cuda.Ptr) {
+	if p != 0 {
+		t.buf.w16ok = true
+	}
+}
+
+// bf16Operand returns t rounded to bf16: its buffer's valid copy (w16), a
+// weight's remade copy, or an activation's (activationBF16). None is freed
+// by the caller.
 func (b *CUDA) bf16Operand(t *cudaTensor) cuda.Ptr {
 	buf := t.buf
+	if t.whole() && buf.w16ok {
+		return buf.w16
+	}
 	if !buf.weight || t.off != 0 || 4*t.n() > buf.bytes {
 		return b.activationBF16(t)
 	}
@@ -596,7 +622,9 @@ func (b *CUDA) AddBias(x, bias Tensor) {
 	}
 	b.wrote(X)
 	n := int64(X.n())
-	b.launch("model", "add_bias_f32", b.gridFor(n, 256), 256, 0, X.ptr(), B.ptr(), n, X.c)
+	x16 := b.dual(X)
+	b.launch("model", "add_bias_f32", b.gridFor(n, 256), 256, 0, X.ptr(), B.ptr(), n, X.c, x16)
+	b.dualDone(X, x16)
 }
 
 func (b *CUDA) SumRows(dst, x Tensor) {
@@ -648,7 +676,9 @@ func (b *CUDA) RMSNorm(out, rstd, x, w Tensor, eps float32) {
 	if n == 0 {
 		return
 	}
-	b.launch("model", "rmsnorm_f32", min(n, 65535*4), normBlock(dim), 0, o.ptr(), s.ptr(), X.ptr(), W.ptr(), n, dim, eps)
+	o16 := b.dual(o)
+	b.launch("model", "rmsnorm_f32", min(n, 65535*4), normBlock(dim), 0, o.ptr(), s.ptr(), X.ptr(), W.ptr(), n, dim, eps, o16)
+	b.dualDone(o, o16)
 }
 
 func (b *CUDA) RMSNormBackward(dx, dw, dy, x, w, rstd Tensor) {
@@ -717,7 +747,12 @@ func (b *CUDA) RoPE(x Tensor, pos []int, headDim int, theta float64, inverse boo
 		inv = 1
 	}
 	pairs := int64(X.r) * int64(X.c/2)
-	b.launch("model", "rope_f32", b.gridFor(pairs, 256), 256, 0, X.ptr(), pp, tab.cos, tab.sin, X.r, X.c, headDim, inv)
+	var x16 cuda.Ptr
+	if !inverse { // the forward's q and k go on to attention; dq and dk to products, through other ops
+		x16 = b.dual(X)
+	}
+	b.launch("model", "rope_f32", b.gridFor(pairs, 256), 256, 0, X.ptr(), pp, tab.cos, tab.sin, X.r, X.c, headDim, inv, x16)
+	b.dualDone(X, x16)
 }
 
 func (b *CUDA) SwiGLU(out, gate, up Tensor) {
@@ -726,7 +761,9 @@ func (b *CUDA) SwiGLU(out, gate, up Tensor) {
 	sameShapeG("SwiGLU", o, u)
 	b.wrote(o)
 	n := int64(o.n())
-	b.launch("model", "swiglu_f32", b.gridFor(n, 256), 256, 0, o.ptr(), g.ptr(), u.ptr(), n)
+	o16 := b.dual(o)
+	b.launch("model", "swiglu_f32", b.gridFor(n, 256), 256, 0, o.ptr(), g.ptr(), u.ptr(), n, o16)
+	b.dualDone(o, o16)
 }
 
 func (b *CUDA) SwiGLUBackward(dgate, dup, dout, gate, up Tensor) {
@@ -736,7 +773,10 @@ func (b *CUDA) SwiGLUBackward(dgate, dup, dout, gate, up Tensor) {
 	sameShapeG("SwiGLUBackward", do, g)
 	b.wrote(dg, du)
 	n := int64(g.n())
-	b.launch("model", "swiglu_bwd_f32", b.gridFor(n, 256), 256, 0, dg.ptr(), du.ptr(), do.ptr(), g.ptr(), u.ptr(), n)
+	dg16, du16 := b.dual(dg), b.dual(du)
+	b.launch("model", "swiglu_bwd_f32", b.gridFor(n, 256), 256, 0, dg.ptr(), du.ptr(), do.ptr(), g.ptr(), u.ptr(), n, dg16, du16)
+	b.dualDone(dg, dg16)
+	b.dualDone(du, du16)
 }
 
 func (b *CUDA) TokenLogProbs(lp, lse, logits Tensor, targets []int) {
@@ -764,7 +804,9 @@ func (b *CUDA) TokenLogProbsBackward(dlogits, logits, lse Tensor, targets []int,
 	}
 	tg := b.uploadInts(targets)
 	g := b.uploadF32(dlp[:Z.r])
-	b.launch("model", "token_logprobs_bwd_f32", min(Z.r, 65535*4), 1024, 0, D.ptr(), Z.ptr(), S.ptr(), tg, g, Z.r, int64(Z.c))
+	d16 := b.dual(D)
+	b.launch("model", "token_logprobs_bwd_f32", min(Z.r, 65535*4), 1024, 0, D.ptr(), Z.ptr(), S.ptr(), tg, g, Z.r, int64(Z.c), d16)
+	b.dualDone(D, d16)
 }
 
 // Attention tiles: 16 query rows (forward, dq) or keys (dk, dv) per block.

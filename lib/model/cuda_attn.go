@@ -99,14 +99,76 @@ func (b *CUDA) mmaWork(seqs []AttnSeq) (tiles, st cuda.Ptr, ntiles int) {
 	return b.uploadIntsMemo("mma-tiles", tv), b.uploadIntsMemo("mma-seqs", sv), len(tv) / 2
 }
 
-// attentionMMA is the forward of attnmma.cu for seqs.
+// bf16Copy is a temporary bf16 rounding of some rows of a tensor.
+type bf16Copy struct {
+	p    cuda.Ptr
+	size int
+}
+
+// castAll rounds the whole of t to bf16 (the caller frees the copy), or
+// returns the rounding the op that wrote t left (size 0: not freed).
+func (b *CUDA) castAll(t *cudaTensor) bf16Copy {
+	if t.whole() && t.buf.w16ok {
+		return bf16Copy{p: t.buf.w16}
+	}
+	p, size := b.castBF16(t)
+	return bf16Copy{p, size}
+}
+
+// castRows rounds the rows idx of t to bf16, packed in that order.
+func (b *CUDA) castRows(t *cudaTensor, idx []int) bf16Copy {
+	p, size := b.rawAlloc(2*len(idx)*t.c + 16)
+	if len(idx) > 0 {
+		b.launch("attnmma", "cast_bf16_rows", min(len(idx), 65535), 256, 0, p, t.ptr(), b.uploadInts(idx), len(idx), t.c)
+	}
+	return bf16Copy{p, size}
+}
+
+// queryRows is the number of query rows of seqs.
+func queryRows(seqs []AttnSeq) int {
+	n := 0
+	for _, s := range seqs {
+		n += s.N
+	}
+	return n
+}
+
+func (b *CUDA) freeCopies(cs ...bf16Copy) {
+	for _, c := range cs {
+		if c.size > 0 {
+			b.rawFree(c.p, c.size, false)
+		}
+	}
+}
+
+// attentionMMA is the forward of attnmma.cu for seqs. The keys and values a
+// sequence reads (rows [K, K+Past+N), a slice of a KV cache when decoding)
+// are rounded into a packed copy, and the sequence table points into it.
 func (b *CUDA) attentionMMA(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh AttnShape) {
-	tiles, st, n := b.mmaWork(seqs)
+	packed := make([]AttnSeq, len(seqs))
+	var rows []int
+	for i, s := range seqs {
+		packed[i] = s
+		packed[i].K = len(rows)
+		for r := s.K; r < s.K+s.Past+s.N; r++ {
+			rows = append(rows, r)
+		}
+	}
+	q16 := b.castAll(Q)
+	k16, v16 := b.castRows(K, rows), b.castRows(V, rows)
+	defer b.freeCopies(q16, k16, v16)
+	tiles, st, n := b.mmaWork(packed)
 	hd := sh.HeadDim
-	lq, lv := hd+8, mmaTile+8
-	shmem := 2 * (2*mmaTile*lq + hd*lv)
+	shmem := 2 * 5 * mmaTile * (hd + 8)
+	// The output's bf16 rounding (for the o_proj product) is only complete
+	// when these sequences write every row of O.
+	var o16 cuda.Ptr
+	if queryRows(seqs) == O.r {
+		o16 = b.dual(O)
+	}
 	b.launch2("attnmma", fmt.Sprintf("attn_mma_fwd_%d", hd), cuda.Dim3{X: n, Y: sh.Heads}, 128, shmem,
-		O.ptr(), LSE.ptr(), Q.ptr(), K.ptr(), V.ptr(), tiles, st, sh.Heads, sh.KVHeads, sh.Scale)
+		O.ptr(), o16, LSE.ptr(), q16.p, k16.p, v16.p, tiles, st, sh.Heads, sh.KVHeads, sh.Scale)
+	b.dualDone(O, o16)
 }
 
 // attentionMMABackward is the backward of attnmma.cu for seqs (Past 0): dQ
@@ -118,19 +180,20 @@ func (b *CUDA) attentionMMABackward(DQ, DK, DV, DO, Q, K, V, LSE, D *cudaTensor,
 		must(b.dev.Memset32(DK.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
 		must(b.dev.Memset32(DV.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
 	}
+	q16, do16, k16, v16 := b.castAll(Q), b.castAll(DO), b.castAll(K), b.castAll(V)
+	defer b.freeCopies(q16, do16, k16, v16)
 	tiles, st, n := b.mmaWork(seqs)
 	hd := sh.HeadDim
-	lq, lv := hd+8, mmaTile+8
-	b.launch2("attnmma", fmt.Sprintf("attn_mma_bwd_dq_%d", hd), cuda.Dim3{X: n, Y: sh.Heads}, 128, 2*(4*mmaTile*lq+hd*lv),
-		DQ.ptr(), DO.ptr(), Q.ptr(), K.ptr(), V.ptr(), LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, sh.Scale)
+	lq := hd + 8
+	b.launch2("attnmma", fmt.Sprintf("attn_mma_bwd_dq_%d", hd), cuda.Dim3{X: n, Y: sh.Heads}, 128, 2*6*mmaTile*lq,
+		DQ.ptr(), do16.p, q16.p, k16.p, v16.p, LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, sh.Scale)
 	qt := 64
 	if hd == 128 {
 		qt = 32
 	}
-	lt := qt + 8
-	shk := 2*(2*mmaTile*lq+2*qt*lq+2*hd*lt) + 8*qt
+	shk := 2*(2*mmaTile*lq+4*qt*lq) + 16*qt
 	b.launch2("attnmma", fmt.Sprintf("attn_mma_bwd_dkv_%d", hd), cuda.Dim3{X: n, Y: sh.KVHeads, Z: sh.Heads / sh.KVHeads}, 128, shk,
-		DK.ptr(), DV.ptr(), DO.ptr(), Q.ptr(), K.ptr(), V.ptr(), LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, sh.Scale)
+		DK.ptr(), DV.ptr(), do16.p, q16.p, k16.p, v16.p, LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, sh.Scale)
 }
 
 // attentionDecode runs the decode kernel: one block per query row and kv

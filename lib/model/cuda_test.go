@@ -627,3 +627,84 @@ func TestCUDAPool(t *testing.T) {
 		}
 	}
 }
+
+// TestCUDADualBF16 checks, in bf16 mode, the bf16 roundings that ops write
+// next to their outputs for the products that read them (dual): each op's
+// output goes through a product, compared with the CPU's fp32, and once
+// more after an in-place write, which must make the rounding stale.
+func TestCUDADualBF16(t *testing.T) {
+	p := newOpPair(t, 13)
+	p.gpu.SetBF16(true)
+	const R, C = 70, 128
+	w := p.rnd(33, C, 1)
+	product := func(name string, x pair) {
+		t.Helper()
+		o := p.out(R, 33)
+		p.cpu.MatMul(o.c, x.c, w.c, false, true, 1, 0)
+		p.gpu.MatMul(o.g, x.g, w.g, false, true, 1, 0)
+		p.check(name+" → product", o, 2e-2)
+		// An in-place write makes the rounding stale.
+		d := p.rnd(R, C, 1)
+		p.cpu.Add(x.c, d.c)
+		p.gpu.Add(x.g, d.g)
+		p.cpu.MatMul(o.c, x.c, w.c, false, true, 1, 0)
+		p.gpu.MatMul(o.g, x.g, w.g, false, true, 1, 0)
+		p.check(name+" → Add → product", o, 2e-2)
+	}
+	x, nw := p.rnd(R, C, 1), p.rnd(1, C, 1)
+	o, rs := p.out(R, C), p.out(R, 1)
+	p.cpu.RMSNorm(o.c, rs.c, x.c, nw.c, 1e-6)
+	p.gpu.RMSNorm(o.g, rs.g, x.g, nw.g, 1e-6)
+	product("RMSNorm", o)
+
+	g, u := p.rnd(R, C, 1), p.rnd(R, C, 1)
+	a := p.out(R, C)
+	p.cpu.SwiGLU(a.c, g.c, u.c)
+	p.gpu.SwiGLU(a.g, g.g, u.g)
+	product("SwiGLU", a)
+	dout := p.rnd(R, C, 1)
+	dg, du := p.out(R, C), p.out(R, C)
+	p.cpu.SwiGLUBackward(dg.c, du.c, dout.c, g.c, u.c)
+	p.gpu.SwiGLUBackward(dg.g, du.g, dout.g, g.g, u.g)
+	product("SwiGLUBackward dgate", dg)
+	product("SwiGLUBackward dup", du)
+
+	y, bias := p.rnd(R, C, 1), p.rnd(1, C, 1)
+	p.cpu.AddBias(y.c, bias.c)
+	p.gpu.AddBias(y.g, bias.g)
+	product("AddBias", y)
+
+	pos := make([]int, R)
+	for i := range pos {
+		pos[i] = 5 * i
+	}
+	r := p.rnd(R, C, 1)
+	p.cpu.RoPE(r.c, pos, 64, 1e6, false)
+	p.gpu.RoPE(r.g, pos, 64, 1e6, false)
+	product("RoPE", r)
+
+	z := p.rnd(R, C, 3)
+	tg := make([]int, R)
+	dlp := make([]float32, R)
+	for i := range tg {
+		tg[i] = (7 * i) % C
+		dlp[i] = float32(i%5) - 2
+	}
+	tg[3] = -1
+	lp, lse := p.out(R, 1), p.out(R, 1)
+	p.cpu.TokenLogProbs(lp.c, lse.c, z.c, tg)
+	p.gpu.TokenLogProbs(lp.g, lse.g, z.g, tg)
+	p.cpu.TokenLogProbsBackward(z.c, z.c, lse.c, tg, dlp)
+	p.gpu.TokenLogProbsBackward(z.g, z.g, lse.g, tg, dlp)
+	product("TokenLogProbsBackward", z)
+
+	// Attention on the tensor cores writes its output's rounding when its
+	// sequences cover every row.
+	sh := AttnShape{Heads: 2, KVHeads: 1, HeadDim: 64, Scale: 0.125}
+	seqs := []AttnSeq{{Q: 0, N: 30, K: 0}, {Q: 30, N: 40, K: 30}}
+	q, k, v := p.rnd(R, C, 1), p.rnd(R, 64, 1), p.rnd(R, 64, 1)
+	att, alse := p.out(R, C), p.out(R, 2)
+	p.cpu.Attention(att.c, alse.c, q.c, k.c, v.c, seqs, sh)
+	p.gpu.Attention(att.g, alse.g, q.g, k.g, v.g, seqs, sh)
+	product("Attention", att)
+}

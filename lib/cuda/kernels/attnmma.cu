@@ -1,9 +1,12 @@
 // Flash attention on the tensor cores (bf16 mode): causal grouped-query
 // attention forward and backward where the score matrix never leaves the
 // registers. Products are mma.sync m16n8k16 with bf16 operands and fp32
-// accumulation; q, k, v, dO are read as fp32 from the model's tensors and
-// rounded to bf16 as they are staged in shared memory, and every output
-// (O, lse, dQ, dK, dV) is fp32 in the model's layout. Head dims 64 and 128.
+// accumulation. q, k, v and dO come in bf16 copies (lib/model rounds them
+// once per call) with the model's row layout; every output (O, lse, dQ, dK,
+// dV) is fp32 in the model's tensors. Tiles are staged in shared memory with
+// cp.async, the next tile loading while the current one is computed, and
+// operands that a product needs transposed are read with ldmatrix.trans.
+// Head dims 64 and 128.
 //
 // Work list: tiles[2i] = sequence, tiles[2i+1] = first row of a tile of 64
 // rows; seqs[4s…] = (Q, N, K, Past) as in lib/model's AttnSeq.
@@ -59,45 +62,40 @@ __device__ __forceinline__ void loadBt(unsigned &b0, unsigned &b1, const bf16 *m
 	b1 = ld32(p + 8);
 }
 
-// stage copies rows [0, ROWS) of an fp32 matrix (row stride lds, HD
-// columns, 16-byte aligned rows) into shared bf16: row-major into dst (row
-// stride ldd) and/or transposed into dstT (dstT[c·lddT + r]), either may be
-// null; rows ≥ valid are 0. Each thread issues up to 8 float4 loads before
-// it stores any, so the loads overlap instead of waiting one by one.
+__device__ __forceinline__ unsigned smem_addr(const void *p) {
+	unsigned a;
+	asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+	return a;
+}
+
+// ldsmT reads the B fragment of k rows [k0, k0+16) and n columns [n0, n0+8)
+// of B = M, M row-major in shared memory (row stride ld, rows 16-byte
+// aligned), with ldmatrix's transposing load: lanes 0–15 point at the 16 rows.
+__device__ __forceinline__ void ldsmT(unsigned &b0, unsigned &b1, const bf16 *m, int ld, int k0, int n0, int lane) {
+	const bf16 *p = m + (k0 + (lane & 15)) * ld + n0;
+	asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(smem_addr(p)));
+}
+
+// cp16 copies 16 bytes from global to shared memory asynchronously, or
+// writes 16 zero bytes when valid is false (src is not read then).
+__device__ __forceinline__ void cp16(bf16 *dst, const bf16 *src, bool valid) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+__device__ __forceinline__ void cp_wait_prev() { asm volatile("cp.async.wait_group 1;\n" ::); }
+
+// stage queues the copy of rows [0, ROWS) of a bf16 matrix (row stride lds
+// elements, HD columns) into shared memory (row stride ldd); rows ≥ valid
+// become 0. The caller commits and waits.
 template <int HD, int ROWS>
-__device__ __forceinline__ void stage(bf16 *dst, int ldd, bf16 *dstT, int lddT, const float *src, long long lds, int valid) {
-	constexpr int V4 = ROWS * HD / 4; // float4s in the tile
-	constexpr int PER = V4 / 128;     // per thread (blockDim 128)
-	constexpr int CH = PER < 8 ? PER : 8;
-#pragma unroll
-	for (int j0 = 0; j0 < PER; j0 += CH) {
-		float4 r[CH];
-#pragma unroll
-		for (int j = 0; j < CH; j++) {
-			int i = threadIdx.x + 128 * (j0 + j);
-			int row = (4 * i) / HD, c = (4 * i) % HD;
-			if (row < valid) {
-				r[j] = *(const float4 *)(src + row * lds + c);
-			} else {
-				r[j].x = r[j].y = r[j].z = r[j].w = 0.f;
-			}
-		}
-#pragma unroll
-		for (int j = 0; j < CH; j++) {
-			int i = threadIdx.x + 128 * (j0 + j);
-			int row = (4 * i) / HD, c = (4 * i) % HD;
-			if (dst) {
-				unsigned *d = (unsigned *)(dst + row * ldd + c);
-				d[0] = pack2(r[j].x, r[j].y);
-				d[1] = pack2(r[j].z, r[j].w);
-			}
-			if (dstT) {
-				dstT[c * lddT + row] = f2bf(r[j].x);
-				dstT[(c + 1) * lddT + row] = f2bf(r[j].y);
-				dstT[(c + 2) * lddT + row] = f2bf(r[j].z);
-				dstT[(c + 3) * lddT + row] = f2bf(r[j].w);
-			}
-		}
+__device__ __forceinline__ void stage(bf16 *dst, int ldd, const bf16 *src, long long lds, int valid) {
+	constexpr int CPR = HD / 8; // 16-byte chunks per row
+	for (int i = threadIdx.x; i < ROWS * CPR; i += blockDim.x) {
+		int r = i / CPR, c = (i - r * CPR) * 8;
+		bool ok = r < valid;
+		cp16(dst + r * ldd + c, src + (ok ? r : 0) * lds + c, ok);
 	}
 }
 
@@ -112,105 +110,125 @@ __device__ __forceinline__ float quad_sum(float v) {
 }
 
 // Forward: block = (tile of 64 query rows, head), 4 warps of 16 rows.
-// Shared: Qs [64][HD+8], Ks [64][HD+8], Vt [HD][64+8].
+// Shared: Qs, then two buffers of Ks and Vs, each [64][HD+8].
 template <int HD>
-__device__ void mma_fwd(float *out, float *lse, const float *q, const float *k, const float *v, const int *tiles, const int *seqs, int heads, int kvheads, float scale) {
+__device__ void mma_fwd(float *out, bf16 *o16, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, const int *tiles, const int *seqs, int heads, int kvheads, float scale) {
 	extern __shared__ __align__(16) bf16 sm[];
-	const int LQ = HD + PADB, LV = TILE + PADB;
-	bf16 *Qs = sm, *Ks = Qs + TILE * LQ, *Vt = Ks + TILE * LQ;
+	const int LQ = HD + PADB;
+	bf16 *Qs = sm;
 	const int si = tiles[2 * blockIdx.x], r0 = tiles[2 * blockIdx.x + 1], h = blockIdx.y;
 	const int Q0 = seqs[4 * si], N = seqs[4 * si + 1], K0 = seqs[4 * si + 2], past = seqs[4 * si + 3];
 	const int kvh = h / (heads / kvheads), nq = min(TILE, N - r0);
 	const long long qld = (long long)heads * HD, kld = (long long)kvheads * HD;
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
-	stage<HD, TILE>(Qs, LQ, 0, 0, q + (long long)(Q0 + r0) * qld + h * HD, qld, nq);
+	const bf16 *kbase = k + (long long)K0 * kld + kvh * HD, *vbase = v + (long long)K0 * kld + kvh * HD;
+	const int keys = past + N;
+	const int qp0 = past + r0 + 16 * w + gr; // key index of this lane's first row; the second is +8
+	const int kend = past + r0 + nq;         // the tile's rows see keys [0, kend)
+	const int ntiles = (kend + TILE - 1) / TILE;
 
+	stage<HD, TILE>(Qs, LQ, q + (long long)(Q0 + r0) * qld + h * HD, qld, nq);
+	stage<HD, TILE>(Qs + TILE * LQ, LQ, kbase, kld, min(TILE, keys));
+	stage<HD, TILE>(Qs + 3 * TILE * LQ, LQ, vbase, kld, min(TILE, keys));
+	cp_commit();
+
+	unsigned qa[HD / 16][4];
 	float o[HD / 8][4];
 #pragma unroll
 	for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
 	float mrow[2] = {-MEMPO_INF, -MEMPO_INF}, lrow[2] = {0.f, 0.f};
-	const int qp0 = past + r0 + 16 * w + gr; // key index of this lane's first row; the second is +8
-	const int kend = past + r0 + nq;         // the tile's rows see keys [0, kend)
-	for (int kt0 = 0; kt0 < kend; kt0 += TILE) {
-		const int nk = min(TILE, past + N - kt0);
+	for (int it = 0; it < ntiles; it++) {
+		const int kt0 = it * TILE, buf = it & 1;
+		const bf16 *Ks = Qs + (1 + buf) * TILE * LQ, *Vs = Qs + (3 + buf) * TILE * LQ;
+		if (it + 1 < ntiles) {
+			int nxt = kt0 + TILE;
+			stage<HD, TILE>(Qs + (2 - buf) * TILE * LQ, LQ, kbase + nxt * kld, kld, min(TILE, keys - nxt));
+			stage<HD, TILE>(Qs + (4 - buf) * TILE * LQ, LQ, vbase + nxt * kld, kld, min(TILE, keys - nxt));
+			cp_commit();
+			cp_wait_prev();
+		} else {
+			cp_wait_all();
+		}
 		__syncthreads();
-		stage<HD, TILE>(Ks, LQ, 0, 0, k + (long long)(K0 + kt0) * kld + kvh * HD, kld, nk);
-		stage<HD, TILE>(0, 0, Vt, LV, v + (long long)(K0 + kt0) * kld + kvh * HD, kld, nk);
-		__syncthreads();
-		if (past + r0 + 16 * w + 15 < kt0) continue; // every row of this warp is before the tile
-		float s[TILE / 8][4];
+		if (it == 0) {
 #pragma unroll
-		for (int i = 0; i < TILE / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
-#pragma unroll
-		for (int kk = 0; kk < HD / 16; kk++) {
-			unsigned a[4];
-			loadA(a, Qs + 16 * w * LQ, LQ, 16 * kk, gr, t);
-#pragma unroll
-			for (int nt = 0; nt < TILE / 8; nt++) {
-				unsigned b0, b1;
-				loadBt(b0, b1, Ks, LQ, 8 * nt, 16 * kk, gr, t);
-				mma16816(s[nt], a, b0, b1);
-			}
+			for (int kk = 0; kk < HD / 16; kk++) loadA(qa[kk], Qs + 16 * w * LQ, LQ, 16 * kk, gr, t);
 		}
-		float mx[2] = {-MEMPO_INF, -MEMPO_INF};
+		if (past + r0 + 16 * w + 15 >= kt0) { // else every row of this warp is before the tile
+			float s[TILE / 8][4];
 #pragma unroll
-		for (int nt = 0; nt < TILE / 8; nt++)
+			for (int i = 0; i < TILE / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
 #pragma unroll
-			for (int e = 0; e < 4; e++) {
-				int key = kt0 + 8 * nt + 2 * t + (e & 1);
-				float x = s[nt][e] * scale;
-				if (key > qp0 + 8 * (e >> 1)) x = -MEMPO_INF;
-				s[nt][e] = x;
-				mx[e >> 1] = fmaxf(mx[e >> 1], x);
-			}
-		float corr[2], mn[2], rs[2] = {0.f, 0.f};
+			for (int kk = 0; kk < HD / 16; kk++)
 #pragma unroll
-		for (int r = 0; r < 2; r++) {
-			mn[r] = fmaxf(mrow[r], quad_max(mx[r]));
-			corr[r] = __expf(mrow[r] - mn[r]);
-		}
+				for (int nt = 0; nt < TILE / 8; nt++) {
+					unsigned b0, b1;
+					loadBt(b0, b1, Ks, LQ, 8 * nt, 16 * kk, gr, t);
+					mma16816(s[nt], qa[kk], b0, b1);
+				}
+			float mx[2] = {-MEMPO_INF, -MEMPO_INF};
 #pragma unroll
-		for (int nt = 0; nt < TILE / 8; nt++)
+			for (int nt = 0; nt < TILE / 8; nt++)
 #pragma unroll
-			for (int e = 0; e < 4; e++) {
-				float p = __expf(s[nt][e] - mn[e >> 1]);
-				s[nt][e] = p;
-				rs[e >> 1] += p;
+				for (int e = 0; e < 4; e++) {
+					int key = kt0 + 8 * nt + 2 * t + (e & 1);
+					float x = s[nt][e] * scale;
+					if (key > qp0 + 8 * (e >> 1)) x = -MEMPO_INF;
+					s[nt][e] = x;
+					mx[e >> 1] = fmaxf(mx[e >> 1], x);
+				}
+			float corr[2], mn[2], rs[2] = {0.f, 0.f};
+#pragma unroll
+			for (int r = 0; r < 2; r++) {
+				mn[r] = fmaxf(mrow[r], quad_max(mx[r]));
+				corr[r] = __expf(mrow[r] - mn[r]);
 			}
 #pragma unroll
-		for (int r = 0; r < 2; r++) {
-			lrow[r] = lrow[r] * corr[r] + quad_sum(rs[r]);
-			mrow[r] = mn[r];
-		}
+			for (int nt = 0; nt < TILE / 8; nt++)
 #pragma unroll
-		for (int i = 0; i < HD / 8; i++) {
-			o[i][0] *= corr[0];
-			o[i][1] *= corr[0];
-			o[i][2] *= corr[1];
-			o[i][3] *= corr[1];
-		}
+				for (int e = 0; e < 4; e++) {
+					float p = __expf(s[nt][e] - mn[e >> 1]);
+					s[nt][e] = p;
+					rs[e >> 1] += p;
+				}
 #pragma unroll
-		for (int kk = 0; kk < TILE / 16; kk++) {
-			unsigned a[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
-			                 pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+			for (int r = 0; r < 2; r++) {
+				lrow[r] = lrow[r] * corr[r] + quad_sum(rs[r]);
+				mrow[r] = mn[r];
+			}
 #pragma unroll
-			for (int dt = 0; dt < HD / 8; dt++) {
-				unsigned b0, b1;
-				loadBt(b0, b1, Vt, LV, 8 * dt, 16 * kk, gr, t);
-				mma16816(o[dt], a, b0, b1);
+			for (int i = 0; i < HD / 8; i++) {
+				o[i][0] *= corr[0];
+				o[i][1] *= corr[0];
+				o[i][2] *= corr[1];
+				o[i][3] *= corr[1];
+			}
+#pragma unroll
+			for (int kk = 0; kk < TILE / 16; kk++) {
+				unsigned a[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
+				                 pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+				for (int dt = 0; dt < HD / 8; dt++) {
+					unsigned b0, b1;
+					ldsmT(b0, b1, Vs, LQ, 16 * kk, 8 * dt, lane);
+					mma16816(o[dt], a, b0, b1);
+				}
 			}
 		}
+		__syncthreads(); // the buffer is refilled next iteration
 	}
 #pragma unroll
 	for (int r = 0; r < 2; r++) {
 		int row = 16 * w + gr + 8 * r;
 		if (row >= nq) continue;
 		float inv = 1.f / lrow[r];
-		float *op = out + (long long)(Q0 + r0 + row) * qld + h * HD;
+		long long ob = (long long)(Q0 + r0 + row) * qld + h * HD;
 #pragma unroll
 		for (int dt = 0; dt < HD / 8; dt++) {
-			op[8 * dt + 2 * t] = o[dt][2 * r] * inv;
-			op[8 * dt + 2 * t + 1] = o[dt][2 * r + 1] * inv;
+			float a = o[dt][2 * r] * inv, c = o[dt][2 * r + 1] * inv;
+			out[ob + 8 * dt + 2 * t] = a;
+			out[ob + 8 * dt + 2 * t + 1] = c;
+			if (o16) *(unsigned *)(o16 + ob + 8 * dt + 2 * t) = pack2(a, c);
 		}
 		if (t == 0) lse[(long long)(Q0 + r0 + row) * heads + h] = mrow[r] + __logf(lrow[r]);
 	}
@@ -218,19 +236,24 @@ __device__ void mma_fwd(float *out, float *lse, const float *q, const float *k, 
 
 // Backward, dQ: block = (tile of 64 query rows, head), 4 warps of 16 rows.
 // p = exp(scale·q·k − lse), dp = dO·v, ds = p·(dp − D), dQ = scale·Σ ds·k.
-// Shared: Qs, dOs, Ks, Vs [64][HD+8], Kt [HD][64+8].
+// Shared: Qs, dOs, then two buffers of Ks and Vs, each [64][HD+8].
 template <int HD>
-__device__ void mma_bwd_dq(float *dq, const float *dout, const float *q, const float *k, const float *v, const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale) {
+__device__ void mma_bwd_dq(float *dq, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale) {
 	extern __shared__ __align__(16) bf16 sm[];
-	const int LQ = HD + PADB, LV = TILE + PADB;
-	bf16 *Qs = sm, *dOs = Qs + TILE * LQ, *Ks = dOs + TILE * LQ, *Vs = Ks + TILE * LQ, *Kt = Vs + TILE * LQ;
+	const int LQ = HD + PADB;
+	bf16 *Qs = sm, *dOs = sm + TILE * LQ;
 	const int si = tiles[2 * blockIdx.x], r0 = tiles[2 * blockIdx.x + 1], h = blockIdx.y;
 	const int Q0 = seqs[4 * si], N = seqs[4 * si + 1], K0 = seqs[4 * si + 2];
 	const int kvh = h / (heads / kvheads), nq = min(TILE, N - r0);
 	const long long qld = (long long)heads * HD, kld = (long long)kvheads * HD;
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
-	stage<HD, TILE>(Qs, LQ, 0, 0, q + (long long)(Q0 + r0) * qld + h * HD, qld, nq);
-	stage<HD, TILE>(dOs, LQ, 0, 0, dout + (long long)(Q0 + r0) * qld + h * HD, qld, nq);
+	const bf16 *kbase = k + (long long)K0 * kld + kvh * HD, *vbase = v + (long long)K0 * kld + kvh * HD;
+	const int kend = r0 + nq, ntiles = (kend + TILE - 1) / TILE;
+	stage<HD, TILE>(Qs, LQ, q + (long long)(Q0 + r0) * qld + h * HD, qld, nq);
+	stage<HD, TILE>(dOs, LQ, dout + (long long)(Q0 + r0) * qld + h * HD, qld, nq);
+	stage<HD, TILE>(sm + 2 * TILE * LQ, LQ, kbase, kld, min(TILE, N));
+	stage<HD, TILE>(sm + 4 * TILE * LQ, LQ, vbase, kld, min(TILE, N));
+	cp_commit();
 	float lr[2], dr[2];
 #pragma unroll
 	for (int r = 0; r < 2; r++) {
@@ -243,54 +266,61 @@ __device__ void mma_bwd_dq(float *dq, const float *dout, const float *q, const f
 #pragma unroll
 	for (int i = 0; i < HD / 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
 	const int qp0 = r0 + 16 * w + gr;
-	const int kend = r0 + nq;
-	for (int kt0 = 0; kt0 < kend; kt0 += TILE) {
-		const int nk = min(TILE, N - kt0);
+	for (int it = 0; it < ntiles; it++) {
+		const int kt0 = it * TILE, buf = it & 1;
+		const bf16 *Ks = sm + (2 + buf) * TILE * LQ, *Vs = sm + (4 + buf) * TILE * LQ;
+		if (it + 1 < ntiles) {
+			int nxt = kt0 + TILE;
+			stage<HD, TILE>(sm + (3 - buf) * TILE * LQ, LQ, kbase + nxt * kld, kld, min(TILE, N - nxt));
+			stage<HD, TILE>(sm + (5 - buf) * TILE * LQ, LQ, vbase + nxt * kld, kld, min(TILE, N - nxt));
+			cp_commit();
+			cp_wait_prev();
+		} else {
+			cp_wait_all();
+		}
 		__syncthreads();
-		const float *kb = k + (long long)(K0 + kt0) * kld + kvh * HD, *vb = v + (long long)(K0 + kt0) * kld + kvh * HD;
-		stage<HD, TILE>(Ks, LQ, Kt, LV, kb, kld, nk);
-		stage<HD, TILE>(Vs, LQ, 0, 0, vb, kld, nk);
-		__syncthreads();
-		if (r0 + 16 * w + 15 < kt0) continue;
-		float s[TILE / 8][4], dp[TILE / 8][4];
+		if (r0 + 16 * w + 15 >= kt0) {
+			float s[TILE / 8][4], dp[TILE / 8][4];
 #pragma unroll
-		for (int i = 0; i < TILE / 8; i++)
+			for (int i = 0; i < TILE / 8; i++)
 #pragma unroll
-			for (int e = 0; e < 4; e++) s[i][e] = dp[i][e] = 0.f;
+				for (int e = 0; e < 4; e++) s[i][e] = dp[i][e] = 0.f;
 #pragma unroll
-		for (int kk = 0; kk < HD / 16; kk++) {
-			unsigned a[4], ad[4];
-			loadA(a, Qs + 16 * w * LQ, LQ, 16 * kk, gr, t);
-			loadA(ad, dOs + 16 * w * LQ, LQ, 16 * kk, gr, t);
+			for (int kk = 0; kk < HD / 16; kk++) {
+				unsigned a[4], ad[4];
+				loadA(a, Qs + 16 * w * LQ, LQ, 16 * kk, gr, t);
+				loadA(ad, dOs + 16 * w * LQ, LQ, 16 * kk, gr, t);
 #pragma unroll
-			for (int nt = 0; nt < TILE / 8; nt++) {
-				unsigned b0, b1;
-				loadBt(b0, b1, Ks, LQ, 8 * nt, 16 * kk, gr, t);
-				mma16816(s[nt], a, b0, b1);
-				loadBt(b0, b1, Vs, LQ, 8 * nt, 16 * kk, gr, t);
-				mma16816(dp[nt], ad, b0, b1);
+				for (int nt = 0; nt < TILE / 8; nt++) {
+					unsigned b0, b1;
+					loadBt(b0, b1, Ks, LQ, 8 * nt, 16 * kk, gr, t);
+					mma16816(s[nt], a, b0, b1);
+					loadBt(b0, b1, Vs, LQ, 8 * nt, 16 * kk, gr, t);
+					mma16816(dp[nt], ad, b0, b1);
+				}
+			}
+#pragma unroll
+			for (int nt = 0; nt < TILE / 8; nt++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					int key = kt0 + 8 * nt + 2 * t + (e & 1);
+					int r = e >> 1;
+					float p = key > qp0 + 8 * r ? 0.f : __expf(s[nt][e] * scale - lr[r]);
+					s[nt][e] = p * (dp[nt][e] - dr[r]);
+				}
+#pragma unroll
+			for (int kk = 0; kk < TILE / 16; kk++) {
+				unsigned a[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
+				                 pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+				for (int dt = 0; dt < HD / 8; dt++) {
+					unsigned b0, b1;
+					ldsmT(b0, b1, Ks, LQ, 16 * kk, 8 * dt, lane);
+					mma16816(acc[dt], a, b0, b1);
+				}
 			}
 		}
-#pragma unroll
-		for (int nt = 0; nt < TILE / 8; nt++)
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				int key = kt0 + 8 * nt + 2 * t + (e & 1);
-				int r = e >> 1;
-				float p = key > qp0 + 8 * r ? 0.f : __expf(s[nt][e] * scale - lr[r]);
-				s[nt][e] = p * (dp[nt][e] - dr[r]);
-			}
-#pragma unroll
-		for (int kk = 0; kk < TILE / 16; kk++) {
-			unsigned a[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
-			                 pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-			for (int dt = 0; dt < HD / 8; dt++) {
-				unsigned b0, b1;
-				loadBt(b0, b1, Kt, LV, 8 * dt, 16 * kk, gr, t);
-				mma16816(acc[dt], a, b0, b1);
-			}
-		}
+		__syncthreads();
 	}
 #pragma unroll
 	for (int r = 0; r < 2; r++) {
@@ -311,86 +341,103 @@ __device__ void mma_bwd_dq(float *dq, const float *dout, const float *q, const f
 // dV += pᵀ·dO, dpᵀ = v·dOᵀ, dsᵀ = pᵀ·(dpᵀ − D), dK += scale·dsᵀ·q. The
 // heads of a group add into dK and dV with atomics (zeroed by the caller).
 // Queries go in tiles of QT (32 for head dim 128, to stay in registers).
-// Shared: Ks, Vs [64][HD+8], Qs, dOs [QT][HD+8], Qt, dOt [HD][QT+8],
+// Shared: Ks, Vs [64][HD+8]; two buffers of Qs, dOs [QT][HD+8]; two of
 // lse and D [QT].
 template <int HD, int QT>
-__device__ void mma_bwd_dkv(float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v, const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale) {
+__device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale) {
 	extern __shared__ __align__(16) bf16 sm[];
-	const int LQ = HD + PADB, LT = QT + PADB;
-	bf16 *Ks = sm, *Vs = Ks + TILE * LQ, *Qs = Vs + TILE * LQ, *dOs = Qs + QT * LQ, *Qt = dOs + QT * LQ, *dOt = Qt + HD * LT;
-	float *ls = (float *)(dOt + HD * LT), *ds_ = ls + QT;
+	const int LQ = HD + PADB;
+	bf16 *Ks = sm, *Vs = Ks + TILE * LQ, *qbuf = Vs + TILE * LQ; // qbuf: Qs0, Qs1, dOs0, dOs1
+	float *fl = (float *)(qbuf + 4 * QT * LQ);                   // lse0, lse1, D0, D1
 	const int si = tiles[2 * blockIdx.x], k0 = tiles[2 * blockIdx.x + 1], kvh = blockIdx.y;
 	const int g = heads / kvheads, h = kvh * g + blockIdx.z;
 	const int Q0 = seqs[4 * si], N = seqs[4 * si + 1], K0 = seqs[4 * si + 2];
 	const int nk = min(TILE, N - k0);
 	const long long qld = (long long)heads * HD, kld = (long long)kvheads * HD;
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
-	stage<HD, TILE>(Ks, LQ, 0, 0, k + (long long)(K0 + k0) * kld + kvh * HD, kld, nk);
-	stage<HD, TILE>(Vs, LQ, 0, 0, v + (long long)(K0 + k0) * kld + kvh * HD, kld, nk);
+	const bf16 *qbase = q + (long long)Q0 * qld + h * HD, *obase = dout + (long long)Q0 * qld + h * HD;
+	const int ntiles = (N - k0 + QT - 1) / QT;
+	stage<HD, TILE>(Ks, LQ, k + (long long)(K0 + k0) * kld + kvh * HD, kld, nk);
+	stage<HD, TILE>(Vs, LQ, v + (long long)(K0 + k0) * kld + kvh * HD, kld, nk);
+	// Query tile it goes to buffer it & 1.
+	auto fill = [&](int it) {
+		int qt0 = k0 + it * QT, nq = min(QT, N - qt0), b = it & 1;
+		stage<HD, QT>(qbuf + b * QT * LQ, LQ, qbase + qt0 * qld, qld, nq);
+		stage<HD, QT>(qbuf + (2 + b) * QT * LQ, LQ, obase + qt0 * qld, qld, nq);
+		for (int i = threadIdx.x; i < QT; i += blockDim.x) {
+			long long j = (long long)(Q0 + qt0 + min(i, nq - 1)) * heads + h;
+			fl[b * QT + i] = lse[j];
+			fl[(2 + b) * QT + i] = D[j];
+		}
+	};
+	fill(0);
+	cp_commit();
 	float adk[HD / 8][4], adv[HD / 8][4];
 #pragma unroll
 	for (int i = 0; i < HD / 8; i++)
 #pragma unroll
 		for (int e = 0; e < 4; e++) adk[i][e] = adv[i][e] = 0.f;
 	const int kr0 = k0 + 16 * w + gr; // this lane's first key; the second is +8
-	for (int qt0 = k0; qt0 < N; qt0 += QT) {
-		const int nq = min(QT, N - qt0);
-		__syncthreads();
-		const float *qb = q + (long long)(Q0 + qt0) * qld + h * HD, *ob = dout + (long long)(Q0 + qt0) * qld + h * HD;
-		stage<HD, QT>(Qs, LQ, Qt, LT, qb, qld, nq);
-		stage<HD, QT>(dOs, LQ, dOt, LT, ob, qld, nq);
-		for (int i = threadIdx.x; i < QT; i += blockDim.x) {
-			long long j = (long long)(Q0 + qt0 + min(i, nq - 1)) * heads + h;
-			ls[i] = lse[j];
-			ds_[i] = D[j];
+	for (int it = 0; it < ntiles; it++) {
+		const int qt0 = k0 + it * QT, nq = min(QT, N - qt0), buf = it & 1;
+		const bf16 *Qs = qbuf + buf * QT * LQ, *dOs = qbuf + (2 + buf) * QT * LQ;
+		const float *ls = fl + buf * QT, *ds_ = fl + (2 + buf) * QT;
+		if (it + 1 < ntiles) {
+			fill(it + 1);
+			cp_commit();
+			cp_wait_prev();
+		} else {
+			cp_wait_all();
 		}
 		__syncthreads();
-		if (k0 + 16 * w > qt0 + QT - 1) continue; // every key of this warp is after the tile's queries
-		float s[QT / 8][4], dp[QT / 8][4];
+		if (k0 + 16 * w <= qt0 + QT - 1) { // else every key of this warp is after the tile's queries
+			float s[QT / 8][4], dp[QT / 8][4];
 #pragma unroll
-		for (int i = 0; i < QT / 8; i++)
+			for (int i = 0; i < QT / 8; i++)
 #pragma unroll
-			for (int e = 0; e < 4; e++) s[i][e] = dp[i][e] = 0.f;
+				for (int e = 0; e < 4; e++) s[i][e] = dp[i][e] = 0.f;
 #pragma unroll
-		for (int kk = 0; kk < HD / 16; kk++) {
-			unsigned a[4], av[4];
-			loadA(a, Ks + 16 * w * LQ, LQ, 16 * kk, gr, t);
-			loadA(av, Vs + 16 * w * LQ, LQ, 16 * kk, gr, t);
+			for (int kk = 0; kk < HD / 16; kk++) {
+				unsigned a[4], av[4];
+				loadA(a, Ks + 16 * w * LQ, LQ, 16 * kk, gr, t);
+				loadA(av, Vs + 16 * w * LQ, LQ, 16 * kk, gr, t);
 #pragma unroll
-			for (int nt = 0; nt < QT / 8; nt++) {
-				unsigned b0, b1;
-				loadBt(b0, b1, Qs, LQ, 8 * nt, 16 * kk, gr, t);
-				mma16816(s[nt], a, b0, b1);
-				loadBt(b0, b1, dOs, LQ, 8 * nt, 16 * kk, gr, t);
-				mma16816(dp[nt], av, b0, b1);
+				for (int nt = 0; nt < QT / 8; nt++) {
+					unsigned b0, b1;
+					loadBt(b0, b1, Qs, LQ, 8 * nt, 16 * kk, gr, t);
+					mma16816(s[nt], a, b0, b1);
+					loadBt(b0, b1, dOs, LQ, 8 * nt, 16 * kk, gr, t);
+					mma16816(dp[nt], av, b0, b1);
+				}
+			}
+			// pᵀ (kept in s) and dsᵀ (in dp).
+#pragma unroll
+			for (int nt = 0; nt < QT / 8; nt++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					int qi = 8 * nt + 2 * t + (e & 1); // query within the tile
+					int key = kr0 + 8 * (e >> 1);
+					float p = (qi < nq && qt0 + qi >= key) ? __expf(s[nt][e] * scale - ls[qi]) : 0.f;
+					s[nt][e] = p;
+					dp[nt][e] = p * (dp[nt][e] - ds_[qi]);
+				}
+#pragma unroll
+			for (int kk = 0; kk < QT / 16; kk++) {
+				unsigned ap[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
+				                  pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+				unsigned as[4] = {pack2(dp[2 * kk][0], dp[2 * kk][1]), pack2(dp[2 * kk][2], dp[2 * kk][3]),
+				                  pack2(dp[2 * kk + 1][0], dp[2 * kk + 1][1]), pack2(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
+#pragma unroll
+				for (int dt = 0; dt < HD / 8; dt++) {
+					unsigned b0, b1;
+					ldsmT(b0, b1, dOs, LQ, 16 * kk, 8 * dt, lane);
+					mma16816(adv[dt], ap, b0, b1);
+					ldsmT(b0, b1, Qs, LQ, 16 * kk, 8 * dt, lane);
+					mma16816(adk[dt], as, b0, b1);
+				}
 			}
 		}
-		// pᵀ (kept in s) and dsᵀ (in dp).
-#pragma unroll
-		for (int nt = 0; nt < QT / 8; nt++)
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				int qi = 8 * nt + 2 * t + (e & 1); // query within the tile
-				int key = kr0 + 8 * (e >> 1);
-				float p = (qi < nq && qt0 + qi >= key) ? __expf(s[nt][e] * scale - ls[qi]) : 0.f;
-				s[nt][e] = p;
-				dp[nt][e] = p * (dp[nt][e] - ds_[qi]);
-			}
-#pragma unroll
-		for (int kk = 0; kk < QT / 16; kk++) {
-			unsigned ap[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
-			                  pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-			unsigned as[4] = {pack2(dp[2 * kk][0], dp[2 * kk][1]), pack2(dp[2 * kk][2], dp[2 * kk][3]),
-			                  pack2(dp[2 * kk + 1][0], dp[2 * kk + 1][1]), pack2(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
-#pragma unroll
-			for (int dt = 0; dt < HD / 8; dt++) {
-				unsigned b0, b1;
-				loadBt(b0, b1, dOt, LT, 8 * dt, 16 * kk, gr, t);
-				mma16816(adv[dt], ap, b0, b1);
-				loadBt(b0, b1, Qt, LT, 8 * dt, 16 * kk, gr, t);
-				mma16816(adk[dt], as, b0, b1);
-			}
-		}
+		__syncthreads();
 	}
 #pragma unroll
 	for (int r = 0; r < 2; r++) {
@@ -407,20 +454,29 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, const float *dout, const float
 	}
 }
 
+// cast_bf16_rows: dst (bf16, cols wide) row i ← src row idx[i] (fp32), the
+// rows an attention call reads, rounded once.
+extern "C" __global__ void cast_bf16_rows(bf16 *dst, const float *src, const int *idx, int n, int cols) {
+	for (int i = blockIdx.x; i < n; i += gridDim.x) {
+		const float *s = src + (long long)idx[i] * cols;
+		bf16 *d = dst + (long long)i * cols;
+		for (int j = threadIdx.x; j < cols; j += blockDim.x) d[j] = f2bf(s[j]);
+	}
+}
+
 #define MMA_KERNELS(HD, QT)                                                                                                  \
-	extern "C" __global__ void __launch_bounds__(128) attn_mma_fwd_##HD(float *out, float *lse, const float *q, const float *k, \
-	                                                                    const float *v, const int *tiles, const int *seqs,    \
+	extern "C" __global__ void __launch_bounds__(128) attn_mma_fwd_##HD(float *out, bf16 *o16, float *lse, const bf16 *q, const bf16 *k, \
+	                                                                    const bf16 *v, const int *tiles, const int *seqs,      \
 	                                                                    int heads, int kvheads, float scale) {                \
-		mma_fwd<HD>(out, lse, q, k, v, tiles, seqs, heads, kvheads, scale);                                               \
+		mma_fwd<HD>(out, o16, lse, q, k, v, tiles, seqs, heads, kvheads, scale);                                             \
 	}                                                                                                                        \
 	extern "C" __global__ void __launch_bounds__(128)                                                                        \
-	    attn_mma_bwd_dq_##HD(float *dq, const float *dout, const float *q, const float *k, const float *v,                  \
-	                         const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads,     \
-	                         float scale) {                                                                                  \
+	    attn_mma_bwd_dq_##HD(float *dq, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse,     \
+	                         const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale) {       \
 		mma_bwd_dq<HD>(dq, dout, q, k, v, lse, D, tiles, seqs, heads, kvheads, scale);                                    \
 	}                                                                                                                        \
 	extern "C" __global__ void __launch_bounds__(128)                                                                        \
-	    attn_mma_bwd_dkv_##HD(float *dk, float *dv, const float *dout, const float *q, const float *k, const float *v,      \
+	    attn_mma_bwd_dkv_##HD(float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,          \
 	                          const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads,    \
 	                          float scale) {                                                                                 \
 		mma_bwd_dkv<HD, QT>(dk, dv, dout, q, k, v, lse, D, tiles, seqs, heads, kvheads, scale);                           \

@@ -7,6 +7,16 @@
 #define GRID_STRIDE(i, n) \
 	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (long long)blockDim.x * gridDim.x)
 
+// to_bf16 rounds to bfloat16 bits, to nearest even (NaN stays NaN). Ops
+// that feed a bf16 product write this rounding next to their fp32 output
+// when given a non-null bf16 pointer (bf16 mode; lib/model's dual).
+__device__ __forceinline__ unsigned short to_bf16(float f) {
+	unsigned u = __float_as_uint(f);
+	if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (unsigned short)(u >> 16);
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
 	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -47,8 +57,12 @@ extern "C" __global__ void add_f32(float *dst, const float *src, long long n) {
 	GRID_STRIDE(i, n) dst[i] += src[i];
 }
 
-extern "C" __global__ void add_bias_f32(float *x, const float *b, long long n, int cols) {
-	GRID_STRIDE(i, n) x[i] += b[i % cols];
+extern "C" __global__ void add_bias_f32(float *x, const float *b, long long n, int cols, unsigned short *x16) {
+	GRID_STRIDE(i, n) {
+		float v = x[i] + b[i % cols];
+		x[i] = v;
+		if (x16) x16[i] = to_bf16(v);
+	}
 }
 
 // sum_rows_f32: dst[j] += Σ_r x[r, j]. Grid (column blocks, row chunks).
@@ -89,7 +103,7 @@ extern "C" __global__ void embedding_bwd_f32(float *dT, const float *dO, const i
 }
 
 // rmsnorm_f32: one block per row of dim elements.
-extern "C" __global__ void rmsnorm_f32(float *out, float *rstd, const float *x, const float *w, int n, int dim, float eps) {
+extern "C" __global__ void rmsnorm_f32(float *out, float *rstd, const float *x, const float *w, int n, int dim, float eps, unsigned short *o16) {
 	__shared__ float scratch[32];
 	for (int r = blockIdx.x; r < n; r += gridDim.x) {
 		const float *xr = x + (long long)r * dim;
@@ -99,7 +113,11 @@ extern "C" __global__ void rmsnorm_f32(float *out, float *rstd, const float *x, 
 		float rs = 1.0f / sqrtf(ss / (float)dim + eps);
 		if (threadIdx.x == 0) rstd[r] = rs;
 		float *o = out + (long long)r * dim;
-		for (int j = threadIdx.x; j < dim; j += blockDim.x) o[j] = w[j] * (xr[j] * rs);
+		for (int j = threadIdx.x; j < dim; j += blockDim.x) {
+			float v = w[j] * (xr[j] * rs);
+			o[j] = v;
+			if (o16) o16[(long long)r * dim + j] = to_bf16(v);
+		}
 	}
 }
 
@@ -133,7 +151,7 @@ extern "C" __global__ void rmsnorm_bwd_dx_f32(float *dx, const float *dy, const 
 // rope_f32: rotate pairs (i, i+half) of every head of row r by the angle of
 // position pos[r]; cs/sn are [position][half] tables computed on the host
 // exactly as the CPU backend computes them.
-extern "C" __global__ void rope_f32(float *x, const int *pos, const float *cs, const float *sn, int rows, int cols, int hd, int inverse) {
+extern "C" __global__ void rope_f32(float *x, const int *pos, const float *cs, const float *sn, int rows, int cols, int hd, int inverse, unsigned short *x16) {
 	int half = hd / 2;
 	long long pairs = (long long)rows * (cols / 2);
 	GRID_STRIDE(t, pairs) {
@@ -145,24 +163,35 @@ extern "C" __global__ void rope_f32(float *x, const int *pos, const float *cs, c
 		if (inverse) s = -s;
 		float *a = x + (long long)r * cols + h * hd;
 		float x1 = a[i], x2 = a[i + half];
-		a[i] = x1 * c - x2 * s;
-		a[i + half] = x2 * c + x1 * s;
+		float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
+		a[i] = y1;
+		a[i + half] = y2;
+		if (x16) {
+			long long o = (long long)r * cols + h * hd + i;
+			x16[o] = to_bf16(y1);
+			x16[o + half] = to_bf16(y2);
+		}
 	}
 }
 
-extern "C" __global__ void swiglu_f32(float *out, const float *g, const float *u, long long n) {
+extern "C" __global__ void swiglu_f32(float *out, const float *g, const float *u, long long n, unsigned short *o16) {
 	GRID_STRIDE(i, n) {
 		float x = g[i];
-		out[i] = x / (1.f + expf(-x)) * u[i];
+		float v = x / (1.f + expf(-x)) * u[i];
+		out[i] = v;
+		if (o16) o16[i] = to_bf16(v);
 	}
 }
 
-extern "C" __global__ void swiglu_bwd_f32(float *dg, float *du, const float *dout, const float *g, const float *u, long long n) {
+extern "C" __global__ void swiglu_bwd_f32(float *dg, float *du, const float *dout, const float *g, const float *u, long long n, unsigned short *dg16, unsigned short *du16) {
 	GRID_STRIDE(i, n) {
 		float x = g[i], d = dout[i], uu = u[i];
 		float s = 1.f / (1.f + expf(-x));
-		du[i] = d * x * s;
-		dg[i] = d * uu * s * (1.f + x * (1.f - s));
+		float a = d * x * s, b = d * uu * s * (1.f + x * (1.f - s));
+		du[i] = a;
+		dg[i] = b;
+		if (du16) du16[i] = to_bf16(a);
+		if (dg16) dg16[i] = to_bf16(b);
 	}
 }
 
@@ -189,19 +218,26 @@ extern "C" __global__ void token_logprobs_f32(float *lp, float *lse, const float
 }
 
 // token_logprobs_bwd_f32: d = dlp·(onehot − softmax(z)); d may alias z.
-extern "C" __global__ void token_logprobs_bwd_f32(float *d, const float *z, const float *lse, const int *tg, const float *dlp, int rows, long long V) {
+extern "C" __global__ void token_logprobs_bwd_f32(float *d, const float *z, const float *lse, const int *tg, const float *dlp, int rows, long long V, unsigned short *d16) {
 	for (int r = blockIdx.x; r < rows; r += gridDim.x) {
 		float *dr = d + (long long)r * V;
+		unsigned short *dr16 = d16 ? d16 + (long long)r * V : 0;
 		const float *zr = z + (long long)r * V;
 		float g = dlp[r];
 		int t = tg[r];
 		if (t < 0 || g == 0.f) {
-			for (long long j = threadIdx.x; j < V; j += blockDim.x) dr[j] = 0.f;
+			for (long long j = threadIdx.x; j < V; j += blockDim.x) {
+				dr[j] = 0.f;
+				if (dr16) dr16[j] = 0;
+			}
 		} else {
 			float m = lse[r];
-			for (long long j = threadIdx.x; j < V; j += blockDim.x) dr[j] = -g * expf(zr[j] - m);
-			__syncthreads();
-			if (threadIdx.x == 0) dr[t] += g;
+			for (long long j = threadIdx.x; j < V; j += blockDim.x) {
+				float v = __fmul_rn(-g, expf(zr[j] - m));
+				if (j == t) v = __fadd_rn(v, g);
+				dr[j] = v;
+				if (dr16) dr16[j] = to_bf16(v);
+			}
 		}
 		__syncthreads();
 	}
