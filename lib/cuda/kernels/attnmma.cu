@@ -44,36 +44,40 @@ __device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b
 	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// loadA reads the A fragment of rows [0,16) and k columns [k0, k0+16) of a
-// row-major bf16 matrix in shared memory (row stride ld).
-__device__ __forceinline__ void loadA(unsigned *a, const bf16 *m, int ld, int k0, int gr, int t) {
-	const bf16 *p = m + gr * ld + k0 + 2 * t;
-	a[0] = ld32(p);
-	a[1] = ld32(p + 8 * ld);
-	a[2] = ld32(p + 8);
-	a[3] = ld32(p + 8 * ld + 8);
-}
-
-// The B fragment of columns [n0, n0+8) and k rows [k0, k0+16) of B = Mᵀ,
-// M row-major in shared memory (row stride ld): row n of M is column n of B.
-__device__ __forceinline__ void loadBt(unsigned &b0, unsigned &b1, const bf16 *m, int ld, int n0, int k0, int gr, int t) {
-	const bf16 *p = m + (n0 + gr) * ld + k0 + 2 * t;
-	b0 = ld32(p);
-	b1 = ld32(p + 8);
-}
-
 __device__ __forceinline__ unsigned smem_addr(const void *p) {
 	unsigned a;
 	asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
 	return a;
 }
 
-// ldsmT reads the B fragment of k rows [k0, k0+16) and n columns [n0, n0+8)
-// of B = M, M row-major in shared memory (row stride ld, rows 16-byte
-// aligned), with ldmatrix's transposing load: lanes 0–15 point at the 16 rows.
-__device__ __forceinline__ void ldsmT(unsigned &b0, unsigned &b1, const bf16 *m, int ld, int k0, int n0, int lane) {
-	const bf16 *p = m + (k0 + (lane & 15)) * ld + n0;
-	asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n" : "=r"(b0), "=r"(b1) : "r"(smem_addr(p)));
+// ldsm4 reads four 8×8 bf16 matrices with one ldmatrix: the A fragment of
+// rows [r0, r0+16) and columns [c0, c0+16) of a row-major matrix in shared
+// memory (row stride ld), or, for B = Mᵀ with M row-major [n][k], the B
+// fragments of two n-tiles: ldsm4B. Rows must be 16-byte aligned.
+__device__ __forceinline__ void ldsm4(unsigned *r, const bf16 *m, int ld, int r0, int c0, int lane) {
+	const bf16 *p = m + (r0 + (lane & 15)) * ld + c0 + (lane >> 4) * 8;
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(smem_addr(p)));
+}
+
+// ldsm4B: b[0], b[1] are the B fragment of n columns [n0, n0+8) and b[2],
+// b[3] that of [n0+8, n0+16), over k rows [k0, k0+16), where B = Mᵀ and M
+// is row-major [n][k] in shared memory.
+__device__ __forceinline__ void ldsm4B(unsigned *b, const bf16 *m, int ld, int n0, int k0, int lane) {
+	const bf16 *p = m + (n0 + (lane & 7) + ((lane >> 4) << 3)) * ld + k0 + ((lane >> 3) & 1) * 8;
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+	             : "r"(smem_addr(p)));
+}
+
+// ldsm4T: like ldsm4B for B = M with M row-major [k][n] (transposing
+// load): b[0], b[1] for n columns [n0, n0+8), b[2], b[3] for [n0+8, n0+16).
+__device__ __forceinline__ void ldsm4T(unsigned *b, const bf16 *m, int ld, int k0, int n0, int lane) {
+	const bf16 *p = m + (k0 + (lane & 15)) * ld + n0 + (lane >> 4) * 8;
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+	             : "r"(smem_addr(p)));
 }
 
 // cp16 copies 16 bytes from global to shared memory asynchronously, or
@@ -152,7 +156,7 @@ __device__ void mma_fwd(float *out, bf16 *o16, float *lse, const bf16 *q, const 
 		__syncthreads();
 		if (it == 0) {
 #pragma unroll
-			for (int kk = 0; kk < HD / 16; kk++) loadA(qa[kk], Qs + 16 * w * LQ, LQ, 16 * kk, gr, t);
+			for (int kk = 0; kk < HD / 16; kk++) ldsm4(qa[kk], Qs, LQ, 16 * w, 16 * kk, lane);
 		}
 		if (past + r0 + 16 * w + 15 >= kt0) { // else every row of this warp is before the tile
 			float s[TILE / 8][4];
@@ -161,10 +165,11 @@ __device__ void mma_fwd(float *out, bf16 *o16, float *lse, const bf16 *q, const 
 #pragma unroll
 			for (int kk = 0; kk < HD / 16; kk++)
 #pragma unroll
-				for (int nt = 0; nt < TILE / 8; nt++) {
-					unsigned b0, b1;
-					loadBt(b0, b1, Ks, LQ, 8 * nt, 16 * kk, gr, t);
-					mma16816(s[nt], qa[kk], b0, b1);
+				for (int nt = 0; nt < TILE / 8; nt += 2) {
+					unsigned bb[4];
+					ldsm4B(bb, Ks, LQ, 8 * nt, 16 * kk, lane);
+					mma16816(s[nt], qa[kk], bb[0], bb[1]);
+					mma16816(s[nt + 1], qa[kk], bb[2], bb[3]);
 				}
 			float mx[2] = {-MEMPO_INF, -MEMPO_INF};
 #pragma unroll
@@ -208,10 +213,11 @@ __device__ void mma_fwd(float *out, bf16 *o16, float *lse, const bf16 *q, const 
 				unsigned a[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
 				                 pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
-				for (int dt = 0; dt < HD / 8; dt++) {
-					unsigned b0, b1;
-					ldsmT(b0, b1, Vs, LQ, 16 * kk, 8 * dt, lane);
-					mma16816(o[dt], a, b0, b1);
+				for (int dt = 0; dt < HD / 8; dt += 2) {
+					unsigned bb[4];
+					ldsm4T(bb, Vs, LQ, 16 * kk, 8 * dt, lane);
+					mma16816(o[dt], a, bb[0], bb[1]);
+					mma16816(o[dt + 1], a, bb[2], bb[3]);
 				}
 			}
 		}
@@ -288,15 +294,17 @@ __device__ void mma_bwd_dq(float *dq, const bf16 *dout, const bf16 *q, const bf1
 #pragma unroll
 			for (int kk = 0; kk < HD / 16; kk++) {
 				unsigned a[4], ad[4];
-				loadA(a, Qs + 16 * w * LQ, LQ, 16 * kk, gr, t);
-				loadA(ad, dOs + 16 * w * LQ, LQ, 16 * kk, gr, t);
+				ldsm4(a, Qs, LQ, 16 * w, 16 * kk, lane);
+				ldsm4(ad, dOs, LQ, 16 * w, 16 * kk, lane);
 #pragma unroll
-				for (int nt = 0; nt < TILE / 8; nt++) {
-					unsigned b0, b1;
-					loadBt(b0, b1, Ks, LQ, 8 * nt, 16 * kk, gr, t);
-					mma16816(s[nt], a, b0, b1);
-					loadBt(b0, b1, Vs, LQ, 8 * nt, 16 * kk, gr, t);
-					mma16816(dp[nt], ad, b0, b1);
+				for (int nt = 0; nt < TILE / 8; nt += 2) {
+					unsigned bb[4];
+					ldsm4B(bb, Ks, LQ, 8 * nt, 16 * kk, lane);
+					mma16816(s[nt], a, bb[0], bb[1]);
+					mma16816(s[nt + 1], a, bb[2], bb[3]);
+					ldsm4B(bb, Vs, LQ, 8 * nt, 16 * kk, lane);
+					mma16816(dp[nt], ad, bb[0], bb[1]);
+					mma16816(dp[nt + 1], ad, bb[2], bb[3]);
 				}
 			}
 #pragma unroll
@@ -313,10 +321,11 @@ __device__ void mma_bwd_dq(float *dq, const bf16 *dout, const bf16 *q, const bf1
 				unsigned a[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
 				                 pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
 #pragma unroll
-				for (int dt = 0; dt < HD / 8; dt++) {
-					unsigned b0, b1;
-					ldsmT(b0, b1, Ks, LQ, 16 * kk, 8 * dt, lane);
-					mma16816(acc[dt], a, b0, b1);
+				for (int dt = 0; dt < HD / 8; dt += 2) {
+					unsigned bb[4];
+					ldsm4T(bb, Ks, LQ, 16 * kk, 8 * dt, lane);
+					mma16816(acc[dt], a, bb[0], bb[1]);
+					mma16816(acc[dt + 1], a, bb[2], bb[3]);
 				}
 			}
 		}
@@ -399,15 +408,17 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *
 #pragma unroll
 			for (int kk = 0; kk < HD / 16; kk++) {
 				unsigned a[4], av[4];
-				loadA(a, Ks + 16 * w * LQ, LQ, 16 * kk, gr, t);
-				loadA(av, Vs + 16 * w * LQ, LQ, 16 * kk, gr, t);
+				ldsm4(a, Ks, LQ, 16 * w, 16 * kk, lane);
+				ldsm4(av, Vs, LQ, 16 * w, 16 * kk, lane);
 #pragma unroll
-				for (int nt = 0; nt < QT / 8; nt++) {
-					unsigned b0, b1;
-					loadBt(b0, b1, Qs, LQ, 8 * nt, 16 * kk, gr, t);
-					mma16816(s[nt], a, b0, b1);
-					loadBt(b0, b1, dOs, LQ, 8 * nt, 16 * kk, gr, t);
-					mma16816(dp[nt], av, b0, b1);
+				for (int nt = 0; nt < QT / 8; nt += 2) {
+					unsigned bb[4];
+					ldsm4B(bb, Qs, LQ, 8 * nt, 16 * kk, lane);
+					mma16816(s[nt], a, bb[0], bb[1]);
+					mma16816(s[nt + 1], a, bb[2], bb[3]);
+					ldsm4B(bb, dOs, LQ, 8 * nt, 16 * kk, lane);
+					mma16816(dp[nt], av, bb[0], bb[1]);
+					mma16816(dp[nt + 1], av, bb[2], bb[3]);
 				}
 			}
 			// pᵀ (kept in s) and dsᵀ (in dp).
@@ -428,12 +439,14 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *
 				unsigned as[4] = {pack2(dp[2 * kk][0], dp[2 * kk][1]), pack2(dp[2 * kk][2], dp[2 * kk][3]),
 				                  pack2(dp[2 * kk + 1][0], dp[2 * kk + 1][1]), pack2(dp[2 * kk + 1][2], dp[2 * kk + 1][3])};
 #pragma unroll
-				for (int dt = 0; dt < HD / 8; dt++) {
-					unsigned b0, b1;
-					ldsmT(b0, b1, dOs, LQ, 16 * kk, 8 * dt, lane);
-					mma16816(adv[dt], ap, b0, b1);
-					ldsmT(b0, b1, Qs, LQ, 16 * kk, 8 * dt, lane);
-					mma16816(adk[dt], as, b0, b1);
+				for (int dt = 0; dt < HD / 8; dt += 2) {
+					unsigned bb[4];
+					ldsm4T(bb, dOs, LQ, 16 * kk, 8 * dt, lane);
+					mma16816(adv[dt], ap, bb[0], bb[1]);
+					mma16816(adv[dt + 1], ap, bb[2], bb[3]);
+					ldsm4T(bb, Qs, LQ, 16 * kk, 8 * dt, lane);
+					mma16816(adk[dt], as, bb[0], bb[1]);
+					mma16816(adk[dt + 1], as, bb[2], bb[3]);
 				}
 			}
 		}
