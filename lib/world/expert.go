@@ -36,25 +36,28 @@ func StepText(s Step) string {
 	return t + "<answer>" + s.Answer + "</answer>"
 }
 
-// MemEntry is how the expert remembers an answered question: the question
-// turned into a statement, "the city of Velmar is Oskaro".
-func MemEntry(question, answer string) string {
-	q := strings.TrimSuffix(strings.TrimSpace(question), "?")
-	q = strings.TrimPrefix(q, "What is ")
-	return q + " is " + answer
-}
+// MemEntry is how the expert remembers the answer of question i: "(2)
+// Oston", filed under the question's number (see Numbered).
+func MemEntry(i int, answer string) string { return "(" + strconv.Itoa(i) + ") " + answer }
 
 // NoMemory is the memory of the first step, before anything was found.
 const NoMemory = "nothing found yet"
 
-// Thoughts of the expert's steps. They are deliberately plain and nearly
-// constant: the thought carries no information the step does not, and a
-// from-scratch model learns the protocol faster when what it must copy
-// (entities into queries, answers into memory) is all that varies.
-const (
-	ThinkSearch    = "some answers are still missing"
-	ThinkSecondHop = "the employer is known, now its"
-)
+// Thoughts of the expert's steps. They are deliberately plain: a thought
+// names the question the step works on by its number and carries nothing
+// else, so that what a from-scratch model must work out (which question is
+// next, whether it needs a second lookup) is written down in one place and
+// what it must copy (names into queries, answers into memory) is all that
+// varies besides.
+
+// ThinkSearch is the thought of the first lookup of question i.
+func ThinkSearch(i int) string { return "(" + strconv.Itoa(i) + ")" }
+
+// ThinkSecondHop is the thought of the second lookup of two-hop question i,
+// for attribute attr of the employer just found.
+func ThinkSecondHop(i int, attr string) string {
+	return "(" + strconv.Itoa(i) + ") then its " + attr
+}
 
 // ThinkAnswer is the thought of the answer step of a k-objective task.
 func ThinkAnswer(k int) string { return "all " + strconv.Itoa(k) + " answers are known" }
@@ -90,8 +93,8 @@ var ErrNotFound = fmt.Errorf("world: fact not retrieved")
 // Plan is the expert's lookups for a task's questions: parsed back from the
 // question texts, so the expert needs nothing but the task.
 func Plan(questions []string) ([][]Fact, error) {
-	single := regexp.MustCompile(`^What is the (\w+) of (\w+)\?$`)
-	two := regexp.MustCompile(`^What is the (\w+) of the employer of (\w+)\?$`)
+	single := regexp.MustCompile(`^(?:\(\d+\) )?What is the (\w+) of (\w+)\?$`)
+	two := regexp.MustCompile(`^(?:\(\d+\) )?What is the (\w+) of the employer of (\w+)\?$`)
 	var out [][]Fact
 	for i, q := range questions {
 		q = strings.TrimSpace(q)
@@ -141,9 +144,9 @@ func (e *Expert) Run(ctx context.Context, t tasks.Task, group int64) (records.Ro
 	for qi, lookups := range plan {
 		entity := lookups[0].Entity
 		for h, lk := range lookups {
-			think := ThinkSearch
+			think := ThinkSearch(qi + 1)
 			if h > 0 {
-				think = ThinkSecondHop + " " + lk.Attr
+				think = ThinkSecondHop(qi+1, lk.Attr)
 			}
 			q := Query(lk.Attr, entity)
 			res, err := step(Step{Mem: memText(), Think: think, Query: q})
@@ -172,7 +175,7 @@ func (e *Expert) Run(ctx context.Context, t tasks.Task, group int64) (records.Ro
 			entity = v
 		}
 		answers = append(answers, entity)
-		mem = append(mem, MemEntry(t.Questions[qi], entity))
+		mem = append(mem, MemEntry(qi+1, entity))
 	}
 	if _, err := step(Step{Mem: memText(), Think: ThinkAnswer(len(plan)), Answer: strings.Join(answers, "; ")}); err != nil {
 		return records.Rollout{}, err

@@ -68,11 +68,22 @@ type Manifest struct {
 }
 
 // TokenizerTexts are the texts the world tokenizer is trained on, with
-// their weights: the world's texts once each, and the fixed protocol text
+// their weights, and the words it must not learn whole (split, for
+// TokenizerJSON): the world's texts once each; the fixed protocol text
 // every context repeats (system prompt, task instructions, observation
 // layout, turn hints) often enough that each of its words becomes one
-// token.
-func (w *World) TokenizerTexts() ([]string, []int) {
+// token; every answer value (company, city, product) alone, so that it is
+// one id with and without a leading space (the first answer follows
+// "<answer>" without one); and the syllables of people's names.
+//
+// People's names are split: a name is the few syllable ids it is made of,
+// never one id of its own. A quarter of the people are held out for the
+// test tasks; as whole ids their names would be tokens the model never saw
+// in training (random embeddings that every softmax pushed down), which it
+// cannot copy. Made of syllables every name shares, a held-out name is a new
+// sequence of well-trained ids, and copying it from the question into the
+// query is the same skill as for a training name.
+func (w *World) TokenizerTexts() ([]string, []int, map[string]bool) {
 	texts := w.Texts()
 	weights := make([]int, len(texts))
 	for i := range weights {
@@ -91,6 +102,9 @@ func (w *World) TokenizerTexts() ([]string, []int) {
 	for n := 2; n <= 32; n++ {
 		fixed = append(fixed, "[Turns left: "+strconv.Itoa(n)+"]\n", ThinkAnswer(n))
 	}
+	for n := 1; n < w.Cfg.MaxTurns; n++ {
+		fixed = append(fixed, "; "+Numbered(n, "What is the"), Numbered(n, "What is the"))
+	}
 	for i := 1; i <= 10; i++ {
 		fixed = append(fixed, "\nDoc "+strconv.Itoa(i)+"(Title: ")
 	}
@@ -98,7 +112,28 @@ func (w *World) TokenizerTexts() ([]string, []int) {
 		texts = append(texts, f)
 		weights = append(weights, 50)
 	}
-	return texts, weights
+	for _, p := range w.Corpus {
+		// As an observation shows it: "Doc 1(Title: Kemi) The city of …".
+		title, text, _ := strings.Cut(p.Contents, "\n")
+		texts = append(texts, "(Title: "+strings.Trim(title, "\"")+") "+text)
+		weights = append(weights, 1)
+	}
+	for _, xs := range [][]string{w.Companies, w.Cities, w.Products} {
+		for _, x := range xs {
+			texts = append(texts, x, " "+x)
+			weights = append(weights, 20, 20)
+		}
+	}
+	for _, sy := range personSyll {
+		up := strings.ToUpper(sy[:1]) + sy[1:]
+		texts = append(texts, up, " "+up, sy)
+		weights = append(weights, 100000, 100000, 100000)
+	}
+	split := make(map[string]bool, len(w.People))
+	for _, p := range w.People {
+		split[p] = true
+	}
+	return texts, weights, split
 }
 
 // ModelConfig is a tiny Qwen2 config for a vocabulary of vocab ids with the
@@ -210,8 +245,8 @@ func Write(dir string, cfg Config, s Sizes) (*Manifest, error) {
 	}
 
 	// Tokenizer and model config.
-	texts, weights := w.TokenizerTexts()
-	tj, err := TokenizerJSON(texts, weights, s.Merges, 2)
+	texts, weights, split := w.TokenizerTexts()
+	tj, err := TokenizerJSON(texts, weights, s.Merges, 2, split)
 	if err != nil {
 		return nil, err
 	}

@@ -78,7 +78,13 @@ var pretokRE = regexp.MustCompile(`'s|'t|'re|'ve|'m|'ll|'d| ?\pL+| ?\pN+| ?[^\s\
 // (ByteLevel pre-tokenizer with the GPT-2 regex, ByteLevel decoder, no
 // normalizer) is the one Qwen's tokenizer uses, so lib/tokenizer and HF
 // tokenizers encode it the same way.
-func TokenizerJSON(texts []string, weights []int, maxMerges, minFreq int) ([]byte, error) {
+//
+// Words in split (without their leading space) are not counted: they are
+// encoded from whatever pieces the other texts made, never as one id. The
+// world passes its people's names, so that a name the training tasks never
+// mention is still made of pieces the model was trained on (see
+// TokenizerTexts).
+func TokenizerJSON(texts []string, weights []int, maxMerges, minFreq int, split map[string]bool) ([]byte, error) {
 	b2u := bytesToUnicode()
 	enc := func(s string) string {
 		var b strings.Builder
@@ -103,6 +109,9 @@ func TokenizerJSON(texts []string, weights []int, maxMerges, minFreq int) ([]byt
 		}
 		for _, part := range addedRE.Split(t, -1) {
 			for _, piece := range pretokRE.FindAllString(part, -1) {
+				if split[strings.TrimPrefix(piece, " ")] {
+					continue
+				}
 				counts[enc(piece)] += w
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/mempo/mempo/lib/tasks"
@@ -133,12 +134,29 @@ func names(r *rand.Rand, n int, taken map[string]bool, syll []string, parts int)
 	return out
 }
 
+// People's names are two syllables from a large inventory (every consonant
+// with every vowel: 75 of them), companies' and cities' two from a small
+// one. A person's name is not one token of the world tokenizer but its two
+// syllables (see TokenizerTexts), so a name is a two-id sequence to copy;
+// with 75 syllables two names in one context rarely share one, so copying
+// by matching the syllable just written is unambiguous.
 var (
-	personSyll  = []string{"ka", "vo", "mir", "ta", "li", "ne", "ro", "sa", "del", "ma", "ri", "no", "ve", "lu", "an", "ti"}
+	personSyll  = cvSyllables("kvmtlnrsdbpgfzh", "aeiou")
 	companySyll = []string{"zen", "tek", "kor", "vex", "dyn", "plex", "nor", "tra", "quo", "bri"}
 	citySyll    = []string{"drel", "ton", "bras", "ko", "har", "wick", "mel", "ford", "os", "vik", "lun", "dale"}
 	productSyll = []string{"lamps", "gears", "boats", "tiles", "ropes", "bells", "drums", "kites", "maps", "coats", "soaps", "pipes", "vases", "clocks", "bricks", "sails", "chairs", "glass", "paper", "salt"}
 )
+
+// cvSyllables is every consonant followed by every vowel.
+func cvSyllables(consonants, vowels string) []string {
+	var out []string
+	for _, c := range consonants {
+		for _, v := range vowels {
+			out = append(out, string(c)+string(v))
+		}
+	}
+	return out
+}
 
 // Generate builds the world for cfg; the same config always gives the same
 // world.
@@ -158,7 +176,7 @@ func Generate(cfg Config) (*World, error) {
 	r := rand.New(rand.NewPCG(cfg.Seed, 0x776f726c64))
 	taken := map[string]bool{}
 	w := &World{Cfg: cfg, Facts: map[string]map[string]string{}, Test: map[string]bool{}}
-	w.People = names(r, cfg.People, taken, personSyll, 3)
+	w.People = names(r, cfg.People, taken, personSyll, 2)
 	w.Companies = names(r, cfg.Companies, taken, companySyll, 2)
 	w.Cities = names(r, cfg.Cities, taken, citySyll, 2)
 	prods := append([]string(nil), productSyll...)
@@ -280,6 +298,13 @@ func (w *World) TwoHop(p, attr string) Question {
 	}
 }
 
+// Numbered is the i-th question of a task as the task states it: "(2) What
+// is the city of Kemi?". The number is the question's handle: the expert's
+// thought names the question it works on by it, and its memory files each
+// answer under it, so a policy finds the question it is on, and the answer
+// it found for it, by matching one id, not by counting.
+func Numbered(i int, text string) string { return "(" + strconv.Itoa(i) + ") " + text }
+
 // Split names a task set.
 type Split string
 
@@ -331,6 +356,7 @@ func (w *World) Tasks(split Split, k, n int, stream uint64) ([]tasks.Task, [][]Q
 				q = w.Single(p, PersonAttrs[r.IntN(len(PersonAttrs))])
 			}
 			lookups += len(q.Lookups)
+			q.Text = Numbered(j+1, q.Text)
 			tq = append(tq, q)
 			t.Questions = append(t.Questions, q.Text)
 			t.Golds = append(t.Golds, []string{q.Gold})
@@ -350,14 +376,15 @@ func (w *World) Texts() []string {
 	for _, p := range w.Corpus {
 		out = append(out, p.Contents)
 	}
-	for _, p := range w.People {
+	for i, p := range w.People {
+		n := i%8 + 1
 		for _, a := range PersonAttrs {
 			q := w.Single(p, a)
-			out = append(out, q.Text, StepText(Step{Mem: MemEntry(q.Text, q.Gold), Think: ThinkSearch, Query: Query(a, p)}))
+			out = append(out, Numbered(n, q.Text), StepText(Step{Mem: MemEntry(n, q.Gold), Think: ThinkSearch(n), Query: Query(a, p)}))
 		}
 		for _, a := range CompanyAttrs {
 			q := w.TwoHop(p, a)
-			out = append(out, q.Text, StepText(Step{Mem: MemEntry(q.Text, q.Gold), Think: ThinkSecondHop + " " + a, Query: Query(a, q.Lookups[0].Value)}))
+			out = append(out, Numbered(n, q.Text), StepText(Step{Mem: MemEntry(n, q.Gold), Think: ThinkSecondHop(n, a), Query: Query(a, q.Lookups[0].Value)}))
 		}
 	}
 	return out

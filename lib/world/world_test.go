@@ -189,6 +189,37 @@ func TestTokenizer(t *testing.T) {
 	if r := float64(tokens) / float64(words); r > 2 {
 		t.Fatalf("%.2f ids per word", r)
 	}
+	// Answer values are one id with and without a leading space (the first
+	// answer follows "<answer>" without one).
+	for _, xs := range [][]string{w.Companies, w.Cities, w.Products} {
+		for _, x := range xs {
+			if a, b := tok.Encode(x), tok.Encode(" "+x); len(a) != 1 || len(b) != 1 {
+				t.Fatalf("value %q is %v / %v, want one id each", x, a, b)
+			}
+		}
+	}
+	// A person's name is its syllables, never one id, and every id of a
+	// held-out person's name is also an id of some training person's name:
+	// copying a name the training tasks never mention uses trained ids.
+	trainIDs := map[int]bool{}
+	for _, p := range w.People {
+		if !w.Test[p] {
+			for _, id := range tok.Encode(" " + p) {
+				trainIDs[id] = true
+			}
+		}
+	}
+	for _, p := range w.People {
+		ids := tok.Encode(" " + p)
+		if len(ids) != 2 {
+			t.Fatalf("name %q is %d ids, want its 2 syllables", p, len(ids))
+		}
+		for _, id := range ids {
+			if !trainIDs[id] {
+				t.Fatalf("held-out name %q has id %d that no training name has", p, id)
+			}
+		}
+	}
 	// Text the world never wrote still round-trips (byte-level BPE).
 	for _, s := range []string{"Größe 東京 🙂", "\t\n  x", "<mem>α</mem>"} {
 		if back, _ := tok.Decode(tok.Encode(s)); back != s {

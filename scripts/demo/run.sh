@@ -35,10 +35,14 @@ RL_LR=${RL_LR:-1e-4}
 RL_MINI_BATCH=${RL_MINI_BATCH:-16}    # trajectories per optimizer step (an iteration takes RL_TASKS*GROUP/RL_MINI_BATCH steps)
 RL_TEMP=${RL_TEMP:-1}
 KL_COEF=${KL_COEF:-0.001}
+TASK_REWARD=${TASK_REWARD:-f1}        # R^T of the RL rollouts: f1 (mean over objectives, partial credit) or exact
 # Evaluation.
 EVAL_K=${EVAL_K:-"2 4 8"}
 EVAL_TASKS=${EVAL_TASKS:-32}          # test tasks per k (held-out people), greedy
+# Protocol (the expert's demonstrations, RL and evaluation alike).
 MAX_STEP_TOKENS=${MAX_STEP_TOKENS:-96}
+TOPK=${TOPK:-2}                       # passages per search: the fact and one other passage about the same entity
+HINT=${HINT:-false}                   # the "[Turns left: N]" line in observations
 
 if [ "$SHORT" = 1 ]; then
 	SFT_DEMOS=${SHORT_SFT_DEMOS:-8}; SFT_EPOCHS=1; REACT_EPOCHS=1; SFT_BATCH=4; RL_MINI_BATCH=2
@@ -50,6 +54,7 @@ T0=$(date +%s)
 mkdir -p "$OUT"
 dev=()
 [ -n "$DEVICE" ] && dev=(--device "$DEVICE")
+proto=(--topk "$TOPK" --hint="$HINT")
 
 # 1. The world: corpus, tasks, tokenizer, model config.
 if [ -z "$WORLD" ]; then
@@ -72,7 +77,7 @@ say "expert demonstrations → $OUT/demos.parquet, $OUT/demos-react.parquet"
 for keep in 1 all; do
 	name=demos; [ "$keep" = all ] && name=demos-react
 	"$BIN/mempo-rollout" expert --tasks "$OUT/sft-tasks.jsonl" --index "$OUT/index" \
-		--tokenizer "$WORLD/tokenizer.json" --keep "$keep" --out "$OUT/$name.parquet"
+		--tokenizer "$WORLD/tokenizer.json" --keep "$keep" "${proto[@]}" --out "$OUT/$name.parquet"
 done
 
 # 4. A randomly initialised tiny Qwen2 (a Hugging Face directory).
@@ -97,7 +102,7 @@ done
 rollout() {
 	local model=$1 tasks=$2 out=$3; shift 3
 	"$BIN/mempo-rollout" --model "$model" --tasks "$tasks" --index "$OUT/index" --out "$out" \
-		--max-step-tokens "$MAX_STEP_TOKENS" --batch 128 --overwrite "${dev[@]}" "$@"
+		--max-step-tokens "$MAX_STEP_TOKENS" "${proto[@]}" --batch 128 --overwrite "${dev[@]}" "$@"
 }
 
 # 6. RL: ITERS iterations of rollout → update from the SFT checkpoint, for
@@ -116,7 +121,7 @@ rl() {
 		say "$variant iteration $i/$ITERS: rollout ($RL_TASKS tasks × $GROUP)"
 		local mr=(); [ "$variant" = grpo ] && mr=(--no-memory-reward)
 		rollout "$ckpt" "$dir/tasks-$i.jsonl" "$dir/rollouts-$i.parquet" \
-			--group "$GROUP" --temperature "$RL_TEMP" --seed $(( SEED * 1000 + i )) "${mr[@]}"
+			--group "$GROUP" --temperature "$RL_TEMP" --task-reward "$TASK_REWARD" --seed $(( SEED * 1000 + i )) "${mr[@]}"
 		say "$variant iteration $i/$ITERS: update"
 		local adv=(); [ "$variant" = grpo ] && adv=(--no-mem-adv)
 		"$BIN/mempo-update" --model "$ckpt" --ref "$OUT/sft" --rollouts "$dir/rollouts-$i.parquet" \
@@ -151,7 +156,7 @@ for k in $EVAL_K; do
 	for keep in 1 all; do
 		name=expert; [ "$keep" = all ] && name=expert-react
 		"$BIN/mempo-rollout" expert --tasks "$tasks" --index "$OUT/index" --tokenizer "$WORLD/tokenizer.json" \
-			--keep "$keep" --out "$OUT/eval/$name-k$k.parquet"
+			--keep "$keep" "${proto[@]}" --out "$OUT/eval/$name-k$k.parquet"
 	done
 done
 
