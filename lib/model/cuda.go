@@ -79,9 +79,12 @@ type devBuf struct {
 	// the op that writes it (dual), so the products that read it need no
 	// rounding pass. Every op marks its outputs' copies stale (wrote).
 	weight bool
-	w16    cuda.Ptr
-	w16sz  int
-	w16ok  bool
+	// productOnly (ProductOnly): the next dual op writes only w16, and
+	// f32stale then says the fp32 values were never written.
+	productOnly, f32stale bool
+	w16                   cuda.Ptr
+	w16sz                 int
+	w16ok                 bool
 }
 
 // release frees the buffer's device memory (now, or stream-ordered later).
@@ -117,6 +120,16 @@ func (t *cudaTensor) ptr() cuda.Ptr {
 func (t *cudaTensor) n() int { return t.r * t.c }
 
 func gt(t Tensor) *cudaTensor {
+	c := gtAny(t)
+	if c.buf.f32stale {
+		panic("model: a ProductOnly tensor's fp32 values were never written; only MatMul may read it")
+	}
+	return c
+}
+
+// gtAny is gt for the operands of MatMul and for Free, which may be
+// ProductOnly tensors.
+func gtAny(t Tensor) *cudaTensor {
 	c, ok := t.(*cudaTensor)
 	if !ok {
 		panic(fmt.Sprintf("model: CUDA backend given a %T tensor", t))
@@ -264,7 +277,7 @@ func (b *CUDA) Fill(t Tensor, v float32) {
 
 // Free releases a tensor made by Zeros or FromHost (views are left alone).
 func (b *CUDA) Free(t Tensor) {
-	s := gt(t)
+	s := gtAny(t)
 	if !s.own || s.buf.freed {
 		return
 	}
@@ -362,10 +375,34 @@ func (b *CUDA) dual(t *cudaTensor) cuda.Ptr {
 	return buf.w16
 }
 
-// dualDone marks t's bf16 rounding valid after an op wrote it at p.
+// dualDone marks t's bf16 rounding valid after an op wrote it at p (and
+// its fp32 values unwritten when t is ProductOnly).
 func (b *CUDA) dualDone(t *cudaTensor, p cuda.Ptr) {
 	if p != 0 {
 		t.buf.w16ok = true
+		t.buf.f32stale = t.buf.productOnly
+	}
+}
+
+// f32Out is where an op writes t's fp32 values: nowhere (0) when t is
+// ProductOnly and its bf16 rounding is written instead (the kernels skip a
+// null pointer).
+func (b *CUDA) f32Out(t *cudaTensor, p16 cuda.Ptr) cuda.Ptr {
+	if t.buf.productOnly && p16 != 0 {
+		return 0
+	}
+	return t.ptr()
+}
+
+// ProductOnly promises that t, about to be written by SwiGLU,
+// SwiGLUBackward or TokenLogProbsBackward, will only be read by MatMul
+// before it is freed: in bf16 mode those ops then write only its bf16
+// rounding (the products read nothing else), saving the fp32 stores; any
+// other op reading it panics. It does nothing in fp32 mode.
+func (b *CUDA) ProductOnly(t Tensor) {
+	s := gt(t)
+	if b.bf16 && s.whole() {
+		s.buf.productOnly = true
 	}
 }
 
@@ -560,7 +597,7 @@ func (b *CUDA) ScatterRows(dst, src Tensor, rows []int) {
 }
 
 func (b *CUDA) MatMul(c, a, bb Tensor, transA, transB bool, alpha, beta float32) {
-	C, A, B := gt(c), gt(a), gt(bb)
+	C, A, B := gt(c), gtAny(a), gtAny(bb)
 	m, k := A.r, A.c
 	if transA {
 		m, k = k, m
@@ -762,7 +799,7 @@ func (b *CUDA) SwiGLU(out, gate, up Tensor) {
 	b.wrote(o)
 	n := int64(o.n())
 	o16 := b.dual(o)
-	b.launch("model", "swiglu_f32", b.gridFor(n, 256), 256, 0, o.ptr(), g.ptr(), u.ptr(), n, o16)
+	b.launch("model", "swiglu_f32", b.gridFor(n, 256), 256, 0, b.f32Out(o, o16), g.ptr(), u.ptr(), n, o16)
 	b.dualDone(o, o16)
 }
 
@@ -774,7 +811,7 @@ func (b *CUDA) SwiGLUBackward(dgate, dup, dout, gate, up Tensor) {
 	b.wrote(dg, du)
 	n := int64(g.n())
 	dg16, du16 := b.dual(dg), b.dual(du)
-	b.launch("model", "swiglu_bwd_f32", b.gridFor(n, 256), 256, 0, dg.ptr(), du.ptr(), do.ptr(), g.ptr(), u.ptr(), n, dg16, du16)
+	b.launch("model", "swiglu_bwd_f32", b.gridFor(n, 256), 256, 0, b.f32Out(dg, dg16), b.f32Out(du, du16), do.ptr(), g.ptr(), u.ptr(), n, dg16, du16)
 	b.dualDone(dg, dg16)
 	b.dualDone(du, du16)
 }
@@ -805,7 +842,7 @@ func (b *CUDA) TokenLogProbsBackward(dlogits, logits, lse Tensor, targets []int,
 	tg := b.uploadInts(targets)
 	g := b.uploadF32(dlp[:Z.r])
 	d16 := b.dual(D)
-	b.launch("model", "token_logprobs_bwd_f32", min(Z.r, 65535*4), 1024, 0, D.ptr(), Z.ptr(), S.ptr(), tg, g, Z.r, int64(Z.c), d16)
+	b.launch("model", "token_logprobs_bwd_f32", min(Z.r, 65535*4), 1024, 0, b.f32Out(D, d16), Z.ptr(), S.ptr(), tg, g, Z.r, int64(Z.c), d16)
 	b.dualDone(D, d16)
 }
 

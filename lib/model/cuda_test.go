@@ -698,6 +698,28 @@ func TestCUDADualBF16(t *testing.T) {
 	p.gpu.TokenLogProbsBackward(z.g, z.g, lse.g, tg, dlp)
 	product("TokenLogProbsBackward", z)
 
+	// ProductOnly: SwiGLU writes only the bf16 rounding; products read it,
+	// and any other op reading the tensor panics.
+	po := p.out(R, C)
+	p.gpu.ProductOnly(po.g)
+	p.cpu.SwiGLU(po.c, g.c, u.c)
+	p.gpu.SwiGLU(po.g, g.g, u.g)
+	{
+		o := p.out(R, 33)
+		p.cpu.MatMul(o.c, po.c, w.c, false, true, 1, 0)
+		p.gpu.MatMul(o.g, po.g, w.g, false, true, 1, 0)
+		p.check("ProductOnly SwiGLU → product", o, 2e-2)
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("reading a ProductOnly tensor with Add did not panic")
+				}
+			}()
+			p.gpu.Add(p.gpu.Zeros(R, C), po.g)
+		}()
+		p.gpu.Free(po.g)
+	}
+
 	// Attention on the tensor cores writes its output's rounding when its
 	// sequences cover every row.
 	sh := AttnShape{Heads: 2, KVHeads: 1, HeadDim: 64, Scale: 0.125}

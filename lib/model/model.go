@@ -311,6 +311,14 @@ func (b *batch) cacheRows(R int) []int {
 	return rows
 }
 
+// productOnly tells a backend that can use it (CUDA in bf16 mode) that t is
+// about to be written and will then only be read by MatMul.
+func (m *Model) productOnly(t Tensor) {
+	if p, ok := m.be.(interface{ ProductOnly(Tensor) }); ok {
+		p.ProductOnly(t)
+	}
+}
+
 // acts are one layer's activations, kept for the backward.
 type acts struct {
 	x, xn1, rstd1       Tensor
@@ -392,6 +400,7 @@ func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
 	a.gate, a.up, a.act = be.Empty(R, A.inter), be.Empty(R, A.inter), be.Empty(R, A.inter)
 	be.MatMul(a.gate, a.xn2, W.wg, false, true, 1, 0)
 	be.MatMul(a.up, a.xn2, W.wu, false, true, 1, 0)
+	m.productOnly(a.act) // read by the down projection and its weight gradient only
 	be.SwiGLU(a.act, a.gate, a.up)
 	a.outp = be.Empty(R, H)
 	be.MatMul(a.outp, a.act, W.wd, false, true, 1, 0)
@@ -411,6 +420,8 @@ func (m *Model) layerBackward(l int, dy Tensor, a *acts, b *batch) Tensor {
 	be.MatMul(dact, dy, W.wd, false, false, 1, 0)
 	be.MatMul(G.wd, dy, a.act, true, false, 1, 1)
 	dgate, dup := be.Empty(R, A.inter), be.Empty(R, A.inter)
+	m.productOnly(dgate)
+	m.productOnly(dup)
 	be.SwiGLUBackward(dgate, dup, dact, a.gate, a.up)
 	m.free(dact)
 	dxn2 := be.Empty(R, H)
@@ -597,7 +608,8 @@ func (m *Model) tokenLogProbs(xn Tensor, tg []int, dlp []float32, dxn Tensor) []
 		be.TokenLogProbs(lp, lse, logits, tg[r0:r0+n])
 		rows = append(rows, be.ToHost(lp, nil)...)
 		if dlp != nil {
-			// dL/dlogits overwrites the logits.
+			// dL/dlogits overwrites the logits; only the two products read it.
+			m.productOnly(logits)
 			be.TokenLogProbsBackward(logits, logits, lse, tg[r0:r0+n], dlp[r0:r0+n])
 			be.MatMul(be.View(dxn, r0, n), logits, m.params.head, false, false, 1, 0)
 			be.MatMul(m.grads.head, logits, xc, true, false, 1, 1)

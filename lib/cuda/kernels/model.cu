@@ -178,7 +178,7 @@ extern "C" __global__ void swiglu_f32(float *out, const float *g, const float *u
 	GRID_STRIDE(i, n) {
 		float x = g[i];
 		float v = x / (1.f + expf(-x)) * u[i];
-		out[i] = v;
+		if (out) out[i] = v;
 		if (o16) o16[i] = to_bf16(v);
 	}
 }
@@ -188,8 +188,8 @@ extern "C" __global__ void swiglu_bwd_f32(float *dg, float *du, const float *dou
 		float x = g[i], d = dout[i], uu = u[i];
 		float s = 1.f / (1.f + expf(-x));
 		float a = d * x * s, b = d * uu * s * (1.f + x * (1.f - s));
-		du[i] = a;
-		dg[i] = b;
+		if (du) du[i] = a;
+		if (dg) dg[i] = b;
 		if (du16) du16[i] = to_bf16(a);
 		if (dg16) dg16[i] = to_bf16(b);
 	}
@@ -220,14 +220,14 @@ extern "C" __global__ void token_logprobs_f32(float *lp, float *lse, const float
 // token_logprobs_bwd_f32: d = dlp·(onehot − softmax(z)); d may alias z.
 extern "C" __global__ void token_logprobs_bwd_f32(float *d, const float *z, const float *lse, const int *tg, const float *dlp, int rows, long long V, unsigned short *d16) {
 	for (int r = blockIdx.x; r < rows; r += gridDim.x) {
-		float *dr = d + (long long)r * V;
+		float *dr = d ? d + (long long)r * V : 0;
 		unsigned short *dr16 = d16 ? d16 + (long long)r * V : 0;
 		const float *zr = z + (long long)r * V;
 		float g = dlp[r];
 		int t = tg[r];
 		if (t < 0 || g == 0.f) {
 			for (long long j = threadIdx.x; j < V; j += blockDim.x) {
-				dr[j] = 0.f;
+				if (dr) dr[j] = 0.f;
 				if (dr16) dr16[j] = 0;
 			}
 		} else {
@@ -235,7 +235,7 @@ extern "C" __global__ void token_logprobs_bwd_f32(float *d, const float *z, cons
 			for (long long j = threadIdx.x; j < V; j += blockDim.x) {
 				float v = __fmul_rn(-g, expf(zr[j] - m));
 				if (j == t) v = __fadd_rn(v, g);
-				dr[j] = v;
+				if (dr) dr[j] = v;
 				if (dr16) dr16[j] = to_bf16(v);
 			}
 		}
