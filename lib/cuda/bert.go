@@ -15,6 +15,9 @@ import (
 // (normal values from a hash of seed and position, L2-normalized, rounded
 // to fp16) by kernels/bert.cu's synth_unit_f16, and marks the index full.
 func (x *FlatIndex) FillRandomUnit(seed uint64) error {
+	if x.d == nil {
+		return fmt.Errorf("cuda: synthetic vectors need a CUDA device, not %T", x.dev)
+	}
 	f, err := x.d.Func("bert", "synth_unit_f16")
 	if err != nil {
 		return err
@@ -43,7 +46,7 @@ func (x *FlatIndex) Rows(lo, hi int) ([]float32, error) {
 		return nil, nil
 	}
 	h := make([]uint16, n)
-	if err := x.d.DtoH(unsafe.Pointer(&h[0]), x.base+Ptr(2*lo*x.dim), 2*n); err != nil {
+	if err := x.dev.DtoH(unsafe.Pointer(&h[0]), x.base+Ptr(2*lo*x.dim), 2*n); err != nil {
 		return nil, err
 	}
 	out := make([]float32, n)

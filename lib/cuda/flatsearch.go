@@ -4,7 +4,8 @@ package cuda
 // device in fp16 (as Search-R1's faiss-gpu with useFloat16), a batch of
 // queries is scored against a block of them by one cuBLAS GEMM (fp16 inputs,
 // fp32 accumulation and output), and kernels/flatsearch.cu reduces each row
-// of scores to its top k by passes of chunked bitonic sorts. Ties go to the
+// of scores to its top k by passes over chunks: a warp-per-chunk selection
+// for k ≤ 256 (topk_warpE), chunked bitonic sorts above. Ties go to the
 // lower id, as numpy's stable argsort and FAISS's Flat index order them.
 
 import (
@@ -24,11 +25,39 @@ const (
 	noID        = math.MaxInt64
 	// MaxFlatK is the largest k: a pass must shrink a chunk of 2048.
 	MaxFlatK = topkChunk / 2
+	// maxWarpK is the largest k of the warp selection (32 × its 8 slots).
+	maxWarpK  = 256
+	warpsPerB = 8 // TK_WARPS of flatsearch.cu
+	warpStep  = 256
 )
+
+// FlatDevice is what a flat search needs of a device: a Device, or (tests)
+// lib/encoder's CPU emulation of kernels/flatsearch.cu. Kernel launches a
+// kernel of kernels/flatsearch.cu; Gemm has Device.Gemm's semantics.
+type FlatDevice interface {
+	Alloc(bytes int) (Ptr, error)
+	Free(p Ptr) error
+	HtoD(dst Ptr, src unsafe.Pointer, bytes int) error
+	DtoH(dst unsafe.Pointer, src Ptr, bytes int) error
+	Gemm(transA, transB bool, m, n, k int, alpha float32, a Ptr, at DataType, lda int, b Ptr, bt DataType, ldb int, beta float32, c Ptr, ct DataType, ldc int) error
+	Kernel(name string, grid, block Dim3, shmem int, args ...any) error
+}
+
+// flatCUDA is a Device as a FlatDevice.
+type flatCUDA struct{ *Device }
+
+func (d flatCUDA) Kernel(name string, grid, block Dim3, shmem int, args ...any) error {
+	f, err := d.Func("flatsearch", name)
+	if err != nil {
+		return err
+	}
+	return d.Launch(f, grid, block, shmem, args...)
+}
 
 // FlatIndex holds n vectors of dim fp16 values on the device.
 type FlatIndex struct {
-	d        *Device
+	d        *Device // nil on another FlatDevice
+	dev      FlatDevice
 	base     Ptr
 	n, dim   int
 	added    int
@@ -37,15 +66,29 @@ type FlatIndex struct {
 
 // NewFlatIndex allocates room for n vectors of dim values; Add fills it.
 func (d *Device) NewFlatIndex(n, dim int) (*FlatIndex, error) {
+	x, err := NewFlatIndexOn(flatCUDA{d}, n, dim)
+	if x != nil {
+		x.d = d
+	}
+	return x, err
+}
+
+// NewFlatIndexOn is NewFlatIndex on any FlatDevice (FillRandomUnit and
+// Rows need a Device).
+func NewFlatIndexOn(dev FlatDevice, n, dim int) (*FlatIndex, error) {
 	if n <= 0 || dim <= 0 {
 		return nil, fmt.Errorf("cuda: flat index of %d×%d", n, dim)
 	}
-	p, err := d.Alloc(2 * n * dim)
+	p, err := dev.Alloc(2 * n * dim)
 	if err != nil {
 		return nil, fmt.Errorf("cuda: flat index of %d×%d fp16 (%d MiB): %w", n, dim, (2*n*dim)>>20, err)
 	}
-	return &FlatIndex{d: d, base: p, n: n, dim: dim, scoreMiB: 512}, nil
+	return &FlatIndex{dev: dev, base: p, n: n, dim: dim, scoreMiB: 512}, nil
 }
+
+// SetScratchMiB bounds the fp32 scores of one block of vectors (default
+// 512 MiB); tests lower it to make several blocks.
+func (x *FlatIndex) SetScratchMiB(m int) { x.scoreMiB = max(m, 1) }
 
 // Ntotal is the number of vectors added so far.
 func (x *FlatIndex) Ntotal() int { return x.added }
@@ -66,7 +109,7 @@ func (x *FlatIndex) Add(v []float32) error {
 		m := min(piece, len(v)-off)
 		ToF16(buf[:m], v[off:off+m])
 		dst := x.base + Ptr(2*(x.added*x.dim+off))
-		if err := x.d.HtoD(dst, unsafe.Pointer(&buf[0]), 2*m); err != nil {
+		if err := x.dev.HtoD(dst, unsafe.Pointer(&buf[0]), 2*m); err != nil {
 			return err
 		}
 	}
@@ -79,7 +122,7 @@ func (x *FlatIndex) Free() error {
 	if x.base == 0 {
 		return nil
 	}
-	err := x.d.Free(x.base)
+	err := x.dev.Free(x.base)
 	x.base = 0
 	return err
 }
@@ -101,11 +144,7 @@ func (x *FlatIndex) Search(queries []float32, k int) ([]float32, []int64, error)
 	if nq > 65535 {
 		return nil, nil, fmt.Errorf("cuda: flat search: %d queries in one call (at most 65535)", nq)
 	}
-	d := x.d
-	f, err := d.Func("flatsearch", "topk_chunks")
-	if err != nil {
-		return nil, nil, err
-	}
+	d := x.dev
 	plan := planFlat(nq, x.added, k, x.scoreMiB<<20)
 
 	var allocs []Ptr
@@ -165,13 +204,21 @@ func (x *FlatIndex) Search(queries []float32, k int) ([]float32, []int64, error)
 	reduce := func(inS, inI Ptr, n int, idBase int64, dstS, dstI Ptr, dstStride int) error {
 		which := 0
 		for {
-			nch := (n + topkChunk - 1) / topkChunk
+			p := topkPass(nq, n, k)
+			nch := (n + p.chunk - 1) / p.chunk
 			oS, oI, oStride := tmpS[which], tmpI[which], nch*k
 			if nch == 1 {
 				oS, oI, oStride = dstS, dstI, dstStride
 			}
-			if err := d.Launch(f, Dim3{X: nch, Y: nq}, Dim3{X: topkThreads}, 0,
-				inS, inI, int64(n), int64(n), idBase, k, oS, oI, int64(oStride)); err != nil {
+			var err error
+			if p.kernel == "topk_chunks" {
+				err = d.Kernel(p.kernel, Dim3{X: nch, Y: nq}, Dim3{X: topkThreads}, 0,
+					inS, inI, int64(n), int64(n), idBase, k, oS, oI, int64(oStride))
+			} else {
+				err = d.Kernel(p.kernel, Dim3{X: (nch + warpsPerB - 1) / warpsPerB, Y: nq}, Dim3{X: 32 * warpsPerB}, 0,
+					inS, inI, int64(n), int64(n), idBase, k, int64(p.chunk), oS, oI, int64(oStride))
+			}
+			if err != nil {
 				return err
 			}
 			if nch == 1 {
@@ -216,7 +263,8 @@ func (x *FlatIndex) Search(queries []float32, k int) ([]float32, []int64, error)
 
 // flatPlan sizes one search: base vectors are scored block rows at a time
 // (nq×block fp32 scores within the scratch bound), and tmp is the entries
-// per row of the largest intermediate top-k buffer.
+// per row of the largest intermediate top-k buffer. (Every pass's chunk is
+// at least topkChunk, so the bitonic bound holds for the warp passes too.)
 type flatPlan struct {
 	block, blocks, tmp int
 }
@@ -228,6 +276,34 @@ func planFlat(nq, n, k, scratchBytes int) flatPlan {
 	chunks := func(m int) int { return (m + topkChunk - 1) / topkChunk }
 	tmp := max(chunks(block)*k, chunks(blocks*k)*k)
 	return flatPlan{block: block, blocks: blocks, tmp: tmp}
+}
+
+// passPlan is one top-k pass over rows of n entries: its kernel and the
+// entries per chunk (one chunk per warp, or topkChunk per block).
+type passPlan struct {
+	kernel string
+	chunk  int
+}
+
+// topkPass picks the kernel of a pass: for k ≤ 256 the warp selection with
+// the smallest of 32·E slots that holds k, over chunks of a multiple of 256
+// entries, at least topkChunk and 16·k (each pass shrinks a row 16 times
+// or more), at most 64Ki, sized for about 16K warps over the nq rows (a
+// hundred per SM of an H200, enough to hide the loads' latency).
+func topkPass(nq, n, k int) passPlan {
+	if k > maxWarpK {
+		return passPlan{"topk_chunks", topkChunk}
+	}
+	e := 1
+	for 32*e < k {
+		e *= 2
+	}
+	round := func(c int) int { return (c + warpStep - 1) / warpStep * warpStep }
+	c := round((nq*n + 16383) / 16384)
+	c = max(c, topkChunk, round(16*k))
+	c = min(c, 1<<16, round(n))
+	c = max(c, topkChunk)
+	return passPlan{fmt.Sprintf("topk_warp%d", e), c}
 }
 
 // ToF16 rounds float32 values to IEEE half bit patterns (nearest, ties to

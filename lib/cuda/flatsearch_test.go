@@ -38,7 +38,7 @@ func TestTopKKernelOnCPU(t *testing.T) {
 		t.Skip("g++ not found: the CUDA kernel cannot be run on the CPU here")
 	}
 	exe := filepath.Join(t.TempDir(), "topk_emu")
-	if out, err := exec.Command(gxx, "-O2", "-o", exe, "testdata/topk_emu.cpp").CombinedOutput(); err != nil {
+	if out, err := exec.Command(gxx, "-O2", "-DTK_SERIAL_EMU", "-o", exe, "testdata/topk_emu.cpp").CombinedOutput(); err != nil {
 		t.Fatalf("g++: %v\n%s", err, out)
 	}
 	out, err := exec.Command(exe).CombinedOutput()

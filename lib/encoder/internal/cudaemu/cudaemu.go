@@ -1,11 +1,14 @@
 // Package cudaemu runs lib/cuda's kernels/bert.cu and the GEMMs of
 // lib/encoder's GPU forward on the CPU, so that the GPU code path (kernel
 // index math, launch shapes, buffer offsets, strided-batched GEMM layouts)
-// is tested where no GPU is. The kernel source is the one embedded in
-// lib/cuda, compiled at first use by g++ with BERT_EMU into a shared
+// is tested where no GPU is; and kernels/flatsearch.cu with lib/cuda's flat
+// search (NewModule). The kernel source is the one embedded in lib/cuda,
+// compiled at first use by g++ with BERT_EMU and CUDA_EMU into a shared
 // library (as NVRTC compiles it on a GPU) and loaded with dlopen; each CUDA
-// thread is a fiber (prelude.cc). GEMMs are plain loops with lib/cuda's
-// row-major semantics and leading-dimension checks.
+// thread is a fiber (prelude.cc), warp intrinsics included. GEMMs are plain
+// loops with lib/cuda's row-major semantics and leading-dimension checks;
+// they write fp32 or fp16 (rounded from the fp32 result, as cuBLAS's
+// epilogue does).
 //
 // Memory is C memory with a 256-byte red zone on both sides of every
 // allocation. Fresh allocations are filled with 0xFF bytes (NaN as fp32 and
@@ -46,10 +49,10 @@ static void op(const char *x, int dt, int t, int rows, int cols, int ld, float *
 }
 
 // gemm: C[m×n] = alpha·op(A)·op(B) + beta·C per batch entry, row-major,
-// accumulation in double; C is fp32.
+// accumulation in double; C is fp32, or fp16 when ct is 2.
 static void gemm(int ta, int tb, int m, int n, int k, float alpha, uintptr_t a, int at, int lda, long long sa,
-                 uintptr_t b, int bt, int ldb, long long sb, float beta, uintptr_t c, int ldc, long long sc, int batch,
-                 void *h2f) {
+                 uintptr_t b, int bt, int ldb, long long sb, float beta, uintptr_t c, int ct, int ldc, long long sc, int batch,
+                 void *h2f, void *f2h) {
 	int ea = at == 2 ? 2 : 4, eb = bt == 2 ? 2 : 4;
 	float *A = (float *)malloc(sizeof(float) * ((size_t)m * k + 1));
 	float *Bt = (float *)malloc(sizeof(float) * ((size_t)n * k + 1));
@@ -57,14 +60,21 @@ static void gemm(int ta, int tb, int m, int n, int k, float alpha, uintptr_t a, 
 		op((const char *)a + (long long)p * sa * ea, at, ta, m, k, lda, A, h2f);
 		op((const char *)b + (long long)p * sb * eb, bt, !tb, n, k, ldb, Bt, h2f); // op(B)ᵀ: n×k
 		float *C = (float *)c + (long long)p * sc;
+		unsigned short *Ch = (unsigned short *)c + (long long)p * sc;
 		for (int i = 0; i < m; i++)
 			for (int j = 0; j < n; j++) {
 				const float *x = A + (long long)i * k, *y = Bt + (long long)j * k;
 				double acc = 0;
 				for (int l = 0; l < k; l++) acc += (double)x[l] * y[l];
 				float v = alpha * (float)acc;
-				if (beta != 0) v += beta * C[(long long)i * ldc + j];
-				C[(long long)i * ldc + j] = v;
+				long long o = (long long)i * ldc + j;
+				if (ct == 2) {
+					if (beta != 0) v += beta * call_h2f(h2f, Ch[o]);
+					Ch[o] = call_f2h(f2h, v);
+				} else {
+					if (beta != 0) v += beta * C[o];
+					C[o] = v;
+				}
 			}
 	}
 	free(A);
@@ -100,8 +110,10 @@ const (
 	redByte = 0xfe
 )
 
-// Device is the CPU emulation of a GPU running kernels/bert.cu.
+// Device is the CPU emulation of a GPU running kernels/bert.cu (or another
+// module of lib/cuda's kernels, NewModule).
 type Device struct {
+	module   string
 	lib      unsafe.Pointer
 	launch   unsafe.Pointer
 	f2h, h2f unsafe.Pointer
@@ -129,25 +141,29 @@ func Available() (bool, string) {
 
 // New compiles kernels/bert.cu for the CPU in dir and loads it. rowThreads
 // is the block size the forward uses for its one-block-per-row kernels.
-func New(dir string, rowThreads int) (*Device, error) {
+func New(dir string, rowThreads int) (*Device, error) { return NewModule(dir, "bert", rowThreads) }
+
+// NewModule compiles kernels/MODULE.cu of lib/cuda for the CPU in dir and
+// loads it; Kernel launches its kernels.
+func NewModule(dir, module string, rowThreads int) (*Device, error) {
 	if ok, why := Available(); !ok {
 		return nil, errors.New(why)
 	}
-	src, err := cuda.Source("bert")
+	src, err := cuda.Source(module)
 	if err != nil {
 		return nil, err
 	}
 	wrappers, names, err := wrap(src)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("kernels/%s.cu: %w", module, err)
 	}
-	cc := filepath.Join(dir, "bert_emu.cc")
-	so := filepath.Join(dir, "bert_emu.so")
-	text := prelude + "\n#line 1 \"kernels/bert.cu\"\n" + src + "\n" + wrappers
+	cc := filepath.Join(dir, module+"_emu.cc")
+	so := filepath.Join(dir, module+"_emu.so")
+	text := prelude + "\n#line 1 \"kernels/" + module + ".cu\"\n" + src + "\n" + wrappers
 	if err := os.WriteFile(cc, []byte(text), 0o644); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command("g++", "-O1", "-std=c++17", "-shared", "-fPIC", "-DBERT_EMU", "-fno-strict-aliasing",
+	cmd := exec.Command("g++", "-O1", "-std=c++17", "-shared", "-fPIC", "-DBERT_EMU", "-DCUDA_EMU", "-fno-strict-aliasing",
 		"-Wno-unused-function", "-o", so, cc)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("g++ %s: %v\n%s", cc, err, out)
@@ -158,7 +174,7 @@ func New(dir string, rowThreads int) (*Device, error) {
 	if lib == nil {
 		return nil, fmt.Errorf("dlopen %s: %s", so, C.GoString(C.dlerror()))
 	}
-	d := &Device{lib: lib, kernels: map[string]unsafe.Pointer{}, rows: rowThreads, allocs: map[cuda.Ptr]int{}, Launches: map[string]int{}}
+	d := &Device{module: module, lib: lib, kernels: map[string]unsafe.Pointer{}, rows: rowThreads, allocs: map[cuda.Ptr]int{}, Launches: map[string]int{}}
 	sym := func(name string) (unsafe.Pointer, error) {
 		c := C.CString(name)
 		defer C.free(unsafe.Pointer(c))
@@ -224,7 +240,7 @@ func wrap(src string) (string, []string, error) {
 		names = append(names, name)
 	}
 	if len(names) == 0 {
-		return "", nil, errors.New("no kernel found in kernels/bert.cu")
+		return "", nil, errors.New("no kernel found")
 	}
 	return b.String(), names, nil
 }
@@ -239,7 +255,7 @@ func (d *Device) SetRowThreads(n int) { d.rows = n }
 func (d *Device) Lock() sync.Locker { return &d.lock }
 
 func (d *Device) String() string {
-	return fmt.Sprintf("CPU emulation of kernels/bert.cu (%d-thread rows)", d.rows)
+	return fmt.Sprintf("CPU emulation of kernels/%s.cu (%d-thread rows)", d.module, d.rows)
 }
 
 // F2H and H2F are the emulation's half conversions (tests check them
@@ -362,11 +378,11 @@ func (d *Device) ReleaseUploads() error {
 	return first
 }
 
-// Kernel runs a kernel of kernels/bert.cu, then checks every red zone.
+// Kernel runs a kernel of the module, then checks every red zone.
 func (d *Device) Kernel(name string, grid, block cuda.Dim3, shmem int, args ...any) error {
 	k, ok := d.kernels[name]
 	if !ok {
-		return fmt.Errorf("emulation: no kernel %q in kernels/bert.cu", name)
+		return fmt.Errorf("emulation: no kernel %q in kernels/%s.cu", name, d.module)
 	}
 	slots := (*[32]C.uint64_t)(C.malloc(32 * 8))
 	defer C.free(unsafe.Pointer(slots))
@@ -411,8 +427,8 @@ func (d *Device) GemmStridedBatched(transA, transB bool, m, n, k int, alpha floa
 	if m == 0 || n == 0 || batch == 0 {
 		return nil
 	}
-	if ct != cuda.F32 || (at != cuda.F32 && at != cuda.F16) || (bt != cuda.F32 && bt != cuda.F16) {
-		return fmt.Errorf("emulation: GEMM types %d·%d→%d (fp32 or fp16 inputs, fp32 output)", at, bt, ct)
+	if (ct != cuda.F32 && ct != cuda.F16) || (at != cuda.F32 && at != cuda.F16) || (bt != cuda.F32 && bt != cuda.F16) {
+		return fmt.Errorf("emulation: GEMM types %d·%d→%d (fp32 or fp16)", at, bt, ct)
 	}
 	// Leading dimensions as cuBLAS checks them (row-major view).
 	ar, ac := m, k
@@ -435,11 +451,11 @@ func (d *Device) GemmStridedBatched(transA, transB bool, m, n, k int, alpha floa
 	span := func(stride int64, rows, cols, ld, e int) int {
 		return (int(stride)*(batch-1) + (rows-1)*ld + cols) * e
 	}
-	if !d.inside(a, span(strideA, ar, ac, lda, esz(at))) || !d.inside(b, span(strideB, br, bc, ldb, esz(bt))) || !d.inside(c, span(strideC, m, n, ldc, 4)) {
+	if !d.inside(a, span(strideA, ar, ac, lda, esz(at))) || !d.inside(b, span(strideB, br, bc, ldb, esz(bt))) || !d.inside(c, span(strideC, m, n, ldc, esz(ct))) {
 		return fmt.Errorf("emulation: GEMM m=%d n=%d k=%d batch %d reads or writes outside an allocation", m, n, k, batch)
 	}
 	C.gemm(b2i(transA), b2i(transB), C.int(m), C.int(n), C.int(k), C.float(alpha), C.uintptr_t(a), C.int(at), C.int(lda), C.longlong(strideA),
-		C.uintptr_t(b), C.int(bt), C.int(ldb), C.longlong(strideB), C.float(beta), C.uintptr_t(c), C.int(ldc), C.longlong(strideC), C.int(batch), d.h2f)
+		C.uintptr_t(b), C.int(bt), C.int(ldb), C.longlong(strideB), C.float(beta), C.uintptr_t(c), C.int(ct), C.int(ldc), C.longlong(strideC), C.int(batch), d.h2f, d.f2h)
 	name := "gemm"
 	if batch > 1 || strideA != 0 {
 		name = "gemm_strided_batched"

@@ -1,11 +1,14 @@
-// prelude.cc: what kernels/bert.cu needs of CUDA to run on the CPU, put
-// before its source by cudaemu.go, which compiles both with g++ into a
-// shared library. Every CUDA thread of a block is a fiber on its own stack;
-// __syncthreads switches back to the scheduler, which resumes every thread
-// of the block in turn, so shared memory and barriers mean what they mean
-// on a GPU (blocks run one after another). x86-64 only (the stack switch is
-// written in assembly, a few nanoseconds instead of swapcontext's two
-// system calls).
+// prelude.cc: what kernels/bert.cu and kernels/flatsearch.cu need of CUDA
+// to run on the CPU, put before the source by cudaemu.go, which compiles
+// both with g++ into a shared library. Every CUDA thread of a block is a
+// fiber on its own stack; __syncthreads switches back to the scheduler,
+// which resumes every thread of the block in turn, so shared memory and
+// barriers mean what they mean on a GPU (blocks run one after another).
+// Warp intrinsics (shuffles, ballot; full-mask only) are a barrier of the
+// 32 threads of a warp: each thread leaves its value in a slot, the
+// scheduler resumes the warp once all 32 are there, and each reads the
+// slot it asked for. x86-64 only (the stack switch is written in assembly,
+// a few nanoseconds instead of swapcontext's two system calls).
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -97,7 +100,7 @@ emu_switch:
 	.size emu_switch, .-emu_switch
 )");
 
-enum { RUNNABLE, AT_BARRIER, DONE };
+enum { RUNNABLE, AT_BARRIER, AT_WARP, DONE };
 struct emu_fiber {
 	void *sp;
 	int state;
@@ -115,6 +118,61 @@ static void __syncthreads() {
 	f.state = AT_BARRIER;
 	emu_switch(&f.sp, emu_sched_sp);
 }
+
+// Warp exchange slots, two per thread: a thread's slot of warp operation n
+// is [n & 1], so a thread already at operation n + 1 does not overwrite
+// what a slower one of its warp is still to read of operation n.
+static uint64_t emu_xchg[2][1024];
+static unsigned emu_wop[1024];
+static unsigned emu_nt; // threads of the block being run (its last warp may be partial)
+
+// emu_warp leaves v for the warp, waits for the rest of it and returns the
+// phase whose slots hold the warp's values.
+static int emu_warp(uint64_t v) {
+	int ph = emu_wop[emu_cur]++ & 1;
+	emu_xchg[ph][emu_cur] = v;
+	emu_fiber &f = emu_fibers[emu_cur];
+	f.state = AT_WARP;
+	emu_switch(&f.sp, emu_sched_sp);
+	return ph;
+}
+template <typename T> static uint64_t emu_bits(T v) {
+	uint64_t b = 0;
+	memcpy(&b, &v, sizeof(T));
+	return b;
+}
+template <typename T> static T emu_from(uint64_t b) {
+	T v;
+	memcpy(&v, &b, sizeof(T));
+	return v;
+}
+template <typename T> static T emu_shfl_from(T v, int src) {
+	int ph = emu_warp(emu_bits(v));
+	int base = emu_cur & ~31;
+	if (src < 0 || src > 31 || base + src >= (int)emu_nt) return v;
+	return emu_from<T>(emu_xchg[ph][base + src]);
+}
+template <typename T> static T __shfl_sync(unsigned, T v, int src) { return emu_shfl_from(v, src & 31); }
+template <typename T> static T __shfl_up_sync(unsigned, T v, unsigned d) {
+	int l = emu_cur & 31;
+	return emu_shfl_from(v, l - (int)d < 0 ? l : l - (int)d);
+}
+template <typename T> static T __shfl_down_sync(unsigned, T v, unsigned d) {
+	int l = emu_cur & 31;
+	return emu_shfl_from(v, l + (int)d > 31 ? l : l + (int)d);
+}
+template <typename T> static T __shfl_xor_sync(unsigned, T v, int m) { return emu_shfl_from(v, (emu_cur & 31) ^ (m & 31)); }
+static unsigned __ballot_sync(unsigned, int pred) {
+	int ph = emu_warp(pred != 0);
+	int base = emu_cur & ~31;
+	unsigned r = 0;
+	for (int l = 0; l < 32 && base + l < (int)emu_nt; l++)
+		if (emu_xchg[ph][base + l]) r |= 1u << l;
+	return r;
+}
+static void __syncwarp(unsigned = 0xffffffffu) { emu_warp(0); }
+static int __popc(unsigned x) { return __builtin_popcount(x); }
+static int __ffs(int x) { return __builtin_ffs(x); }
 
 static void emu_fiber_entry() {
 	emu_kernel(emu_args);
@@ -152,6 +210,7 @@ extern "C" const char *emu_launch(void (*k)(uint64_t *), unsigned gx, unsigned g
 	emu_dyn = dyn.data();
 	emu_kernel = k;
 	emu_args = args;
+	emu_nt = nt;
 	gridDim = {gx, gy, gz};
 	blockDim = {bx, by, bz};
 	for (unsigned z = 0; z < gz; z++)
@@ -159,9 +218,11 @@ extern "C" const char *emu_launch(void (*k)(uint64_t *), unsigned gx, unsigned g
 			for (unsigned x = 0; x < gx; x++) {
 				blockIdx = {x, y, z};
 				memset(emu_dyn, 0xff, shmem);
-				for (unsigned i = 0; i < nt; i++) emu_fiber_init(emu_fibers[i]);
+				for (unsigned i = 0; i < nt; i++) {
+					emu_fiber_init(emu_fibers[i]);
+					emu_wop[i] = 0;
+				}
 				for (;;) {
-					unsigned done = 0;
 					for (unsigned i = 0; i < nt; i++) {
 						emu_fiber &f = emu_fibers[i];
 						if (f.state != RUNNABLE) continue;
@@ -169,6 +230,20 @@ extern "C" const char *emu_launch(void (*k)(uint64_t *), unsigned gx, unsigned g
 						emu_cur = (int)i;
 						emu_switch(&emu_sched_sp, f.sp);
 					}
+					// Every thread now waits at a barrier or is done. Warps
+					// whose threads all wait at a warp operation go on.
+					bool released = false;
+					for (unsigned w = 0; w < nt; w += 32) {
+						unsigned end = w + 32 < nt ? w + 32 : nt, at = 0;
+						for (unsigned i = w; i < end; i++) at += emu_fibers[i].state == AT_WARP;
+						if (at == 0) continue;
+						if (at != end - w) return "warp operation reached by only part of a warp";
+						if (emu_wop[w] != emu_wop[end - 1]) return "warp operation reached by only part of a warp";
+						for (unsigned i = w; i < end; i++) emu_fibers[i].state = RUNNABLE;
+						released = true;
+					}
+					if (released) continue;
+					unsigned done = 0;
 					for (unsigned i = 0; i < nt; i++) done += emu_fibers[i].state == DONE;
 					if (done == nt) break;
 					if (done > 0) return "__syncthreads reached by only part of a block";
