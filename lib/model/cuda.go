@@ -51,6 +51,8 @@ type CUDA struct {
 	pool  devPool                // freed buffers for reuse (cuda_pool.go)
 	casts []castEntry            // kept bf16 roundings of activations, most recent first
 
+	hostSamples int // filtered rows Sample drew on the host (tests read it)
+
 	live      atomic.Int64 // bytes of device memory held by tensors
 	sinceGC   atomic.Int64
 	gcTrigger int64
@@ -962,9 +964,12 @@ func (b *CUDA) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seq
 		DK.ptr(), DV.ptr(), DO.ptr(), Q.ptr(), K.ptr(), V.ptr(), LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, hd, sh.Scale)
 }
 
-// Sample draws greedy and plain-temperature rows on the device (sample.cu);
-// rows with top-k or top-p are drawn on the host by the CPU backend's
-// sampleRow over their copied logits, so every row has the CPU's semantics.
+// Sample draws every row on the device (sample.cu): greedy and plain
+// temperature rows with sample_f32, rows with top-k or top-p with
+// sample_filtered_f32, which follows the CPU backend's sampleRow exactly.
+// A filtered row whose candidate set is too large for the device sort (a
+// nearly flat distribution) is drawn on the host by sampleRow over its
+// copied logits.
 func (b *CUDA) Sample(logits Tensor, params []SampleParams, u []float64) []Sampled {
 	Z := gt(logits)
 	out := make([]Sampled, Z.r)
@@ -975,30 +980,44 @@ func (b *CUDA) Sample(logits Tensor, params []SampleParams, u []float64) []Sampl
 		panic("model: Sample needs params and u for every row")
 	}
 	invT := make([]float64, Z.r)
-	var hostRows []int
+	topK := make([]int, Z.r)
+	topP := make([]float64, Z.r)
+	var filtered []int
 	for r := 0; r < Z.r; r++ {
 		p := params[r]
 		if p.Temperature > 0 {
 			invT[r] = 1 / p.Temperature
 			if (p.TopK > 0 && p.TopK < Z.c) || (p.TopP > 0 && p.TopP < 1) {
-				hostRows = append(hostRows, r)
+				filtered = append(filtered, r)
+				topK[r], topP[r] = p.TopK, p.TopP
 			}
 		}
 	}
 	// ids, log-probs and sample log-probs in one buffer: one copy back.
 	res := b.newTensor(3, Z.r)
 	ids, lp, slp := res.ptr(), res.ptr()+cuda.Ptr(4*Z.r), res.ptr()+cuda.Ptr(8*Z.r)
-	b.launch("sample", "sample_f32", Z.r, 1024, 0, ids, lp, slp, Z.ptr(), int64(Z.c), b.uploadF64(invT), b.uploadF64(u[:Z.r]))
+	invTp, up := b.uploadF64(invT), b.uploadF64(u[:Z.r])
+	b.launch("sample", "sample_f32", Z.r, 1024, 0, ids, lp, slp, Z.ptr(), int64(Z.c), invTp, up)
+	if len(filtered) > 0 {
+		b.launch("sample", "sample_filtered_f32", len(filtered), 1024, 0, ids, lp, slp, Z.ptr(), int64(Z.c),
+			b.uploadInts(filtered), invTp, b.uploadInts(topK), b.uploadF64(topP), up)
+	}
 	v := b.ToHost(res, nil)
 	idv, lpv, slpv := v[:Z.r], v[Z.r:2*Z.r], v[2*Z.r:]
-	for r := range out {
-		out[r] = Sampled{ID: int(int32(math.Float32bits(idv[r]))), LogProb: lpv[r], SampleLogProb: slpv[r]}
-	}
 	b.Free(res)
-	row := make([]float32, Z.c)
-	for _, r := range hostRows {
-		must(b.dev.DtoH(unsafe.Pointer(&row[0]), Z.ptr()+cuda.Ptr(4*r*Z.c), 4*Z.c))
-		out[r] = sampleRow(row, params[r], u[r])
+	var row []float32
+	for r := range out {
+		id := int(int32(math.Float32bits(idv[r])))
+		if id < 0 {
+			if row == nil {
+				row = make([]float32, Z.c)
+			}
+			must(b.dev.DtoH(unsafe.Pointer(&row[0]), Z.ptr()+cuda.Ptr(4*r*Z.c), 4*Z.c))
+			out[r] = sampleRow(row, params[r], u[r])
+			b.hostSamples++
+			continue
+		}
+		out[r] = Sampled{ID: id, LogProb: lpv[r], SampleLogProb: slpv[r]}
 	}
 	return out
 }

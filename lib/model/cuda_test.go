@@ -422,9 +422,19 @@ func testCUDAAttentionBF16(t *testing.T, p *opPair) {
 
 func TestCUDASample(t *testing.T) {
 	p := newOpPair(t, 6)
-	for _, V := range []int{7, 320, 151936} {
+	// Top-k / top-p rows are drawn on the device unless the candidate set is
+	// over 2048 tokens: with logits of scale 2 over 151936 words about half
+	// the vocabulary is within the CPU's first threshold (the host draws
+	// them); with scale 6 a few hundred are (the device does).
+	for _, c := range []struct {
+		V        int
+		scale    float64
+		hostRows bool
+	}{{7, 2, false}, {320, 2, false}, {151936, 6, false}, {151936, 2, true}} {
+		V := c.V
 		rows := 40
-		z := p.rnd(rows, V, 2)
+		z := p.rnd(rows, V, c.scale)
+		host0 := p.gpu.hostSamples
 		params := make([]SampleParams, rows)
 		u := make([]float64, rows)
 		for i := range params {
@@ -455,6 +465,9 @@ func TestCUDASample(t *testing.T) {
 			if d := math.Abs(float64(a[i].SampleLogProb - b[i].SampleLogProb)); d > 1e-4 {
 				t.Errorf("V=%d row %d: sample logprob %g, CPU %g", V, i, b[i].SampleLogProb, a[i].SampleLogProb)
 			}
+		}
+		if host := p.gpu.hostSamples - host0; (host > 0) != c.hostRows {
+			t.Errorf("V=%d scale %g: %d filtered rows drawn on the host, want host draws: %v", V, c.scale, host, c.hostRows)
 		}
 	}
 }

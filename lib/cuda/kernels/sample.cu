@@ -4,7 +4,7 @@
 // the row's uniform u, weights w_i = exp((z_i − max)·invT) in float64.
 // Outputs the id, its log-prob under the temperature-1 softmax, and its
 // log-prob under the distribution it was drawn from (0 for greedy).
-// (Top-k / top-p rows are drawn on the host: see lib/model/cuda.go.)
+// sample_filtered_f32 draws the rows with top-k or top-p (below).
 
 #define NTH 1024
 
@@ -122,4 +122,148 @@ extern "C" __global__ void __launch_bounds__(NTH) sample_f32(int *ids, float *lp
 		lp[r] = zr[id] - lse1;
 		slp[r] = (float)log(exp((double)(zr[id] - m) * it) / total);
 	}
+}
+
+// sample_filtered_f32: the top-k / top-p draw of lib/model's sampleRow, for
+// the rows listed in rows[] (one block each), with the CPU's exact
+// semantics: weights w = exp((z − max)·invT) in float64; a candidate set of
+// the tokens with w ≥ τ, τ = 1e-4, 1e-7, … lowered by the CPU's rule until
+// it holds k tokens (top-k) or mass p·total (top-p); the candidates sorted by
+// weight, ties by lower id; the first k kept; then the shortest prefix whose
+// mass reaches p times the kept mass; the draw by inverse CDF in that sorted
+// order. Sums over the kept tokens run in that order on one thread, as the
+// CPU's loops do. When the candidate set is over SF_CAP tokens (a flat
+// distribution), ids[r] is −1 and the host draws the row.
+
+#define SF_CAP 2048
+
+__device__ __forceinline__ bool sf_before(double wa, int ia, double wb, int ib) {
+	return wa > wb || (wa == wb && ia < ib);
+}
+
+extern "C" __global__ void __launch_bounds__(NTH) sample_filtered_f32(int *ids, float *lp, float *slp, const float *z, long long V,
+                                                                      const int *rows, const double *invT, const int *topK,
+                                                                      const double *topP, const double *u) {
+	__shared__ double sc[32];
+	__shared__ float smax[32];
+	__shared__ double cw[SF_CAP];
+	__shared__ int cid[SF_CAP];
+	__shared__ int ncand;
+	const int r = rows[blockIdx.x];
+	const float *zr = z + (long long)r * V;
+	const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	// Row maximum (its position does not matter here).
+	float best = -__int_as_float(0x7f800000);
+	for (long long j = threadIdx.x; j < V; j += NTH) best = fmaxf(best, zr[j]);
+	for (int o = 16; o > 0; o >>= 1) best = fmaxf(best, __shfl_xor_sync(0xffffffffu, best, o));
+	if (lane == 0) smax[w] = best;
+	__syncthreads();
+	if (w == 0) {
+		best = smax[lane];
+		for (int o = 16; o > 0; o >>= 1) best = fmaxf(best, __shfl_xor_sync(0xffffffffu, best, o));
+		if (lane == 0) smax[0] = best;
+	}
+	__syncthreads();
+	const float m = smax[0];
+	double s1 = 0.0, tot = 0.0;
+	const double it = invT[r];
+	for (long long j = threadIdx.x; j < V; j += NTH) {
+		s1 += exp((double)(zr[j] - m));
+		tot += exp((double)(zr[j] - m) * it);
+	}
+	s1 = dsum_block(s1, sc);
+	tot = dsum_block(tot, sc);
+	const float lse1 = m + (float)log(s1);
+	const int k = topK[r];
+	const double pp = topP[r];
+	const bool useK = k > 0 && k < V, useP = pp > 0 && pp < 1;
+	// The CPU's candidate threshold.
+	double tau = 1e-4;
+	for (;;) {
+		double cnt = 0.0, mass = 0.0;
+		for (long long j = threadIdx.x; j < V; j += NTH) {
+			double x = exp((double)(zr[j] - m) * it);
+			if (x >= tau) {
+				cnt += 1.0;
+				mass += x;
+			}
+		}
+		cnt = dsum_block(cnt, sc);
+		mass = dsum_block(mass, sc);
+		if ((useK && cnt >= k) || (useP && mass >= pp * tot) || tau < 1e-300 || cnt == (double)V) {
+			if (cnt > SF_CAP) {
+				if (threadIdx.x == 0) ids[r] = -1;
+				return;
+			}
+			break;
+		}
+		tau *= 1e-3;
+	}
+	if (threadIdx.x == 0) ncand = 0;
+	__syncthreads();
+	for (long long j = threadIdx.x; j < V; j += NTH) {
+		double x = exp((double)(zr[j] - m) * it);
+		if (x >= tau) {
+			int at = atomicAdd(&ncand, 1);
+			cw[at] = x;
+			cid[at] = (int)j;
+		}
+	}
+	__syncthreads();
+	const int n = ncand;
+	int size = 1;
+	while (size < n) size <<= 1;
+	for (int i = n + threadIdx.x; i < size; i += NTH) {
+		cw[i] = -1.0; // after every real weight (weights are ≥ 0)
+		cid[i] = 0x7fffffff;
+	}
+	__syncthreads();
+	// Bitonic sort, best first.
+	for (int sz = 2; sz <= size; sz <<= 1) {
+		for (int st = sz >> 1; st > 0; st >>= 1) {
+			for (int t = threadIdx.x; t < size / 2; t += NTH) {
+				int lo = 2 * t - (t & (st - 1)), hi = lo + st;
+				bool up = (lo & sz) == 0;
+				bool sw = up ? sf_before(cw[hi], cid[hi], cw[lo], cid[lo]) : sf_before(cw[lo], cid[lo], cw[hi], cid[hi]);
+				if (sw) {
+					double tw = cw[lo];
+					cw[lo] = cw[hi];
+					cw[hi] = tw;
+					int ti = cid[lo];
+					cid[lo] = cid[hi];
+					cid[hi] = ti;
+				}
+			}
+			__syncthreads();
+		}
+	}
+	if (threadIdx.x != 0) return;
+	int keep = n;
+	if (useK && keep > k) keep = k;
+	double mass = 0.0;
+	for (int i = 0; i < keep; i++) mass += cw[i];
+	if (useP) {
+		double limit = pp * mass, cum = 0.0;
+		int c = 0;
+		while (c < keep && (c == 0 || cum < limit)) {
+			cum += cw[c];
+			c++;
+		}
+		keep = c;
+		mass = cum;
+	}
+	const double target = u[r] * mass;
+	double cum = 0.0;
+	int pick = keep - 1;
+	for (int i = 0; i < keep; i++) {
+		cum += cw[i];
+		if (cum > target) {
+			pick = i;
+			break;
+		}
+	}
+	const int id = cid[pick];
+	ids[r] = id;
+	lp[r] = zr[id] - lse1;
+	slp[r] = (float)log(cw[pick] / mass);
 }
