@@ -90,6 +90,11 @@ type gpuLayer struct {
 	ln1W, ln1B, ln2W, ln2B cuda.Ptr // fp32
 }
 
+// softmaxWarpKeys is SM_WARP_KEYS of bert.cu: rows of attention scores up
+// to this length take the warp-per-row softmax (8 rows per 256-thread
+// block), longer ones the block-per-row one.
+const softmaxWarpKeys = 512
+
 // gpuModel is an encoder's weights on a device.
 type gpuModel struct {
 	dev  gpuDevice
@@ -106,11 +111,14 @@ type gpuModel struct {
 	// scoreBytes bounds the fp32 attention scores of one chunk of
 	// sequences.
 	scoreBytes int
+	// warpSoftmax is the longest row of the warp-per-row softmax
+	// (softmaxWarpKeys; tests lower it to run the block-per-row one).
+	warpSoftmax int
 }
 
 // newGPUModel copies e's weights to dev.
 func newGPUModel(e *Encoder, dev gpuDevice, prec Precision) (*gpuModel, error) {
-	g := &gpuModel{dev: dev, prec: prec, cfg: e.Cfg, scoreBytes: 256 << 20}
+	g := &gpuModel{dev: dev, prec: prec, cfg: e.Cfg, scoreBytes: 256 << 20, warpSoftmax: softmaxWarpKeys}
 	switch prec {
 	case FP16:
 		g.dt, g.esz = cuda.F16, 2
@@ -284,7 +292,11 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 			st := int64(T * hd)
 			err = d.GemmStridedBatched(false, true, T, T, hd, scale, q+off*cuda.Ptr(esz), dt, hd, st, k+off*cuda.Ptr(esz), dt, hd, st,
 				0, scores, cuda.F32, T, int64(T*T), nb*nh)
-			launch("bert_softmax"+sfx, cuda.Dim3{X: nb * nh * T}, row, 0, scores, maskP+cuda.Ptr(4*b0*T), T, nh, probs)
+			if srows := nb * nh * T; T <= g.warpSoftmax {
+				launch("bert_softmax_warp"+sfx, cuda.Dim3{X: (srows + 7) / 8}, cuda.Dim3{X: 256}, 0, scores, maskP+cuda.Ptr(4*b0*T), int64(srows), T, nh, probs)
+			} else {
+				launch("bert_softmax"+sfx, cuda.Dim3{X: srows}, row, 0, scores, maskP+cuda.Ptr(4*b0*T), T, nh, probs)
+			}
 			if err == nil {
 				err = d.GemmStridedBatched(false, false, T, hd, T, 1, probs, dt, T, int64(T*T), v+off*cuda.Ptr(esz), dt, hd, st,
 					0, tmp+off*4, cuda.F32, hd, st, nb*nh)

@@ -159,15 +159,20 @@ var oddConfigs = []Config{
 // checkRandom compares the GPU forward (hidden states, mean and CLS
 // pooling) with the CPU's on random batches of each odd shape; the
 // attention's chunk of sequences is made small so that several chunks, the
-// last one partial, are run.
+// last one partial, are run. The second batch of each shape takes the
+// block-per-row softmax, the others the warp-per-row one.
 func checkRandom(t *testing.T, dev gpuDevice, prec Precision, tolHidden, tolEmb float64) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for ci, cfg := range oddConfigs {
 		e := randomEncoder(t, cfg, uint64(10+ci))
 		onGPU(t, e, dev, prec)
-		for _, bt := range [][2]int{{5, 7}, {3, cfg.MaxPositionEmbeddings}, {1, 1}} {
+		for bi, bt := range [][2]int{{5, 7}, {3, cfg.MaxPositionEmbeddings}, {1, 1}} {
 			B, T := bt[0], bt[1]
 			e.gpu.scoreBytes = 2 * 4 * cfg.NumAttentionHeads * T * T // two sequences per chunk
+			e.gpu.warpSoftmax = softmaxWarpKeys
+			if bi == 1 {
+				e.gpu.warpSoftmax = 0
+			}
 			ids, mask := randomBatch(r, e, B, T)
 			want := e.forward(ids, mask, B, T)
 			got, err := e.Forward(ids, mask, B, T)
@@ -319,11 +324,24 @@ const (
 )
 
 func TestEmuForwardFP32(t *testing.T) {
-	checkRandom(t, emuDevice(t, 32), FP32, tolFP32Hidden, tolFP32Emb)
+	d := emuDevice(t, 32)
+	checkRandom(t, d, FP32, tolFP32Hidden, tolFP32Emb)
+	checkRan(t, d, "bert_softmax_f32", "bert_softmax_warp_f32")
 }
 
 func TestEmuForwardFP16(t *testing.T) {
-	checkRandom(t, emuDevice(t, 64), FP16, tolFP16Hidden, tolFP16Emb)
+	d := emuDevice(t, 64)
+	checkRandom(t, d, FP16, tolFP16Hidden, tolFP16Emb)
+	checkRan(t, d, "bert_softmax_f16", "bert_softmax_warp_f16")
+}
+
+func checkRan(t *testing.T, d *cudaemu.Device, kernels ...string) {
+	t.Helper()
+	for _, k := range kernels {
+		if d.Launches[k] == 0 {
+			t.Errorf("%s never ran", k)
+		}
+	}
 }
 
 func TestEmuFixtureFP32(t *testing.T) {
@@ -376,7 +394,7 @@ func TestEmuHousekeeping(t *testing.T) {
 	if n := d.Live(); n != live {
 		t.Errorf("%d buffers live after Close, want %d", n, live)
 	}
-	for _, k := range []string{"bert_embed_ln_f16", "bert_split_heads_f16", "bert_softmax_f16", "bert_merge_heads_f16",
+	for _, k := range []string{"bert_embed_ln_f16", "bert_split_heads_f16", "bert_softmax_warp_f16", "bert_merge_heads_f16",
 		"bert_add_ln", "bert_gelu_f16", "bert_pool", "gemm", "gemm_strided_batched"} {
 		if d.Launches[k] == 0 {
 			t.Errorf("%s never ran", k)

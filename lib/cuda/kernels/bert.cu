@@ -10,12 +10,15 @@
 // softmax, GELU and pooling are computed in fp32 (LayerNorm and pooling
 // sums in fp64, as lib/encoder's CPU forward does).
 //
-// Every kernel runs one block per row (of activations, scores, sequences or
-// vectors); the block size is blockDim.x, a power of two of at most RED_MAX.
-// Reductions go through shared memory and __syncthreads only (no warp
-// intrinsics), so that lib/encoder's tests can run this file on the CPU,
-// compiled by g++ with BERT_EMU defined (lib/encoder/internal/cudaemu).
-// Counts and offsets are 64-bit where they can pass 2^31.
+// Every kernel but bert_softmax_warp_* runs one block per row (of
+// activations, scores, sequences or vectors); the block size is blockDim.x,
+// a power of two of at most RED_MAX. Block reductions are warp shuffles,
+// then one value per warp through shared memory; every thread gets the same
+// result bit for bit. bert_softmax_warp_* runs a warp per score row (rows
+// of at most SM_WARP_KEYS keys). lib/encoder's tests run this file on the
+// CPU, compiled by g++ with BERT_EMU defined (lib/encoder/internal/cudaemu,
+// whose fibers emulate the warp intrinsics too). Counts and offsets are
+// 64-bit where they can pass 2^31.
 
 #define RED_MAX 256
 
@@ -42,38 +45,44 @@ __device__ __forceinline__ float ldv(const half_t *p, long long i) { return h2f(
 __device__ __forceinline__ void stv(float *p, long long i, float v) { p[i] = v; }
 __device__ __forceinline__ void stv(half_t *p, long long i, float v) { p[i] = f2h(v); }
 
-// Block-wide sum and max: every thread of the block gets the result. red
-// holds blockDim.x values of shared memory; it is free again on return.
+// Block-wide sum and max: every thread of the block gets the result (the
+// same bits: a butterfly of shuffles gives every lane the same sums, and
+// every thread adds the warps' values in the same order). red holds
+// RED_MAX/32 values of shared memory; it is free again on return. A block
+// smaller than a warp (the emulation's tests) shuffles within its lanes.
+#define FULL_MASK 0xffffffffu
+__device__ __forceinline__ int red_lanes() { return blockDim.x < 32 ? (int)blockDim.x : 32; }
+__device__ __forceinline__ unsigned red_mask() { return blockDim.x < 32 ? (1u << blockDim.x) - 1 : FULL_MASK; }
 __device__ double block_sum_d(double v, double *red) {
-	red[threadIdx.x] = v;
+	for (int o = red_lanes() >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(red_mask(), v, o);
+	int nw = (blockDim.x + 31) >> 5;
+	if (nw == 1) return v;
+	if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
 	__syncthreads();
-	for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-		if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
-		__syncthreads();
-	}
 	double r = red[0];
+	for (int w = 1; w < nw; w++) r += red[w];
 	__syncthreads();
 	return r;
 }
 __device__ float block_sum_f(float v, float *red) {
-	red[threadIdx.x] = v;
+	for (int o = red_lanes() >> 1; o > 0; o >>= 1) v += __shfl_xor_sync(red_mask(), v, o);
+	int nw = (blockDim.x + 31) >> 5;
+	if (nw == 1) return v;
+	if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
 	__syncthreads();
-	for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-		if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
-		__syncthreads();
-	}
 	float r = red[0];
+	for (int w = 1; w < nw; w++) r += red[w];
 	__syncthreads();
 	return r;
 }
 __device__ float block_max_f(float v, float *red) {
-	red[threadIdx.x] = v;
+	for (int o = red_lanes() >> 1; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(red_mask(), v, o));
+	int nw = (blockDim.x + 31) >> 5;
+	if (nw == 1) return v;
+	if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
 	__syncthreads();
-	for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-		if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
-		__syncthreads();
-	}
 	float r = red[0];
+	for (int w = 1; w < nw; w++) r = fmaxf(r, red[w]);
 	__syncthreads();
 	return r;
 }
@@ -207,6 +216,60 @@ extern "C" __global__ void __launch_bounds__(RED_MAX)
     bert_softmax_f16(const float *s, const int *mask, int T, int nh, half_t *p) {
 	__shared__ float red[RED_MAX];
 	softmax_rows(s, mask, T, nh, p, red);
+}
+
+// softmax_warp: softmax_rows' result with one warp per row (row = block ·
+// warps per block + warp, of rows in all) for T ≤ SM_WARP_KEYS: the row's
+// scores stay in registers (key i·32 + lane in slot i), max and sum are
+// shuffle butterflies. 4.7M score rows per 128 passages of 256 tokens in a
+// base model make the block-per-row kernel's barriers the cost; here a row
+// is one read and one write.
+#define SM_WARP_KEYS 512
+template <typename W>
+__device__ void softmax_warp(const float *s, const int *mask, long long rows, int T, int nh, W *p) {
+	const int lane = threadIdx.x & 31;
+	const long long row = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	if (row >= rows) return; // the whole warp
+	const long long b = row / ((long long)nh * T);
+	const int *m = mask + b * T;
+	const float *sr = s + row * T;
+	float v[SM_WARP_KEYS / 32];
+	unsigned on = 0, in = 0; // slots with a valid key, slots inside the row
+#pragma unroll
+	for (int i = 0; i < SM_WARP_KEYS / 32; i++) {
+		int j = i * 32 + lane;
+		v[i] = 0.f;
+		if (j < T) {
+			v[i] = sr[j];
+			in |= 1u << i;
+			if (m[j] != 0) on |= 1u << i;
+		}
+	}
+	if (__ballot_sync(FULL_MASK, on != 0) == 0) on = in; // no valid key: weigh them all
+	float mx = -BERT_INF;
+#pragma unroll
+	for (int i = 0; i < SM_WARP_KEYS / 32; i++)
+		if (on >> i & 1) mx = fmaxf(mx, v[i]);
+	for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(FULL_MASK, mx, o));
+	float sum = 0;
+#pragma unroll
+	for (int i = 0; i < SM_WARP_KEYS / 32; i++) {
+		v[i] = (on >> i & 1) ? expf(v[i] - mx) : 0.f;
+		sum += v[i];
+	}
+	for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(FULL_MASK, sum, o);
+	float inv = 1.f / sum;
+#pragma unroll
+	for (int i = 0; i < SM_WARP_KEYS / 32; i++)
+		if (in >> i & 1) stv(p, row * T + i * 32 + lane, v[i] * inv);
+}
+extern "C" __global__ void __launch_bounds__(RED_MAX)
+    bert_softmax_warp_f32(const float *s, const int *mask, long long rows, int T, int nh, float *p) {
+	softmax_warp(s, mask, rows, T, nh, p);
+}
+extern "C" __global__ void __launch_bounds__(RED_MAX)
+    bert_softmax_warp_f16(const float *s, const int *mask, long long rows, int T, int nh, half_t *p) {
+	softmax_warp(s, mask, rows, T, nh, p);
 }
 
 // merge_heads: o [B, nh, T, hd] (the attention output per head) into row
