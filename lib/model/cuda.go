@@ -866,20 +866,21 @@ func attnNT(hd int) (int, error) {
 }
 
 // attnWork uploads the sequence table and a tile list (sequence, first row)
-// covering each sequence's N rows in tiles of attnTile.
-func (b *CUDA) attnWork(seqs []AttnSeq) (tiles, st cuda.Ptr, ntiles int) {
+// covering each sequence's N rows in tiles of tile rows, for the kernels
+// named by key (the uploads are memoized under it).
+func (b *CUDA) attnWork(seqs []AttnSeq, tile int, key string) (tiles, st cuda.Ptr, ntiles int) {
 	sv := make([]int, 0, 4*len(seqs))
 	var tv []int
 	for i, s := range seqs {
 		sv = append(sv, s.Q, s.N, s.K, s.Past)
-		for r := 0; r < s.N; r += attnTile {
+		for r := 0; r < s.N; r += tile {
 			tv = append(tv, i, r)
 		}
 	}
 	if len(tv) == 0 {
 		return 0, 0, 0
 	}
-	return b.uploadIntsMemo("attn-tiles", tv), b.uploadIntsMemo("attn-seqs", sv), len(tv) / 2
+	return b.uploadIntsMemo(key+"-tiles", tv), b.uploadIntsMemo(key+"-seqs", sv), len(tv) / 2
 }
 
 // attnKernels picks the attention module, kernel prefix and the padding of
@@ -916,7 +917,7 @@ func (b *CUDA) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape)
 	}
 	nt, err := attnNT(hd)
 	must(err)
-	tiles, st, n := b.attnWork(sp.kern)
+	tiles, st, n := b.attnWork(sp.kern, attnTile, "attn")
 	if n == 0 {
 		return
 	}
@@ -951,7 +952,7 @@ func (b *CUDA) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seq
 	if len(sp.gemm) > 0 {
 		b.attentionGemmBackward(DQ, DK, DV, DO, Q, K, V, LSE, D, sp.gemm, sh)
 	}
-	tiles, st, n := b.attnWork(sp.kern)
+	tiles, st, n := b.attnWork(sp.kern, attnTile, "attn")
 	if n == 0 {
 		return
 	}

@@ -86,18 +86,6 @@ func (b *CUDA) splitAttn(seqs []AttnSeq, sh AttnShape, decode bool) attnSplit {
 // mmaTile is the query rows (and keys) of a tile of attnmma.cu.
 const mmaTile = 64
 
-// mmaWork uploads the sequence table and the tile list of attnmma.cu.
-func (b *CUDA) mmaWork(seqs []AttnSeq) (tiles, st cuda.Ptr, ntiles int) {
-	sv := make([]int, 0, 4*len(seqs))
-	var tv []int
-	for i, s := range seqs {
-		sv = append(sv, s.Q, s.N, s.K, s.Past)
-		for r := 0; r < s.N; r += mmaTile {
-			tv = append(tv, i, r)
-		}
-	}
-	return b.uploadIntsMemo("mma-tiles", tv), b.uploadIntsMemo("mma-seqs", sv), len(tv) / 2
-}
 
 // bf16Copy is a temporary bf16 rounding of some rows of a tensor.
 type bf16Copy struct {
@@ -157,7 +145,7 @@ func (b *CUDA) attentionMMA(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh Attn
 	q16 := b.castAll(Q)
 	k16, v16 := b.castRows(K, rows), b.castRows(V, rows)
 	defer b.freeCopies(q16, k16, v16)
-	tiles, st, n := b.mmaWork(packed)
+	tiles, st, n := b.attnWork(packed, mmaTile, "mma")
 	hd := sh.HeadDim
 	shmem := 2 * 5 * mmaTile * (hd + 8)
 	// The output's bf16 rounding (for the o_proj product) is only complete
@@ -182,7 +170,7 @@ func (b *CUDA) attentionMMABackward(DQ, DK, DV, DO, Q, K, V, LSE, D *cudaTensor,
 	}
 	q16, do16, k16, v16 := b.castAll(Q), b.castAll(DO), b.castAll(K), b.castAll(V)
 	defer b.freeCopies(q16, do16, k16, v16)
-	tiles, st, n := b.mmaWork(seqs)
+	tiles, st, n := b.attnWork(seqs, mmaTile, "mma")
 	hd := sh.HeadDim
 	lq := hd + 8
 	b.launch2("attnmma", fmt.Sprintf("attn_mma_bwd_dq_%d", hd), cuda.Dim3{X: n, Y: sh.Heads}, 128, 2*6*mmaTile*lq,
