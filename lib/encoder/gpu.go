@@ -9,9 +9,12 @@ package encoder
 // Precision fp16 (the default on a GPU) keeps the GEMM weights and the
 // embedding tables in IEEE half and rounds every GEMM operand (activations,
 // attention probabilities) to half, as Search-R1's retriever does with
-// use_fp16 (model.half()); GEMMs accumulate and write fp32, and the residual
-// stream, LayerNorm, softmax, GELU and pooling stay fp32. Precision fp32
-// keeps everything fp32 (no TF32) and matches the CPU forward to ~1e-6.
+// use_fp16 (model.half()); GEMMs accumulate in fp32; the QKV and FFN-up
+// projections write half (their bias is added in fp32 by the next kernel),
+// the attention scores and the two projections that feed the residual
+// write fp32, and the residual stream, LayerNorm, softmax, GELU and
+// pooling stay fp32. Precision fp32 keeps everything fp32 (no TF32) and
+// matches the CPU forward to ~1e-6.
 
 import (
 	"fmt"
@@ -247,11 +250,11 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 	wide := max(3*H, I)
 	// Sequences per attention chunk: their fp32 scores fit scoreBytes.
 	bc := min(B, max(1, g.scoreBytes/(4*nh*T*T)))
-	x := alloc(4 * N * H)       // residual stream, fp32
-	big := alloc(4 * N * wide)  // QKV and FFN GEMM outputs, fp32
-	hb := alloc(esz * N * wide) // Q, K, V per head, then the GELU output (half)
-	tmp := alloc(4 * N * H)     // attention per head, then the H-wide GEMM outputs, fp32
-	ctx := alloc(esz * N * H)   // merged heads: the output projection's operand
+	x := alloc(4 * N * H)        // residual stream, fp32
+	big := alloc(esz * N * wide) // QKV and FFN GEMM outputs (half in fp16 mode)
+	hb := alloc(esz * N * wide)  // Q, K, V per head, then the GELU output (half)
+	tmp := alloc(4 * N * H)      // attention per head, then the H-wide GEMM outputs, fp32
+	ctx := alloc(esz * N * H)    // merged heads: the output projection's operand
 	scores := alloc(4 * bc * nh * T * T)
 	in, probs, act := x, scores, big // GEMM operands in fp32 mode
 	var xh cuda.Ptr
@@ -272,11 +275,14 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 			err = d.Kernel(name, grid, block, shmem, args...)
 		}
 	}
-	gemm := func(m, n, k int, a cuda.Ptr, lda int, w cuda.Ptr, out cuda.Ptr) {
-		// out[m×n] (fp32) = a[m×k] · wᵀ, w torch's [n, k].
+	gemmT := func(m, n, k int, a cuda.Ptr, lda int, w cuda.Ptr, out cuda.Ptr, ot cuda.DataType) {
+		// out[m×n] = a[m×k] · wᵀ, w torch's [n, k].
 		if err == nil {
-			err = d.Gemm(false, true, m, n, k, 1, a, dt, lda, w, dt, k, 0, out, cuda.F32, n)
+			err = d.Gemm(false, true, m, n, k, 1, a, dt, lda, w, dt, k, 0, out, ot, n)
 		}
+	}
+	gemm := func(m, n, k int, a cuda.Ptr, lda int, w cuda.Ptr, out cuda.Ptr) {
+		gemmT(m, n, k, a, lda, w, out, cuda.F32)
 	}
 	rows := cuda.Dim3{X: N} // one block per row of activations
 	scale := float32(1 / math.Sqrt(float64(hd)))
@@ -284,7 +290,7 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 
 	launch("bert_embed_ln"+sfx, rows, row, 4*H, idsP, g.word, g.pos, g.typ, g.embLnW, g.embLnB, T, H, eps, x, xh)
 	for _, L := range g.layers {
-		gemm(N, 3*H, H, in, H, L.qkvW, big)
+		gemmT(N, 3*H, H, in, H, L.qkvW, big, dt)
 		launch("bert_split_heads"+sfx, rows, row, 0, big, L.qkvB, T, nh, hd, q, k, v)
 		for b0 := 0; b0 < B && err == nil; b0 += bc {
 			nb := min(bc, B-b0)
@@ -305,7 +311,7 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 		launch("bert_merge_heads"+sfx, rows, row, 0, tmp, T, nh, hd, ctx)
 		gemm(N, H, H, ctx, H, L.oW, tmp)
 		launch("bert_add_ln", rows, row, 4*H, x, tmp, L.oB, L.ln1W, L.ln1B, H, eps, xh)
-		gemm(N, I, H, in, H, L.upW, big)
+		gemmT(N, I, H, in, H, L.upW, big, dt)
 		launch("bert_gelu"+sfx, rows, row, 0, big, L.upB, I, act)
 		gemm(N, H, I, act, I, L.downW, tmp)
 		launch("bert_add_ln", rows, row, 4*H, x, tmp, L.downB, L.ln2W, L.ln2B, H, eps, xh)

@@ -6,7 +6,8 @@
 // made on the device for the dense-search benchmarks.
 //
 // Storage: the *_f32 kernels read and write fp32 activations/weights, the
-// *_f16 ones IEEE half (carried as unsigned short bits); statistics,
+// *_f16 ones IEEE half (carried as unsigned short bits; bert_split_heads_f16
+// and bert_gelu_f16 read the half outputs of their GEMMs); statistics,
 // softmax, GELU and pooling are computed in fp32 (LayerNorm and pooling
 // sums in fp64, as lib/encoder's CPU forward does).
 //
@@ -158,18 +159,18 @@ extern "C" __global__ void __launch_bounds__(RED_MAX)
 // without its bias) plus bias into q, k, v, each [B, nh, T, hd] (one
 // contiguous T×hd matrix per sequence and head, for the strided-batched
 // GEMMs). One block per row; 32-bit column arithmetic.
-template <typename W>
-__device__ void split_heads(const float *qkv, const float *bias, int T, int nh, int hd, W *q, W *k, W *v) {
+template <typename R, typename W>
+__device__ void split_heads(const R *qkv, const float *bias, int T, int nh, int hd, W *q, W *k, W *v) {
 	int H = nh * hd;
 	long long r = blockIdx.x;
 	long long b = r / T, t = r - b * T;
-	const float *src = qkv + r * 3 * H;
+	const R *src = qkv + r * 3 * H;
 	for (int c = threadIdx.x; c < 3 * H; c += blockDim.x) {
 		int which = c / H, rem = c - which * H;
 		int h = rem / hd, d = rem - h * hd;
 		long long dst = ((b * nh + h) * T + t) * hd + d;
 		W *o = which == 0 ? q : (which == 1 ? k : v);
-		stv(o, dst, src[c] + bias[c]);
+		stv(o, dst, ldv(src, c) + bias[c]);
 	}
 }
 extern "C" __global__ void __launch_bounds__(RED_MAX)
@@ -177,7 +178,7 @@ extern "C" __global__ void __launch_bounds__(RED_MAX)
 	split_heads(qkv, bias, T, nh, hd, q, k, v);
 }
 extern "C" __global__ void __launch_bounds__(RED_MAX)
-    bert_split_heads_f16(const float *qkv, const float *bias, int T, int nh, int hd, half_t *q, half_t *k, half_t *v) {
+    bert_split_heads_f16(const half_t *qkv, const float *bias, int T, int nh, int hd, half_t *q, half_t *k, half_t *v) {
 	split_heads(qkv, bias, T, nh, hd, q, k, v);
 }
 
@@ -294,18 +295,18 @@ extern "C" __global__ void __launch_bounds__(RED_MAX) bert_merge_heads_f16(const
 
 // gelu: row r of out [N, cols] = GELU(u[r] + bias) with erf (BERT's
 // "gelu"). out may be u itself (fp32). One block per row.
-template <typename W>
-__device__ void gelu_bias(const float *u, const float *bias, int cols, W *out) {
+template <typename R, typename W>
+__device__ void gelu_bias(const R *u, const float *bias, int cols, W *out) {
 	long long base = (long long)blockIdx.x * cols;
 	for (int j = threadIdx.x; j < cols; j += blockDim.x) {
-		float x = u[base + j] + bias[j];
+		float x = ldv(u, base + j) + bias[j];
 		stv(out, base + j, 0.5f * x * (1.f + erff(x * 0.707106781186547524f)));
 	}
 }
 extern "C" __global__ void __launch_bounds__(RED_MAX) bert_gelu_f32(const float *u, const float *bias, int cols, float *out) {
 	gelu_bias(u, bias, cols, out);
 }
-extern "C" __global__ void __launch_bounds__(RED_MAX) bert_gelu_f16(const float *u, const float *bias, int cols, half_t *out) {
+extern "C" __global__ void __launch_bounds__(RED_MAX) bert_gelu_f16(const half_t *u, const float *bias, int cols, half_t *out) {
 	gelu_bias(u, bias, cols, out);
 }
 
