@@ -39,7 +39,10 @@ func encoderCorpus(t *testing.T, dir string) string {
 func TestEncoderIndexAndResume(t *testing.T) {
 	dir := t.TempDir()
 	corpus := encoderCorpus(t, dir)
-	args := []string{"--corpus", corpus, "--encoder", encoderModel, "--encoder-family", "e5", "--max-length", "64", "--embed-chunk", "64"}
+	// --device cpu: the embeddings are compared byte for byte (auto would
+	// take a GPU's fp16 forward, whose bits may depend on the batch shapes).
+	args := []string{"--corpus", corpus, "--encoder", encoderModel, "--encoder-family", "e5", "--max-length", "64", "--embed-chunk", "64",
+		"--device", "cpu"}
 	code, out := run(t, append(args, "--out", filepath.Join(dir, "ix"))...)
 	if code != 0 || !strings.Contains(out, "embedded 200 passages (0 kept from an earlier run)") || !strings.Contains(out, "dense 200×64") ||
 		!strings.Contains(out, `family e5`) || !strings.Contains(out, `passage prefix "passage: "`) {
@@ -105,7 +108,7 @@ func TestEncoderKillAndResume(t *testing.T) {
 	}
 	corpus := write(t, filepath.Join(dir, "big.jsonl"), buf.String())
 	args := func(out string) []string {
-		return []string{"--corpus", corpus, "--out", out, "--encoder", encoderModel, "--encoder-family", "e5",
+		return []string{"--corpus", corpus, "--out", out, "--encoder", encoderModel, "--encoder-family", "e5", "--device", "cpu",
 			"--max-length", "64", "--embed-chunk", "32", "--embeddings-out", filepath.Join(dir, "emb.npy")}
 	}
 	cmd := exec.Command(bin, args(filepath.Join(dir, "ix"))...)

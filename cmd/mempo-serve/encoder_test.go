@@ -44,8 +44,10 @@ func TestServeEncoder(t *testing.T) {
 	os.WriteFile(corpus, buf.Bytes(), 0o644)
 	ix := filepath.Join(dir, "ix")
 	app := retrieval.IndexApp()
+	// --device cpu here and in mempo-serve below: the check is an exact
+	// top-10, and auto would embed in fp16 on a GPU, where near ties may swap.
 	if err := app.Run([]string{"mempo-index", "--corpus", corpus, "--out", ix, "--encoder", encoderModel,
-		"--encoder-family", "e5", "--max-length", "64"}); err != nil {
+		"--encoder-family", "e5", "--max-length", "64", "--device", "cpu"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -81,7 +83,8 @@ func TestServeEncoder(t *testing.T) {
 		t.Fatalf("brute force over our embeddings differs from numpy's top-10 over transformers' (%v)", err)
 	}
 
-	cmd := command("--index", ix, "--encoder", encoderModel, "--encoder-family", "e5", "--max-length", "64", "--addr", "127.0.0.1:0")
+	cmd := command("--index", ix, "--encoder", encoderModel, "--encoder-family", "e5", "--max-length", "64", "--device", "cpu",
+		"--addr", "127.0.0.1:0")
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
