@@ -9,8 +9,9 @@ func CUDAAvailable() bool {
 	return ok
 }
 
-// NewBackend returns the backend for a --device value: "cpu", "cuda", or ""
-// / "auto" for CUDA when usable and the CPU otherwise. Asking for "cuda" where
+// NewBackend returns the backend for a --device value: "cpu", "cuda" (fp32
+// mode, or bf16 mode when MEMPO_CUDA_BF16=1), "cuda-bf16" (bf16 mode), or ""
+// / "auto" for CUDA when usable and the CPU otherwise. Asking for CUDA where
 // it is not usable is an error naming the reason, never a silent fallback.
 func NewBackend(device string) (Backend, error) {
 	switch device {
@@ -23,12 +24,15 @@ func NewBackend(device string) (Backend, error) {
 		return NewCPU(), nil
 	case "cpu":
 		return NewCPU(), nil
-	case "cuda":
+	case "cuda", "cuda-bf16":
 		be, err := NewCUDA()
 		if err != nil {
-			return nil, fmt.Errorf("device cuda: not usable here: %v", err)
+			return nil, fmt.Errorf("device %s: not usable here: %v", device, err)
+		}
+		if device == "cuda-bf16" {
+			be.SetBF16(true)
 		}
 		return be, nil
 	}
-	return nil, fmt.Errorf("device %q: want cpu or cuda", device)
+	return nil, fmt.Errorf("device %q: want cpu, cuda or cuda-bf16", device)
 }
