@@ -124,3 +124,74 @@ func TestFlatSearchGPU(t *testing.T) {
 		}
 	}
 }
+
+// GPU flat search on vectors of small integers: fp16 holds them exactly and
+// the GEMM's fp32 sums of them are exact, so the scores are integers full
+// of exact ties and the result must be numpy's stable order bit for bit,
+// through every kernel (warp selection for k ≤ 256, bitonic above), several
+// blocks of vectors (the last one of odd length) and rows where the scores
+// rise with the id (every score beats the running threshold). Skips
+// without a GPU; lib/encoder's TestEmuFlatSearch runs the same kernels on
+// the CPU emulation, NaN and infinities included.
+func TestFlatSearchGPUTies(t *testing.T) {
+	d := devOrSkip(t)
+	r := rand.New(rand.NewPCG(5, 6))
+	const n, dim, nq = 30011, 16, 70
+	base := make([]float32, n*dim)
+	for i := range base {
+		base[i] = float32(r.IntN(5) - 2)
+	}
+	for j := 0; j < n; j++ { // dimension 0: 0…7 rising with the id
+		base[j*dim] = float32(j * 8 / n)
+	}
+	q := make([]float32, nq*dim)
+	for i := range q {
+		q[i] = float32(r.IntN(3) - 1)
+	}
+	for c := 0; c < dim; c++ { // query 0 sees only dimension 0
+		q[c] = 0
+	}
+	q[0] = 1
+	x, err := d.NewFlatIndex(n, dim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer x.Free()
+	x.SetScratchMiB(1) // blocks of 2048 vectors for 70 queries, the last of 1339
+	if err := x.Add(base); err != nil {
+		t.Fatal(err)
+	}
+	if p := planFlat(nq, n, 10, 1<<20); p.blocks < 3 || n%p.block%2 == 0 {
+		t.Fatalf("plan %+v: want several blocks, the last of odd length", p)
+	}
+	for _, k := range []int{1, 7, 33, 100, 256, 257, 1000} {
+		dist, ids, err := x.Search(q, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := 0
+		for i := 0; i < nq; i++ {
+			sc := make([]float32, n)
+			idx := make([]int, n)
+			for j := 0; j < n; j++ {
+				var s float32
+				for c := 0; c < dim; c++ {
+					s += q[i*dim+c] * base[j*dim+c]
+				}
+				sc[j], idx[j] = s, j
+			}
+			sort.SliceStable(idx, func(a, b int) bool { return sc[idx[a]] > sc[idx[b]] })
+			for j := 0; j < k; j++ {
+				if ids[i*k+j] != int64(idx[j]) || dist[i*k+j] != sc[idx[j]] {
+					if bad < 5 {
+						t.Errorf("k=%d query %d rank %d: (%g, %d), want (%g, %d)", k, i, j, dist[i*k+j], ids[i*k+j], sc[idx[j]], idx[j])
+					}
+					bad++
+				}
+			}
+		}
+		if bad > 0 {
+			t.Errorf("k=%d: %d entries differ", k, bad)
+		}
+	}
+}

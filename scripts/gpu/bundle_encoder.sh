@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds bin/gpu/encoder/bundle.tar.gz, what scripts/gpu/run_encoder.sh needs
-# on the GPU machine (it has no Go): the test binaries of lib/encoder and
-# lib/retrieval (GPU tests; the benchmarks are tests gated by
+# on the GPU machine (it has no Go): the test binaries of lib/encoder,
+# lib/retrieval and lib/cuda (GPU tests; the benchmarks are tests gated by
 # MEMPO_CUDA_BENCH=1), mempo-serve (the end-to-end /retrieve benchmark runs
 # it), and in lib/ the shared libraries they link that the GPU image may
 # lack (OpenBLAS and its Fortran runtime), as scripts/gpu/bundle.sh gathers
@@ -17,6 +17,7 @@ export CGO_ENABLED=1
 FLAGS=(-trimpath -ldflags "-s -w")
 go test -c "${FLAGS[@]}" -o "$S/encoder.test" ./lib/encoder
 go test -c "${FLAGS[@]}" -o "$S/retrieval.test" ./lib/retrieval
+go test -c "${FLAGS[@]}" -o "$S/cuda.test" ./lib/cuda
 go build "${FLAGS[@]}" -o "$S/mempo-serve" ./cmd/mempo-serve
 # Copy every non-libc shared library the binaries link (resolving symlinks).
 for f in "$S"/*; do

@@ -15,7 +15,13 @@
 #   usage: scripts/gpu/run_encoder.sh [tests|bench|all]      (default: all)
 # Environment: MEMPO_CUDA_LIB_DIR (default: PyTorch's nvidia-* wheels), the
 # benchmarks' MEMPO_BENCH_* variables (see the tests), RUN_BUDGET (seconds
-# after which the remaining benchmarks are skipped; default 250).
+# after which the remaining benchmarks are skipped; default 250), RUN_LIMIT
+# (a hard limit in seconds: every step's timeout is cut to end 5 s before
+# it; default none), PARTS (the benchmarks to run, of: encoder dense
+# transformers torch-dense retrieve; default all), TEST_RUN (a -test.run
+# pattern for the lib/encoder tests; default all of them), TRANSFORMERS_RUNS
+# (scripts/bench_encoder.py's --runs). When the bundle has cuda.test, the
+# tests include lib/cuda's flat-search tests.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -57,39 +63,57 @@ T=$OUT/encoder-tests.log
 	command -v g++ >/dev/null || echo "no g++ here: the CPU emulation tests of kernels/bert.cu skip"
 } 2>&1 | tee "$T"
 
+parts=" ${PARTS:-encoder dense transformers torch-dense retrieve} "
+limit=${RUN_LIMIT:-0}
 left() { (( SECONDS < budget )) || { echo "== skipped $1: ${SECONDS}s of the ${budget}s budget used" | tee -a "$OUT/skipped.log"; return 1; }; }
+# want PART NAME: PART is in PARTS and the budget is not spent.
+want() { [[ $parts == *" $1 "* ]] && left "$2"; }
+# to N: N seconds, cut to end 5 s before RUN_LIMIT (at least 1).
+to() {
+	local t=$1
+	if (( limit > 0 )); then
+		local rest=$(( limit - SECONDS - 5 ))
+		(( rest < t )) && t=$(( rest > 1 ? rest : 1 ))
+	fi
+	echo "$t"
+}
 
 if [[ $what == tests || $what == all ]]; then
-	(cd lib/encoder && MEMPO_REQUIRE_CUDA=1 MEMPO_CUDA_DEBUG=${MEMPO_CUDA_DEBUG:-1} timeout 120 "$X/encoder.test" -test.v -test.count=1) >>"$T" 2>&1
+	(cd lib/encoder && MEMPO_REQUIRE_CUDA=1 MEMPO_CUDA_DEBUG=${MEMPO_CUDA_DEBUG:-1} timeout "$(to 120)" "$X/encoder.test" -test.v -test.count=1 -test.run "${TEST_RUN:-.}") >>"$T" 2>&1
 	s=$?; [[ $s == 0 ]] || status=$s
 	echo "== lib/encoder tests exit $s (${SECONDS}s)" | tee -a "$T"
-	(cd lib/retrieval && MEMPO_REQUIRE_CUDA=1 MEMPO_CUDA_DEBUG=${MEMPO_CUDA_DEBUG:-1} timeout 90 "$X/retrieval.test" -test.v -test.count=1 -test.run 'GPU') >>"$T" 2>&1
+	(cd lib/retrieval && MEMPO_REQUIRE_CUDA=1 MEMPO_CUDA_DEBUG=${MEMPO_CUDA_DEBUG:-1} timeout "$(to 90)" "$X/retrieval.test" -test.v -test.count=1 -test.run 'GPU') >>"$T" 2>&1
 	s=$?; [[ $s == 0 ]] || status=$s
 	echo "== lib/retrieval GPU tests exit $s (${SECONDS}s)" | tee -a "$T"
+	if [[ -x $X/cuda.test ]]; then
+		(cd lib/cuda && MEMPO_REQUIRE_CUDA=1 MEMPO_CUDA_DEBUG=${MEMPO_CUDA_DEBUG:-1} timeout "$(to 60)" "$X/cuda.test" -test.v -test.count=1 -test.run 'Flat|TopK') >>"$T" 2>&1
+		s=$?; [[ $s == 0 ]] || status=$s
+		echo "== lib/cuda flat-search tests exit $s (${SECONDS}s)" | tee -a "$T"
+	fi
 	grep -E "^(--- |FAIL|ok|panic)|max \|diff\||top-10|identical" "$T" | head -60
 fi
 if [[ $what == bench || $what == all ]]; then
 	B=$OUT/encoder-bench.log
-	if left "encoder (mempo)"; then
-		(cd lib/encoder && MEMPO_CUDA_BENCH=1 MEMPO_REQUIRE_CUDA=1 timeout 100 "$X/encoder.test" -test.v -test.count=1 -test.run 'TestCUDAEncoderBenchmarks$') >>"$B" 2>&1
+	if want encoder "encoder (mempo)"; then
+		(cd lib/encoder && MEMPO_CUDA_BENCH=1 MEMPO_REQUIRE_CUDA=1 timeout "$(to 100)" "$X/encoder.test" -test.v -test.count=1 -test.run 'TestCUDAEncoderBenchmarks$') >>"$B" 2>&1
 		echo "== mempo encoder benchmarks exit $? (${SECONDS}s)" | tee -a "$B"
 	fi
 	D=$OUT/dense-bench.log
-	if left "dense (mempo)"; then
-		(cd lib/retrieval && MEMPO_CUDA_BENCH=1 MEMPO_REQUIRE_CUDA=1 timeout 80 "$X/retrieval.test" -test.v -test.count=1 -test.run 'TestCUDADenseBenchmarks$') >>"$D" 2>&1
+	if want dense "dense (mempo)"; then
+		(cd lib/retrieval && MEMPO_CUDA_BENCH=1 MEMPO_REQUIRE_CUDA=1 timeout "$(to 80)" "$X/retrieval.test" -test.v -test.count=1 -test.run 'TestCUDADenseBenchmarks$') >>"$D" 2>&1
 		echo "== mempo dense benchmarks exit $? (${SECONDS}s)" | tee -a "$D"
 	fi
-	if left "encoder (transformers)"; then
-		PYTHONUNBUFFERED=1 timeout 100 python3 scripts/bench_encoder.py --threads "$(nproc)" --seconds 1.5 \
-			--runs cpu:fp32:16:256,cuda:fp16:64:256,cuda:fp16:128:256,cuda:fp16:256:256,cuda:fp32:128:256,cuda:fp16:1:24,cuda:fp16:256:24 >>"$B" 2>&1
+	if want transformers "encoder (transformers)"; then
+		PYTHONUNBUFFERED=1 timeout "$(to 100)" python3 scripts/bench_encoder.py --threads "$(nproc)" --seconds 1.5 \
+			--runs "${TRANSFORMERS_RUNS:-cpu:fp32:16:256,cuda:fp16:64:256,cuda:fp16:128:256,cuda:fp16:256:256,cuda:fp32:128:256,cuda:fp16:1:24,cuda:fp16:256:24}" >>"$B" 2>&1
 		echo "== transformers encoder benchmarks exit $? (${SECONDS}s)" | tee -a "$B"
 	fi
-	if left "dense (torch)"; then
-		PYTHONUNBUFFERED=1 timeout 80 python3 scripts/gpu/bench_dense.py >>"$D" 2>&1
+	if want torch-dense "dense (torch)"; then
+		PYTHONUNBUFFERED=1 timeout "$(to 80)" python3 scripts/gpu/bench_dense.py >>"$D" 2>&1
 		echo "== torch dense benchmarks exit $? (${SECONDS}s)" | tee -a "$D"
 	fi
-	if left "retrieve end to end"; then
-		(cd lib/retrieval && MEMPO_CUDA_BENCH=1 MEMPO_REQUIRE_CUDA=1 MEMPO_SERVE_BIN="$X/mempo-serve" timeout 120 "$X/retrieval.test" -test.v -test.count=1 -test.run 'TestCUDARetrieveBenchmark$') >>"$OUT/retrieve-bench.log" 2>&1
+	if want retrieve "retrieve end to end"; then
+		(cd lib/retrieval && MEMPO_CUDA_BENCH=1 MEMPO_REQUIRE_CUDA=1 MEMPO_SERVE_BIN="$X/mempo-serve" timeout "$(to 120)" "$X/retrieval.test" -test.v -test.count=1 -test.run 'TestCUDARetrieveBenchmark$') >>"$OUT/retrieve-bench.log" 2>&1
 		echo "== retrieve benchmark exit $? (${SECONDS}s)" | tee -a "$OUT/retrieve-bench.log"
 	fi
 	grep -h "^BENCH" "$B" "$D" "$OUT/retrieve-bench.log" 2>/dev/null
