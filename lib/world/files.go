@@ -36,7 +36,7 @@ type Sizes struct {
 
 // DefaultSizes are the demo's.
 func DefaultSizes() Sizes {
-	return Sizes{SFTTasks: 480, SFTK: []int{1, 2, 3, 4}, RLTasks: 512, RLK: 2, TestTasks: 32, TestK: []int{1, 2, 4, 8},
+	return Sizes{SFTTasks: 2400, SFTK: []int{1, 2, 3, 4}, RLTasks: 512, RLK: 2, TestTasks: 32, TestK: []int{1, 2, 4, 8},
 		Hidden: 128, Intermediate: 256, Layers: 2, Heads: 4, KVHeads: 2, Merges: 12000}
 }
 

@@ -5,10 +5,13 @@
 # at least MARGIN points, and MemPO-RL must beat SFT on every seed. It is
 # not part of CI because it takes three full demos.
 #
-# MARGIN is a target, not yet a measurement: with the demo's CPU budget the
-# SFT model learns the step format but not yet to copy names, so every
-# trajectory scores 0, GRPO/MemPO get no signal, and this check fails
-# (docs/DEMO.md, "Status"). Set it from measured runs once RL has headroom.
+# MARGIN is a target, not yet a measurement: within the demo's CPU budget
+# the SFT model learns the protocol and its decisions (which question is
+# next, when a second lookup is needed, when to answer) but not yet to copy
+# a held-out person's name into its query or a value into its memory, so
+# its F1 is chance level (0-5 points), RL's task signal is luck, and this
+# check fails (docs/DEMO.md, "Status"). Set it from measured runs once the
+# cold start copies.
 set -euo pipefail
 SEEDS=${SEEDS:-"1 2 3"}
 OUT=${OUT:-runs/demo-check}

@@ -22,11 +22,12 @@ DEVICE=${DEVICE:-}                    # cpu or cuda; empty: cuda when usable
 SHORT=${SHORT:-0}                     # 1: the few-second smoke version make test runs
 
 # Cold start.
-SFT_DEMOS=${SFT_DEMOS:-480}           # expert trajectories used for SFT
-SFT_EPOCHS=${SFT_EPOCHS:-5}
+SFT_DEMOS=${SFT_DEMOS:-2400}          # expert trajectories used for SFT (each seen once: repeated
+SFT_EPOCHS=${SFT_EPOCHS:-1}           # demonstrations get memorized instead of teaching to copy)
 SFT_LR=${SFT_LR:-3e-3}                # peak; warmup then cosine down to a tenth
 SFT_BATCH=${SFT_BATCH:-8}             # trajectories per optimizer step
-REACT_EPOCHS=${REACT_EPOCHS:-2}       # the ReAct baseline's SFT (its full-history contexts cost more)
+REACT_DEMOS=${REACT_DEMOS:-960}       # the ReAct baseline's SFT: the first REACT_DEMOS of them (its
+REACT_EPOCHS=${REACT_EPOCHS:-1}       # full-history contexts cost more)
 # RL.
 ITERS=${ITERS:-3}                     # MemPO iterations (rollout → update)
 RL_TASKS=${RL_TASKS:-8}               # training tasks per iteration (k = 2)
@@ -45,7 +46,7 @@ TOPK=${TOPK:-2}                       # passages per search: the fact and one ot
 HINT=${HINT:-false}                   # the "[Turns left: N]" line in observations
 
 if [ "$SHORT" = 1 ]; then
-	SFT_DEMOS=${SHORT_SFT_DEMOS:-8}; SFT_EPOCHS=1; REACT_EPOCHS=1; SFT_BATCH=4; RL_MINI_BATCH=2
+	SFT_DEMOS=${SHORT_SFT_DEMOS:-8}; REACT_DEMOS=$SFT_DEMOS; SFT_EPOCHS=1; REACT_EPOCHS=1; SFT_BATCH=4; RL_MINI_BATCH=2
 	ITERS=1; RL_TASKS=2; GROUP=2; EVAL_K="2"; EVAL_TASKS=2; MAX_STEP_TOKENS=24
 fi
 
@@ -73,10 +74,11 @@ say "index → $OUT/index"
 
 # 3. Expert demonstrations, MemPO's context (keep 1) and ReAct's (keep all).
 head -n "$SFT_DEMOS" "$WORLD/train-sft.jsonl" > "$OUT/sft-tasks.jsonl"
+head -n "$REACT_DEMOS" "$WORLD/train-sft.jsonl" > "$OUT/sft-react-tasks.jsonl"
 say "expert demonstrations → $OUT/demos.parquet, $OUT/demos-react.parquet"
 for keep in 1 all; do
-	name=demos; [ "$keep" = all ] && name=demos-react
-	"$BIN/mempo-rollout" expert --tasks "$OUT/sft-tasks.jsonl" --index "$OUT/index" \
+	name=demos tasks=$OUT/sft-tasks.jsonl; [ "$keep" = all ] && name=demos-react tasks=$OUT/sft-react-tasks.jsonl
+	"$BIN/mempo-rollout" expert --tasks "$tasks" --index "$OUT/index" \
 		--tokenizer "$WORLD/tokenizer.json" --keep "$keep" "${proto[@]}" --out "$OUT/$name.parquet"
 done
 
@@ -88,9 +90,9 @@ say "init → $OUT/init"
 # 5. SFT cold start on the demonstrations (one for MemPO/GRPO, one for ReAct),
 #    warmup then cosine decay over all its optimizer steps.
 for name in sft sft-react; do
-	data=$OUT/demos.parquet epochs=$SFT_EPOCHS
-	[ "$name" = sft-react ] && data=$OUT/demos-react.parquet epochs=$REACT_EPOCHS
-	steps=$(( (SFT_DEMOS + SFT_BATCH - 1) / SFT_BATCH * epochs ))
+	data=$OUT/demos.parquet epochs=$SFT_EPOCHS n=$SFT_DEMOS
+	[ "$name" = sft-react ] && data=$OUT/demos-react.parquet epochs=$REACT_EPOCHS n=$REACT_DEMOS
+	steps=$(( (n + SFT_BATCH - 1) / SFT_BATCH * epochs ))
 	say "$name ← $data ($steps steps)"
 	"$BIN/mempo-update" sft --model "$OUT/init" --data "$data" --out "$OUT/$name" \
 		--epochs "$epochs" --lr "$SFT_LR" --batch-size "$SFT_BATCH" --seed "$SEED" \
