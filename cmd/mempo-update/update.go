@@ -356,6 +356,13 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 			return err
 		}
 	}
+	// On a GPU, one process: the optimizer runs there too (weights,
+	// gradients and moments stay on the device between steps).
+	if _, gpu := m.Backend().(*model.CUDA); gpu && j.shards <= 1 && os.Getenv("MEMPO_HOST_OPTIMIZER") != "1" {
+		if err := t.UseDeviceOptimizer(); err != nil {
+			return err
+		}
+	}
 	if j.prepRef != nil {
 		if err := j.prepRef(j.batch); err != nil {
 			return err
@@ -378,16 +385,16 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 		prog.Printf("step %d/%d loss %.4g clipfrac %.3f kl %.3g grad-norm %.3g", k+1, total, res.Row.Loss, res.Row.PGClipfrac, res.Row.KL, res.GradNorm)
 	}
 	prog.Done("%d steps", stop-from)
-	nrs := update.RunState{GlobalStep: t.Opt.StepCount(), Seed: j.plan.Seed, PlanStep: stop, PlanSteps: total,
+	nrs := update.RunState{GlobalStep: t.StepCount(), Seed: j.plan.Seed, PlanStep: stop, PlanSteps: total,
 		Fingerprint: fp, Schedule: j.cfg.Schedule, AdamW: j.cfg.AdamW}
-	if err := update.SaveCheckpoint(j.out, t.Model, j.modelD, t.Opt.State(), nrs, rows); err != nil {
+	if err := update.SaveCheckpoint(j.out, t.Model, j.modelD, t.OptimizerState(), nrs, rows); err != nil {
 		return err
 	}
 	if stop < total {
 		fmt.Fprintf(c.App.Writer, "wrote %s after step %d of %d; rerun the same command to continue\n", j.out, stop, total)
 		return nil
 	}
-	fmt.Fprintf(c.App.Writer, "wrote %s: %d steps, global step %d\n", j.out, total, t.Opt.StepCount())
+	fmt.Fprintf(c.App.Writer, "wrote %s: %d steps, global step %d\n", j.out, total, t.StepCount())
 	return j.finish(t.Model, rows)
 }
 

@@ -245,6 +245,16 @@ func (m *Model) Grads() map[string][]float32 {
 	return out
 }
 
+// ParamTensor is the backend tensor of a parameter (nil if there is none),
+// for optimizers that run on the backend's device.
+func (m *Model) ParamTensor(name string) Tensor { return m.params.byName[name] }
+
+// GradTensor is the backend tensor that accumulates a parameter's gradient.
+func (m *Model) GradTensor(name string) Tensor {
+	m.ensureGrads()
+	return m.grads.byName[name]
+}
+
 // ZeroGrads resets the accumulated gradients.
 func (m *Model) ZeroGrads() {
 	if m.grads == nil {

@@ -30,6 +30,10 @@ func (t *Trainer) tokens(trajs []int) int {
 // SFTShardGrad is ShardGrad for the SFT loss: the shard's part of the
 // mini-batch's mean cross-entropy and its gradient.
 func (t *Trainer) SFTShardGrad(mbTrajs, shard []int) (*ShardResult, error) {
+	return t.sftShardGrad(mbTrajs, shard, false)
+}
+
+func (t *Trainer) sftShardGrad(mbTrajs, shard []int, onDevice bool) (*ShardResult, error) {
 	b := t.Batch
 	res := &ShardResult{Trajs: len(shard), Shards: 1}
 	N := t.tokens(mbTrajs)
@@ -53,8 +57,7 @@ func (t *Trainer) SFTShardGrad(mbTrajs, shard []int) (*ShardResult, error) {
 	for _, i := range shard {
 		res.PeakSum += float64(b.Trajs[i].Peak)
 	}
-	res.Grads = m.Grads()
-	m.ZeroGrads()
+	res.takeGrads(m, onDevice)
 	return res, nil
 }
 

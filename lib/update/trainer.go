@@ -196,7 +196,8 @@ func RefLogProbs(ref *model.Model, b *Batch, trajs []int, maxTok int) error {
 // ShardResult is the gradient of one shard of a mini-batch and the sums its
 // metrics need; shards combine with Add.
 type ShardResult struct {
-	Grads    map[string][]float32
+	Grads    map[string][]float32 // nil when the gradient stayed on the device (onDevice)
+	onDevice bool
 	Metrics  rl.Metrics
 	Trajs    int     // trajectories of the shard
 	PeakSum  float64 // Σ peak tokens of the shard's trajectories
@@ -238,14 +239,53 @@ type Trainer struct {
 	// SFT trains the cross-entropy of the output tokens instead of the
 	// MemPO loss (Step and Grad dispatch on it).
 	SFT bool
+
+	dev *deviceOpt // the optimizer on the GPU (UseDeviceOptimizer), or nil
+}
+
+// UseDeviceOptimizer moves the optimizer to the GPU, starting from Opt's
+// state: Step then keeps gradients, weights and moments on the device
+// (single-process steps; Grad and Apply of host gradients, which
+// `grad --shard` and `apply` use, stay on the host). The model must be on
+// the CUDA backend.
+func (t *Trainer) UseDeviceOptimizer() error {
+	d, err := newDeviceOpt(t.Model, t.Cfg.AdamW, t.Opt.State())
+	if err != nil {
+		return err
+	}
+	t.dev = d
+	return nil
+}
+
+// OptimizerState is the optimizer's state (copied from the device when the
+// optimizer runs there).
+func (t *Trainer) OptimizerState() optim.State {
+	if t.dev != nil {
+		return t.dev.state()
+	}
+	return t.Opt.State()
+}
+
+// StepCount is the number of optimizer steps taken (optim.AdamW.StepCount).
+func (t *Trainer) StepCount() int64 {
+	if t.dev != nil {
+		return t.dev.stepCount()
+	}
+	return t.Opt.StepCount()
 }
 
 // Grad computes one shard's gradient with the trainer's loss (MemPO or SFT).
 func (t *Trainer) Grad(mbTrajs, shard []int) (*ShardResult, error) {
+	return t.grad(mbTrajs, shard, false)
+}
+
+// grad is Grad; onDevice leaves the gradient in the model's tensors for
+// the device optimizer instead of copying it out.
+func (t *Trainer) grad(mbTrajs, shard []int, onDevice bool) (*ShardResult, error) {
 	if t.SFT {
-		return t.SFTShardGrad(mbTrajs, shard)
+		return t.sftShardGrad(mbTrajs, shard, onDevice)
 	}
-	return t.ShardGrad(mbTrajs, shard)
+	return t.shardGrad(mbTrajs, shard, onDevice)
 }
 
 // NewTrainer checks the configuration and returns a trainer with a fresh
@@ -318,6 +358,10 @@ func (t *Trainer) Evaluate(trajs []int) (rl.Metrics, error) {
 // each step's context, per-token coefficients from rl.Loss with the
 // mini-batch's denominators, then model.Backward of Σ coef·logp.
 func (t *Trainer) ShardGrad(mbTrajs, shard []int) (*ShardResult, error) {
+	return t.shardGrad(mbTrajs, shard, false)
+}
+
+func (t *Trainer) shardGrad(mbTrajs, shard []int, onDevice bool) (*ShardResult, error) {
 	b := t.Batch
 	out, lp, samples, err := t.loss(mbTrajs, shard)
 	if err != nil {
@@ -358,9 +402,19 @@ func (t *Trainer) ShardGrad(mbTrajs, shard []int) (*ShardResult, error) {
 			return nil, err
 		}
 	}
-	res.Grads = m.Grads()
-	m.ZeroGrads()
+	res.takeGrads(m, onDevice)
 	return res, nil
+}
+
+// takeGrads copies the model's accumulated gradient into r and clears it,
+// or, onDevice, leaves it in the model for the device optimizer.
+func (r *ShardResult) takeGrads(m *model.Model, onDevice bool) {
+	if onDevice {
+		r.onDevice = true
+		return
+	}
+	r.Grads = m.Grads()
+	m.ZeroGrads()
 }
 
 // StepResult is one optimizer step's outcome.
@@ -374,6 +428,12 @@ type StepResult struct {
 // optimizer's step count, and fills the metrics row. A non-finite gradient
 // norm is an error and leaves the model and the optimizer untouched.
 func (t *Trainer) Apply(g *ShardResult) (*StepResult, error) {
+	if g.onDevice {
+		return t.applyOnDevice(g)
+	}
+	if t.dev != nil {
+		return nil, fmt.Errorf("update: a host gradient given to the device optimizer")
+	}
 	m := t.Model
 	names := m.ParamNames()
 	params := make([]optim.Param, len(names))
@@ -401,9 +461,28 @@ func (t *Trainer) Apply(g *ShardResult) (*StepResult, error) {
 			return nil, err
 		}
 	}
+	return t.result(g, norm, lr), nil
+}
+
+// applyOnDevice is Apply for a gradient left on the device.
+func (t *Trainer) applyOnDevice(g *ShardResult) (*StepResult, error) {
+	if t.dev == nil {
+		return nil, fmt.Errorf("update: a device gradient without the device optimizer")
+	}
+	lr := t.Cfg.Schedule.LR(t.dev.stepCount())
+	norm, err := t.dev.apply(t.Model, t.Cfg.MaxGradNorm, lr)
+	t.Model.ZeroGrads()
+	if err != nil {
+		return nil, fmt.Errorf("update: %v: step skipped, nothing written", err)
+	}
+	return t.result(g, norm, lr), nil
+}
+
+// result is the step's metrics row.
+func (t *Trainer) result(g *ShardResult, norm, lr float64) *StepResult {
 	met := g.Metrics // the advantage statistics came with the shards
 	row := records.Update{
-		Step: t.Opt.StepCount(), Loss: met.Loss, PGLoss: met.PGLoss, PGClipfrac: met.PGClipFrac,
+		Step: t.StepCount(), Loss: met.Loss, PGLoss: met.PGLoss, PGClipfrac: met.PGClipFrac,
 		KL: met.KL, Entropy: met.Entropy, GradNorm: norm, LR: lr,
 		AdvTaskMean: met.AdvTaskMean, AdvTaskStd: met.AdvTaskStd, AdvMemMean: met.AdvMemMean, AdvMemStd: met.AdvMemStd,
 		RewardTaskMean: met.RewardTaskMean, RewardMemMean: met.RewardMemMean,
@@ -415,7 +494,7 @@ func (t *Trainer) Apply(g *ShardResult) (*StepResult, error) {
 	if met.Tokens > 0 {
 		row.LogprobDriftMean = g.DriftSum / float64(met.Tokens)
 	}
-	return &StepResult{Row: row, GradNorm: norm}, nil
+	return &StepResult{Row: row, GradNorm: norm}
 }
 
 // Step runs optimizer step k of the plan: the gradient of its mini-batch as
@@ -429,7 +508,8 @@ func (t *Trainer) Step(p Plan, k, shards int) (*StepResult, error) {
 	epoch, trajs := p.At(k)
 	var sum *ShardResult
 	for i := 0; i < shards; i++ {
-		r, err := t.Grad(trajs, Shard(trajs, i, shards))
+		// One shard with the device optimizer: the gradient stays put.
+		r, err := t.grad(trajs, Shard(trajs, i, shards), t.dev != nil && shards == 1)
 		if err != nil {
 			return nil, err
 		}

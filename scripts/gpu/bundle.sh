@@ -14,6 +14,7 @@ export CGO_ENABLED=1
 FLAGS=(-trimpath -ldflags "-s -w")
 go test -c "${FLAGS[@]}" -o "$B/cuda.test" ./lib/cuda
 go test -c "${FLAGS[@]}" -o "$B/model.test" ./lib/model
+go test -c "${FLAGS[@]}" -o "$B/update.test" ./lib/update
 if [[ "${1:-}" != "--no-cmds" ]]; then
 	for c in mempo-index mempo-serve mempo-rollout mempo-update mempo-score; do
 		go build "${FLAGS[@]}" -o "$B/$c" "./cmd/$c"

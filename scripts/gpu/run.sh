@@ -60,6 +60,12 @@ if [[ $what == tests || $what == all ]]; then
 		echo "== $t exit $s"
 		grep -vE "^(=== RUN|PASS$|ok )" /tmp/mempo-test.log | head -40
 	done
+	# The optimizer on the device against the host's (lib/update).
+	(cd lib/update && MEMPO_REQUIRE_CUDA=1 timeout 300 "$B/update.test" -test.v -test.count=1 -test.run '^TestDeviceOptimizerMatchesHost$') >/tmp/mempo-test.log 2>&1
+	s=$?; [[ $s == 0 ]] || status=$s
+	{ echo "== TestDeviceOptimizerMatchesHost exit $s"; cat /tmp/mempo-test.log; } >>"$OUT/tests.log"
+	echo "== TestDeviceOptimizerMatchesHost exit $s"
+	grep -vE "^(=== RUN|PASS$|ok )" /tmp/mempo-test.log | head -20
 	echo "tests exit status: $status"
 fi
 if [[ $what == bench || $what == all ]]; then

@@ -19,3 +19,28 @@ extern "C" __global__ void adamw_f32(float *p, const float *g, float *m, float *
 		p[i] = __fadd_rn(th, __fdiv_rn(__fmul_rn(negStep, mi), den));
 	}
 }
+
+// sumsq_f64: *out += Σ x_i² in float64 (each block adds its partial sum).
+// The order of the sum differs from the host's, so norms agree to rounding.
+extern "C" __global__ void sumsq_f64(double *out, const float *x, long long n) {
+	__shared__ double sc[32];
+	double s = 0.0;
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) {
+		double v = (double)x[i];
+		s += v * v;
+	}
+	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+	if (lane == 0) sc[w] = s;
+	__syncthreads();
+	if (w == 0) {
+		s = lane < (int)(blockDim.x >> 5) ? sc[lane] : 0.0;
+		for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+		if (lane == 0) atomicAdd(out, s);
+	}
+}
+
+// scale_f32: x *= c (gradient clipping, one rounding per element as torch).
+extern "C" __global__ void scale_f32(float *x, long long n, float c) {
+	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)blockDim.x * gridDim.x) x[i] = __fmul_rn(x[i], c);
+}
