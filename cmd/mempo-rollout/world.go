@@ -18,9 +18,12 @@ var worldCommand = &ucli.Command{
 		"demonstrations), train-rl-k2.jsonl (RL prompts), test-k{1,2,4,8}.jsonl (tasks on held-out people),\n" +
 		"tokenizer.json + tokenizer_config.json (byte-level BPE; protocol tags and ChatML tokens are single ids),\n" +
 		"model-config.json (for mempo-update init --config) and world.json (what was generated). The same seed\n" +
-		"and sizes always give the same files.",
+		"and sizes always give the same files. --fact-seed N writes a fact-shuffled variant of that world (same names,\n" +
+		"tokenizer and model config; new facts, corpus and tasks): SFT on several variants cannot be learned by\n" +
+		"remembering facts.",
 	Flags: []ucli.Flag{
 		&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "world seed"},
+		&ucli.Uint64Flag{Name: "fact-seed", Usage: "write a fact-shuffled variant of the seed's world: the same names, held-out people, tokenizer and model config, every fact drawn again (0: the world itself)"},
 		&ucli.StringFlag{Name: "out", Required: true, Usage: "directory to write"},
 		&ucli.IntFlag{Name: "people", Value: world.DefaultConfig(0).People, Usage: "people in the world"},
 		&ucli.IntFlag{Name: "sft-tasks", Value: world.DefaultSizes().SFTTasks, Usage: "training tasks for the expert's demonstrations"},
@@ -40,6 +43,7 @@ var worldCommand = &ucli.Command{
 		cfg := world.DefaultConfig(c.Uint64("seed"))
 		cfg.People = c.Int("people")
 		cfg.MaxTurns = c.Int("max-turns")
+		cfg.FactSeed = c.Uint64("fact-seed")
 		s := world.DefaultSizes()
 		s.SFTTasks, s.SFTK = c.Int("sft-tasks"), c.IntSlice("sft-k")
 		s.RLTasks, s.RLK = c.Int("rl-tasks"), c.Int("rl-k")
@@ -53,8 +57,15 @@ var worldCommand = &ucli.Command{
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(c.App.ErrWriter, "world seed %d → %s: %d passages, %d people (%d held out for test), tokenizer %d ids\n",
-			cfg.Seed, c.String("out"), m.Passages, m.People, m.Test, m.Vocab)
+		fmt.Fprintf(c.App.ErrWriter, "world seed %d%s → %s: %d passages, %d people (%d held out for test), tokenizer %d ids\n",
+			cfg.Seed, variantNote(cfg.FactSeed), c.String("out"), m.Passages, m.People, m.Test, m.Vocab)
 		return nil
 	},
+}
+
+func variantNote(factSeed uint64) string {
+	if factSeed == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (facts %d)", factSeed)
 }

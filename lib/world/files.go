@@ -244,8 +244,19 @@ func Write(dir string, cfg Config, s Sizes) (*Manifest, error) {
 		m.Files[TestTasksFile(k)] = fmt.Sprintf("%d tasks, k = %d (held-out people)", len(ts), k)
 	}
 
-	// Tokenizer and model config.
-	texts, weights, split := w.TokenizerTexts()
+	// Tokenizer and model config. A fact-shuffled variant uses the tokenizer
+	// of its world (FactSeed 0), byte for byte: its merges are learned from
+	// the text, which the facts change, and a model trained on several
+	// variants needs one set of ids.
+	tw := w
+	if cfg.FactSeed != 0 {
+		base := cfg
+		base.FactSeed = 0
+		if tw, err = Generate(base); err != nil {
+			return nil, err
+		}
+	}
+	texts, weights, split := tw.TokenizerTexts()
 	tj, err := TokenizerJSON(texts, weights, s.Merges, 2, split)
 	if err != nil {
 		return nil, err

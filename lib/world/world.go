@@ -48,6 +48,15 @@ type Config struct {
 	// MaxTurns−1 lookups, so the expert can answer within the protocol's turn
 	// limit (a two-hop question is made single-hop when it would not fit).
 	MaxTurns int
+	// FactSeed, when not zero, makes this a fact-shuffled variant of the
+	// world of Seed: the same people, companies, cities and products (the
+	// same names, the same held-out people, the same tokenizer and model
+	// config) with every fact drawn again from FactSeed, its own corpus, and
+	// its own draw of tasks. A person lives in one city in one variant and in
+	// another in the next, so a model trained on demonstrations from several
+	// variants cannot lower its loss by remembering facts: it has to copy the
+	// value from the passage. Zero is the world itself.
+	FactSeed uint64 `json:",omitempty"`
 }
 
 // DefaultConfig is the demo's world: a few thousand passages, indexed in a
@@ -184,24 +193,35 @@ func Generate(cfg Config) (*World, error) {
 	w.Products = prods[:cfg.Products]
 	sort.Strings(w.Products)
 
-	pick := func(xs []string) string { return xs[r.IntN(len(xs))] }
+	// rr draws the facts and the corpus: the world's own generator, or for a
+	// variant (FactSeed ≠ 0) one of its own, after the same names and the
+	// same held-out people.
+	rr := r
+	pick := func(xs []string) string { return xs[rr.IntN(len(xs))] }
 	set := func(e, a, v string) {
 		if w.Facts[e] == nil {
 			w.Facts[e] = map[string]string{}
 		}
 		w.Facts[e][a] = v
 	}
-	for _, c := range w.Companies {
-		set(c, "city", pick(w.Cities))
-		set(c, "product", pick(w.Products))
+	drawFacts := func() {
+		for _, c := range w.Companies {
+			set(c, "city", pick(w.Cities))
+			set(c, "product", pick(w.Products))
+		}
+		for _, p := range w.People {
+			set(p, "city", pick(w.Cities))
+			set(p, "employer", pick(w.Companies))
+		}
 	}
-	for _, p := range w.People {
-		set(p, "city", pick(w.Cities))
-		set(p, "employer", pick(w.Companies))
-	}
+	drawFacts()
 	nTest := int(float64(cfg.People)*cfg.TestShare + 0.5)
 	for _, i := range r.Perm(cfg.People)[:nTest] {
 		w.Test[w.People[i]] = true
+	}
+	if cfg.FactSeed != 0 {
+		rr = rand.New(rand.NewPCG(cfg.Seed, 0x6661637473^cfg.FactSeed<<40))
+		drawFacts()
 	}
 
 	// Fact passages, one fact each, titled by the entity.
@@ -244,14 +264,14 @@ func Generate(cfg Config) (*World, error) {
 		},
 	}
 	for _, p := range w.People {
-		for _, i := range r.Perm(len(personTpl))[:min(cfg.Distractors, len(personTpl))] {
+		for _, i := range rr.Perm(len(personTpl))[:min(cfg.Distractors, len(personTpl))] {
 			add(p, personTpl[i](p))
 		}
 	}
 	for _, c := range w.Companies {
 		add(c, c+" sold "+other(w.Products, w.Facts[c]["product"])+" for one year in the city of "+other(w.Cities, w.Facts[c]["city"])+".")
 	}
-	r.Shuffle(len(corpus), func(i, j int) { corpus[i], corpus[j] = corpus[j], corpus[i] })
+	rr.Shuffle(len(corpus), func(i, j int) { corpus[i], corpus[j] = corpus[j], corpus[i] })
 	for i := range corpus {
 		corpus[i].ID = fmt.Sprintf("w%d", i)
 	}
@@ -332,13 +352,13 @@ func (w *World) Tasks(split Split, k, n int, stream uint64) ([]tasks.Task, [][]Q
 	if split == Test {
 		salt = 2
 	}
-	r := rand.New(rand.NewPCG(w.Cfg.Seed^0x7461736b, salt<<48|uint64(k)<<32|stream))
+	r := rand.New(rand.NewPCG(w.Cfg.Seed^0x7461736b^w.Cfg.FactSeed*0x9e3779b97f4a7c15, salt<<48|uint64(k)<<32|stream))
 	out := make([]tasks.Task, 0, n)
 	qs := make([][]Question, 0, n)
 	for i := 0; i < n; i++ {
 		perm := r.Perm(len(pool))[:k]
 		t := tasks.Task{
-			TaskID:     fmt.Sprintf("world%d/%s/k%d/%d-%d", w.Cfg.Seed, split, k, stream, i),
+			TaskID:     fmt.Sprintf("world%d%s/%s/k%d/%d-%d", w.Cfg.Seed, w.variant(), split, k, stream, i),
 			DataSource: "world",
 			K:          int32(k),
 		}
@@ -388,4 +408,13 @@ func (w *World) Texts() []string {
 		}
 	}
 	return out
+}
+
+// variant is "" for the world itself and "v<FactSeed>" for a fact-shuffled
+// variant (task ids say which world they were drawn from).
+func (w *World) variant() string {
+	if w.Cfg.FactSeed == 0 {
+		return ""
+	}
+	return "v" + strconv.FormatUint(w.Cfg.FactSeed, 10)
 }

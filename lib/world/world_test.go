@@ -341,3 +341,87 @@ func from32(ids []int32) []int {
 	}
 	return out
 }
+
+// A fact-shuffled variant keeps the world's names, held-out people,
+// tokenizer and model config, and draws its facts, corpus and tasks again.
+func TestFactVariants(t *testing.T) {
+	base, err := Generate(DefaultConfig(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := DefaultConfig(1)
+	cfg.FactSeed = 1
+	v1, err := Generate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.FactSeed = 2
+	v2, _ := Generate(cfg)
+	for _, v := range []*World{v1, v2} {
+		if strings.Join(v.People, ",") != strings.Join(base.People, ",") || strings.Join(v.Companies, ",") != strings.Join(base.Companies, ",") ||
+			strings.Join(v.Cities, ",") != strings.Join(base.Cities, ",") || strings.Join(v.Products, ",") != strings.Join(base.Products, ",") {
+			t.Fatal("a variant changed the entities")
+		}
+		if len(v.Test) != len(base.Test) {
+			t.Fatalf("%d held-out people, want %d", len(v.Test), len(base.Test))
+		}
+		for p := range base.Test {
+			if !v.Test[p] {
+				t.Fatalf("%s is held out in the world but not in a variant", p)
+			}
+		}
+	}
+	// About 1/40 of the people keep their city by chance; most must move.
+	moved, moved12 := 0, 0
+	for _, p := range base.People {
+		if v1.Facts[p]["city"] != base.Facts[p]["city"] {
+			moved++
+		}
+		if v1.Facts[p]["city"] != v2.Facts[p]["city"] {
+			moved12++
+		}
+	}
+	if moved < len(base.People)*9/10 || moved12 < len(base.People)*9/10 {
+		t.Fatalf("only %d and %d of %d people changed city between variants", moved, moved12, len(base.People))
+	}
+	tb, _, _ := base.Tasks(Train, 2, 4, 1)
+	tv, _, _ := v1.Tasks(Train, 2, 4, 1)
+	if tb[0].Prompt == tv[0].Prompt || tb[0].TaskID == tv[0].TaskID {
+		t.Fatalf("a variant drew the world's tasks: %q %q", tb[0].TaskID, tv[0].TaskID)
+	}
+	// Every gold of a variant's task is the variant's fact, and its corpus
+	// states it.
+	_, qs, _ := v1.Tasks(Train, 2, 20, 1)
+	corpus := map[string]bool{}
+	for _, p := range v1.Corpus {
+		corpus[p.Contents] = true
+	}
+	for _, tq := range qs {
+		for _, q := range tq {
+			for _, l := range q.Lookups {
+				if l.Value != v1.Facts[l.Entity][l.Attr] || !corpus["\""+l.Entity+"\"\n"+FactText(l)] {
+					t.Fatalf("lookup %+v is not the variant's fact in its corpus", l)
+				}
+			}
+		}
+	}
+
+	// The written files: the same tokenizer and model config, byte for byte.
+	s := DefaultSizes()
+	s.SFTTasks, s.RLTasks, s.TestTasks = 8, 0, 0
+	dirs := []string{t.TempDir(), t.TempDir()}
+	for i, dir := range dirs {
+		c := DefaultConfig(1)
+		c.FactSeed = uint64(i * 3)
+		if _, err := Write(dir, c, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{TokenizerFile, TokConfigFile, ModelConfigFile, CorpusFile} {
+		a, _ := os.ReadFile(filepath.Join(dirs[0], f))
+		b, _ := os.ReadFile(filepath.Join(dirs[1], f))
+		if same := bytes.Equal(a, b); same != (f != CorpusFile) || len(a) == 0 {
+			t.Fatalf("%s: world and variant 3 equal = %v (%d, %d bytes)", f, same, len(a), len(b))
+		}
+	}
+}
