@@ -98,13 +98,18 @@ func TestShortDemo(t *testing.T) {
 		return rows
 	}
 
-	// Expert demonstrations: protocol-perfect and right.
-	for _, name := range []string{"demos.parquet", "demos-react.parquet"} {
-		for _, r := range readRollouts(name, 8) {
+	// Expert demonstrations: protocol-perfect and right, half of them from
+	// the world and half from its fact-shuffled variant 1 (SHORT sets
+	// VARIANTS=2), read against the variant's own index.
+	for _, name := range []string{"demos.parquet", "demos-react.parquet", "demos-v1.parquet", "demos-react-v1.parquet"} {
+		for _, r := range readRollouts(name, 4) {
+			if v1 := strings.Contains(r.TaskID, "v1/"); v1 != strings.Contains(name, "-v1") {
+				t.Fatalf("%s: task %s", name, r.TaskID)
+			}
 			if r.RewardTask != 1 || !r.FormatOK {
 				t.Fatalf("%s: demonstration of %s has reward %g, format %v", name, r.TaskID, r.RewardTask, r.FormatOK)
 			}
-			if want := map[string]string{"demos.parquet": "1", "demos-react.parquet": "all"}[name]; r.Keep != want {
+			if want := map[bool]string{false: "1", true: "all"}[strings.Contains(name, "react")]; r.Keep != want {
 				t.Fatalf("%s: keep %q, want %q", name, r.Keep, want)
 			}
 		}

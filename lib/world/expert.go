@@ -177,7 +177,10 @@ func (e *Expert) Run(ctx context.Context, t tasks.Task, group int64) (records.Ro
 		answers = append(answers, entity)
 		mem = append(mem, MemEntry(qi+1, entity))
 	}
-	if _, err := step(Step{Mem: memText(), Think: ThinkAnswer(len(plan)), Answer: strings.Join(answers, "; ")}); err != nil {
+	// The answer starts with a space, as each answer does in the memory
+	// ("(1) Quovex"): the answer then repeats the memory's ids (" Quovex" and
+	// "Quovex" are different ids), so writing it is a plain copy.
+	if _, err := step(Step{Mem: memText(), Think: ThinkAnswer(len(plan)), Answer: " " + strings.Join(answers, "; ")}); err != nil {
 		return records.Rollout{}, err
 	}
 	if !tr.Done() || !tr.FormatOK {

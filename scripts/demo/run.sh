@@ -22,12 +22,14 @@ DEVICE=${DEVICE:-}                    # cpu or cuda; empty: cuda when usable
 SHORT=${SHORT:-0}                     # 1: the few-second smoke version make test runs
 
 # Cold start.
-SFT_DEMOS=${SFT_DEMOS:-2400}          # expert trajectories used for SFT (each seen once: repeated
+SFT_DEMOS=${SFT_DEMOS:-9600}          # expert trajectories used for SFT (each seen once: repeated
 SFT_EPOCHS=${SFT_EPOCHS:-1}           # demonstrations get memorized instead of teaching to copy)
 SFT_LR=${SFT_LR:-3e-3}                # peak; warmup then cosine down to a tenth
 SFT_BATCH=${SFT_BATCH:-8}             # trajectories per optimizer step
-REACT_DEMOS=${REACT_DEMOS:-960}       # the ReAct baseline's SFT: the first REACT_DEMOS of them (its
+REACT_DEMOS=${REACT_DEMOS:-480}       # the ReAct baseline's SFT: the first REACT_DEMOS of them (its
 REACT_EPOCHS=${REACT_EPOCHS:-1}       # full-history contexts cost more)
+VARIANTS=${VARIANTS:-8}               # demonstrations from the world and VARIANTS−1 fact-shuffled variants
+                                      # (same names and tokenizer, facts drawn again): facts cannot be memorized
 # RL.
 ITERS=${ITERS:-3}                     # MemPO iterations (rollout → update)
 RL_TASKS=${RL_TASKS:-8}               # training tasks per iteration (k = 2)
@@ -47,7 +49,7 @@ HINT=${HINT:-false}                   # the "[Turns left: N]" line in observatio
 
 if [ "$SHORT" = 1 ]; then
 	SFT_DEMOS=${SHORT_SFT_DEMOS:-8}; REACT_DEMOS=$SFT_DEMOS; SFT_EPOCHS=1; REACT_EPOCHS=1; SFT_BATCH=4; RL_MINI_BATCH=2
-	ITERS=1; RL_TASKS=2; GROUP=2; EVAL_K="2"; EVAL_TASKS=2; MAX_STEP_TOKENS=24
+	ITERS=1; RL_TASKS=2; GROUP=2; EVAL_K="2"; EVAL_TASKS=2; MAX_STEP_TOKENS=24; VARIANTS=2
 fi
 
 say() { printf '\n== %s\n' "$*" >&2; }
@@ -72,14 +74,42 @@ fi
 say "index → $OUT/index"
 "$BIN/mempo-index" --corpus "$WORLD/corpus.jsonl" --out "$OUT/index"
 
-# 3. Expert demonstrations, MemPO's context (keep 1) and ReAct's (keep all).
-head -n "$SFT_DEMOS" "$WORLD/train-sft.jsonl" > "$OUT/sft-tasks.jsonl"
-head -n "$REACT_DEMOS" "$WORLD/train-sft.jsonl" > "$OUT/sft-react-tasks.jsonl"
-say "expert demonstrations → $OUT/demos.parquet, $OUT/demos-react.parquet"
-for keep in 1 all; do
-	name=demos tasks=$OUT/sft-tasks.jsonl; [ "$keep" = all ] && name=demos-react tasks=$OUT/sft-react-tasks.jsonl
-	"$BIN/mempo-rollout" expert --tasks "$tasks" --index "$OUT/index" \
-		--tokenizer "$WORLD/tokenizer.json" --keep "$keep" "${proto[@]}" --out "$OUT/$name.parquet"
+# 3. Expert demonstrations, MemPO's context (keep 1) and ReAct's (keep all),
+#    drawn from the world and VARIANTS−1 fact-shuffled variants of it (the
+#    same names, tokenizer and model config; every fact drawn again, each
+#    variant with its own corpus and index): a person's city changes from one
+#    variant to the next, so the demonstrations cannot be learned by
+#    remembering facts, only by copying them from the passages. RL and
+#    evaluation use the world itself.
+variant_dirs=("$WORLD") variant_index=("$OUT/index")
+if [ "$VARIANTS" -gt 1 ]; then
+	seed=$(sed -n 's/^ *"Seed": *\([0-9]*\),*$/\1/p' "$WORLD/world.json")
+	[ -n "$seed" ] || { echo "VARIANTS=$VARIANTS: no seed in $WORLD/world.json" >&2; exit 1; }
+	for v in $(seq 1 $(( VARIANTS - 1 ))); do
+		say "variant $v (facts $v) → $OUT/variants/v$v, its index"
+		"$BIN/mempo-rollout" world --seed "$seed" --fact-seed "$v" --out "$OUT/variants/v$v" \
+			--sft-tasks "$(( (SFT_DEMOS > REACT_DEMOS ? SFT_DEMOS : REACT_DEMOS) / VARIANTS + 1 ))" --rl-tasks 0 --test-tasks 0
+		cmp -s "$WORLD/tokenizer.json" "$OUT/variants/v$v/tokenizer.json" ||
+			{ echo "variant $v: its tokenizer differs from $WORLD's (a world written with other sizes?)" >&2; exit 1; }
+		"$BIN/mempo-index" --corpus "$OUT/variants/v$v/corpus.jsonl" --out "$OUT/variants/v$v/index"
+		variant_dirs+=("$OUT/variants/v$v") variant_index+=("$OUT/variants/v$v/index")
+	done
+fi
+say "expert demonstrations → $OUT/demos*.parquet ($VARIANTS world(s))"
+demos=() demos_react=()
+for v in "${!variant_dirs[@]}"; do
+	# n demonstrations split as evenly as the variants allow.
+	n=$(( SFT_DEMOS / VARIANTS + (v < SFT_DEMOS % VARIANTS ? 1 : 0) ))
+	nr=$(( REACT_DEMOS / VARIANTS + (v < REACT_DEMOS % VARIANTS ? 1 : 0) ))
+	sfx=; [ "$v" -gt 0 ] && sfx=-v$v
+	head -n "$n" "${variant_dirs[$v]}/train-sft.jsonl" > "$OUT/sft-tasks$sfx.jsonl"
+	head -n "$nr" "${variant_dirs[$v]}/train-sft.jsonl" > "$OUT/sft-react-tasks$sfx.jsonl"
+	for keep in 1 all; do
+		name=demos$sfx tasks=$OUT/sft-tasks$sfx.jsonl; [ "$keep" = all ] && name=demos-react$sfx tasks=$OUT/sft-react-tasks$sfx.jsonl
+		"$BIN/mempo-rollout" expert --tasks "$tasks" --index "${variant_index[$v]}" \
+			--tokenizer "$WORLD/tokenizer.json" --keep "$keep" "${proto[@]}" --out "$OUT/$name.parquet"
+	done
+	demos+=(--data "$OUT/demos$sfx.parquet") demos_react+=(--data "$OUT/demos-react$sfx.parquet")
 done
 
 # 4. A randomly initialised tiny Qwen2 (a Hugging Face directory).
@@ -90,11 +120,11 @@ say "init → $OUT/init"
 # 5. SFT cold start on the demonstrations (one for MemPO/GRPO, one for ReAct),
 #    warmup then cosine decay over all its optimizer steps.
 for name in sft sft-react; do
-	data=$OUT/demos.parquet epochs=$SFT_EPOCHS n=$SFT_DEMOS
-	[ "$name" = sft-react ] && data=$OUT/demos-react.parquet epochs=$REACT_EPOCHS n=$REACT_DEMOS
+	data=("${demos[@]}") epochs=$SFT_EPOCHS n=$SFT_DEMOS
+	[ "$name" = sft-react ] && data=("${demos_react[@]}") epochs=$REACT_EPOCHS n=$REACT_DEMOS
 	steps=$(( (n + SFT_BATCH - 1) / SFT_BATCH * epochs ))
-	say "$name ← $data ($steps steps)"
-	"$BIN/mempo-update" sft --model "$OUT/init" --data "$data" --out "$OUT/$name" \
+	say "$name ← $n demonstrations ($steps steps)"
+	"$BIN/mempo-update" sft --model "$OUT/init" "${data[@]}" --out "$OUT/$name" \
 		--epochs "$epochs" --lr "$SFT_LR" --batch-size "$SFT_BATCH" --seed "$SEED" \
 		--schedule cosine --warmup $(( steps / 20 )) --total-steps "$steps" --min-lr-ratio 0.1 \
 		--metrics "$OUT/$name-metrics.jsonl" "${dev[@]}"
