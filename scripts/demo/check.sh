@@ -6,10 +6,11 @@
 # not part of CI because it takes three full demos.
 #
 # MARGIN is a target, not yet a measurement: within the demo's CPU budget
-# the SFT model learns the protocol and its decisions (which question is
-# next, when a second lookup is needed, when to answer) but not yet to copy
-# a held-out person's name into its query or a value into its memory, so
-# its F1 is chance level (0-5 points), RL's task signal is luck, and this
+# (about 1200 SFT steps on two cores, even with the fact-shuffled
+# variants that take memorization away) the SFT model learns the protocol
+# and its decisions (which question is next, when a second lookup is
+# needed, when to answer) but not yet to copy a held-out person's name into
+# its query, so its F1 is chance level (0-5 points), RL's task signal is luck, and this
 # check fails (docs/DEMO.md, "Status"). Set it from measured runs once the
 # cold start copies.
 set -euo pipefail
