@@ -2,7 +2,8 @@
 # The MemPO demo: a tiny Qwen2 model trained from scratch on the generated
 # world (data/world), through the five commands only:
 #
-#   world → mempo-index → expert demonstrations → mempo-update init → sft
+#   world (+ VARIANTS−1 fact-shuffled variants) → mempo-index (each)
+#         → expert demonstrations (each) → mempo-update init → sft on all
 #         → MemPO iterations: mempo-rollout → mempo-update → (next iteration)
 #         → baselines: GRPO without the memory reward, ReAct (--keep all)
 #         → evaluation rollouts at k = 2, 4, 8 → mempo-score → summary table
