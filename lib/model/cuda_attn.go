@@ -86,7 +86,6 @@ func (b *CUDA) splitAttn(seqs []AttnSeq, sh AttnShape, decode bool) attnSplit {
 // mmaTile is the query rows (and keys) of a tile of attnmma.cu.
 const mmaTile = 64
 
-
 // bf16Copy is a temporary bf16 rounding of some rows of a tensor.
 type bf16Copy struct {
 	p    cuda.Ptr
