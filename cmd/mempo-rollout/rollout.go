@@ -56,7 +56,7 @@ var rolloutFlags = []ucli.Flag{
 	&ucli.StringFlag{Name: "policy", Usage: "policy checkpoint id stored in every row (default: the model directory's name @ a hash of its files' sizes and times)"},
 	&ucli.BoolFlag{Name: "no-memory-reward", Usage: "skip the teacher-forced P(gold | …) passes of R^M"},
 	&ucli.StringFlag{Name: "task-reward", Value: "exact", Usage: "R^T: exact (1 when all k answers exact-match), or em / f1 (mean over objectives: partial credit)"},
-	&ucli.StringFlag{Name: "device", Usage: "cpu or cuda (default: cuda when usable, else cpu)"},
+	&ucli.StringFlag{Name: "device", Usage: "cpu, cuda or cuda-bf16 (bf16 products and tensor-core attention; default: cuda when usable, else cpu)"},
 	&ucli.IntFlag{Name: "limit", Usage: "run only the first N tasks (0: all)"},
 	&ucli.BoolFlag{Name: "overwrite", Usage: "run again even when --out already holds a finished run"},
 }

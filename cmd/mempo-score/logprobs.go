@@ -28,7 +28,7 @@ Example:
 		&ucli.StringFlag{Name: "in", Value: "-", Usage: "input JSONL (- for stdin)"},
 		&ucli.StringFlag{Name: "out", Value: "-", Usage: "output JSONL (- for stdout), written atomically"},
 		&ucli.StringFlag{Name: "tokenizer", Usage: "tokenizer.json or its directory (default: the model directory)"},
-		&ucli.StringFlag{Name: "device", Usage: "cpu or cuda (default: cuda when usable, else cpu)"},
+		&ucli.StringFlag{Name: "device", Usage: "cpu, cuda or cuda-bf16 (bf16 products and tensor-core attention; default: cuda when usable, else cpu)"},
 		&ucli.IntFlag{Name: "batch-tokens", Value: 4096, Usage: "tokens per forward batch"},
 	},
 	Action: runLogprobs,

@@ -60,7 +60,7 @@ func planFlags() []ucli.Flag {
 		&ucli.Int64Flag{Name: "seed", Usage: "seed of the mini-batch shuffle"},
 		&ucli.IntFlag{Name: "micro-tokens", Value: 8192, Usage: "most tokens per forward/backward call (memory bound)"},
 		&ucli.BoolFlag{Name: "recompute", Usage: "recompute layer activations in the backward (less memory, more compute)"},
-		&ucli.StringFlag{Name: "device", Usage: "cpu or cuda (default: cuda when usable, else cpu); bit-identical resume and shards are tested on the cpu"},
+		&ucli.StringFlag{Name: "device", Usage: "cpu, cuda or cuda-bf16 (bf16 products and tensor-core attention; default: cuda when usable, else cpu); bit-identical resume and shards are tested on the cpu"},
 	}
 }
 
