@@ -55,6 +55,7 @@ var rolloutFlags = []ucli.Flag{
 	&ucli.IntFlag{Name: "max-batch-tokens", Usage: "bound on rows × (longest context + --max-step-tokens) of one generation call, i.e. its KV cache; a turn over it is split into several calls (0: one call per turn); sampling does not change"},
 	&ucli.StringFlag{Name: "policy", Usage: "policy checkpoint id stored in every row (default: the model directory's name @ a hash of its files' sizes and times)"},
 	&ucli.BoolFlag{Name: "no-memory-reward", Usage: "skip the teacher-forced P(gold | …) passes of R^M"},
+	&ucli.StringFlag{Name: "score-gold-prefix", Usage: `text put before the gold answer in R^M's teacher-forced passes, to match how the policy writes answers (" " when it writes "<answer> Paris")`},
 	&ucli.StringFlag{Name: "task-reward", Value: "exact", Usage: "R^T: exact (1 when all k answers exact-match), or em / f1 (mean over objectives: partial credit)"},
 	&ucli.StringFlag{Name: "device", Usage: "cpu, cuda or cuda-bf16 (bf16 products and tensor-core attention; default: cuda when usable, else cpu)"},
 	&ucli.IntFlag{Name: "limit", Usage: "run only the first N tasks (0: all)"},
@@ -200,6 +201,7 @@ func runRollout(c *ucli.Context) error {
 	cfg.ToolTag, cfg.MaxTurns, cfg.MaxStepTokens = c.String("tool-tag"), c.Int("max-turns"), c.Int("max-step-tokens")
 	cfg.ObsMaxTokens, cfg.TopK, cfg.Keep = c.Int("obs-tokens"), c.Int("topk"), keep
 	cfg.TurnsHint, cfg.OnInvalid, cfg.Chat = c.Bool("hint"), onInvalid, c.Bool("chat")
+	cfg.ScoreGoldPrefix = c.String("score-gold-prefix")
 	if cfg.Chat {
 		// A chat model ends its turn with <|im_end|>, whatever the
 		// generation config says.
@@ -251,6 +253,9 @@ func runRollout(c *ucli.Context) error {
 		"temperature": strconv.FormatFloat(c.Float64("temperature"), 'g', -1, 64),
 		"top_p":       strconv.FormatFloat(c.Float64("top-p"), 'g', -1, 64), "top_k": strconv.Itoa(c.Int("top-k")),
 		"memory_reward": strconv.FormatBool(!c.Bool("no-memory-reward")),
+	}
+	if p := cfg.ScoreGoldPrefix; p != "" {
+		set["score_gold_prefix"] = strconv.Quote(p) // only when set: earlier journals resume
 	}
 	if tr := c.String("task-reward"); tr != "exact" {
 		// Only a non-default reward enters the settings, so journals of

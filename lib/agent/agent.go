@@ -110,6 +110,11 @@ type Config struct {
 	// ScoreLeadIn is the fixed text between the context and the gold answer
 	// in the memory-reward sequences (see MemorySequences).
 	ScoreLeadIn string
+	// ScoreGoldPrefix is put before the gold answer text when it is encoded
+	// for the memory reward, so that its ids are the ones the policy writes
+	// after <answer> (" Paris" is another id than "Paris" in a byte-level
+	// BPE; a protocol whose answers start with a space sets " ").
+	ScoreGoldPrefix string
 	// EOSIDs are the ids that end generation (generation_config's
 	// eos_token_id). Trailing EOS ids are left out of the text that is
 	// parsed; they stay in the step's output ids.

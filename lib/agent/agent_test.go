@@ -627,6 +627,18 @@ func TestMemorySequences(t *testing.T) {
 			t.Fatalf("step %d: gold ranges wrong", i+1)
 		}
 	}
+	// ScoreGoldPrefix: the gold is encoded with the prefix, as a policy that
+	// answers "<answer> Paris; Dijon" writes it.
+	pcfg := DefaultConfig()
+	pcfg.ScoreGoldPrefix = " "
+	pa, _ := mustAgent(t, pcfg)
+	ptr, _ := runScript(t, pa, outs)
+	ps, err := ptr.MemorySequences(0, golds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eqIDs(t, "prefixed gold", ps.Mem[ps.MemGoldStart:ps.MemGoldEnd], tok.Encode(" "+gold))
+	eqIDs(t, "prefixed gold ids", ps.GoldIDs, tok.Encode(" "+gold))
 	if _, err := GoldText([][]string{{"a"}, {" ", ""}}); err == nil {
 		t.Fatal("an objective without alias was accepted")
 	}

@@ -67,7 +67,7 @@ func (a *Agent) MemorySequences(prompt []int, history []Turn, t, memStart, memEn
 	if memStart < 0 || memEnd <= memStart || memEnd > len(out) {
 		return MemorySeqs{}, fmt.Errorf("agent: step %d has no <mem> span (%d, %d)", t, memStart, memEnd)
 	}
-	g := a.tok.Encode(gold)
+	g := a.tok.Encode(a.cfg.ScoreGoldPrefix + gold)
 	if len(g) == 0 {
 		return MemorySeqs{}, fmt.Errorf("agent: empty gold answer")
 	}

@@ -134,8 +134,10 @@ done
 # rollout MODEL TASKS OUT [flags…]: one rollout run with the demo's protocol.
 rollout() {
 	local model=$1 tasks=$2 out=$3; shift 3
+	# The expert (and so the policy) answers "<answer> value": R^M scores the
+	# gold with that leading space, the ids the policy writes.
 	"$BIN/mempo-rollout" --model "$model" --tasks "$tasks" --index "$OUT/index" --out "$out" \
-		--max-step-tokens "$MAX_STEP_TOKENS" "${proto[@]}" --batch 128 --overwrite "${dev[@]}" "$@"
+		--max-step-tokens "$MAX_STEP_TOKENS" "${proto[@]}" --score-gold-prefix " " --batch 128 --overwrite "${dev[@]}" "$@"
 }
 
 # 6. RL: ITERS iterations of rollout → update from the SFT checkpoint, for
