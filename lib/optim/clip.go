@@ -30,17 +30,9 @@ func GlobalNorm(params []Param) float64 {
 // skip the step (torch would multiply them by NaN).
 func ClipGradNorm(params []Param, maxNorm float64) (float64, error) {
 	norm := GlobalNorm(params)
-	if math.IsNaN(norm) || math.IsInf(norm, 0) {
-		return norm, fmt.Errorf("optim: gradient norm is %v", norm)
-	}
-	if maxNorm <= 0 {
-		return norm, nil
-	}
-	// torch computes the coefficient with float32 tensors:
-	// max_norm / (total_norm + 1e-6), then clamps it to 1.
-	c := float32(maxNorm) / float32(float32(norm)+float32(1e-6))
-	if c >= 1 {
-		return norm, nil // torch multiplies by 1.0, which changes nothing
+	c, clip, err := ClipCoef(norm, maxNorm)
+	if err != nil || !clip {
+		return norm, err
 	}
 	for _, p := range params {
 		g := p.Grad
@@ -51,6 +43,27 @@ func ClipGradNorm(params []Param, maxNorm float64) (float64, error) {
 		})
 	}
 	return norm, nil
+}
+
+// ClipCoef is ClipGradNorm's scale for a gradient of global norm norm: an
+// error for a non-finite norm, clip false when nothing is to be scaled
+// (maxNorm ≤ 0, or a coefficient of at least 1), else the float32
+// coefficient torch computes, maxNorm/(norm + 1e-6). Optimizers that hold
+// their gradients elsewhere (on a GPU) scale by it too.
+func ClipCoef(norm, maxNorm float64) (c float32, clip bool, err error) {
+	if math.IsNaN(norm) || math.IsInf(norm, 0) {
+		return 0, false, fmt.Errorf("optim: gradient norm is %v", norm)
+	}
+	if maxNorm <= 0 {
+		return 0, false, nil
+	}
+	// torch computes the coefficient with float32 tensors:
+	// max_norm / (total_norm + 1e-6), then clamps it to 1.
+	c = float32(maxNorm) / float32(float32(norm)+float32(1e-6))
+	if c >= 1 {
+		return 0, false, nil // torch multiplies by 1.0, which changes nothing
+	}
+	return c, true, nil
 }
 
 func sumSquares(g []float32) float64 {

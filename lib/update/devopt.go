@@ -83,24 +83,22 @@ func (d *deviceOpt) apply(m *model.Model, maxNorm, lr float64) (float64, error) 
 		total += d.be.SumSquares(m.GradTensor(name))
 	}
 	norm := math.Sqrt(total)
-	if math.IsNaN(norm) || math.IsInf(norm, 0) {
-		return norm, fmt.Errorf("optim: gradient norm is %v", norm)
+	c, clip, err := optim.ClipCoef(norm, maxNorm)
+	if err != nil {
+		return norm, err
 	}
-	if maxNorm > 0 {
-		// optim.ClipGradNorm's coefficient, in float32 as torch computes it.
-		if c := float32(maxNorm) / float32(float32(norm)+float32(1e-6)); c < 1 {
-			for _, name := range names {
-				d.be.Scale(m.GradTensor(name), c)
-			}
+	if clip {
+		for _, name := range names {
+			d.be.Scale(m.GradTensor(name), c)
 		}
 	}
 	if math.IsNaN(lr) || math.IsInf(lr, 0) || lr < 0 {
 		return norm, fmt.Errorf("optim: learning rate must be finite and ≥ 0, got %v", lr)
 	}
-	c := d.cfg
+	cfg := d.cfg
 	for _, name := range names {
 		d.step[name]++
-		s := cuda.AdamWScalars(c.Beta1, c.Beta2, c.Eps, c.WeightDecay, lr, int(d.step[name]))
+		s := cuda.AdamWScalars(cfg.Beta1, cfg.Beta2, cfg.Eps, cfg.WeightDecay, lr, int(d.step[name]))
 		d.be.AdamW(m.ParamTensor(name), m.GradTensor(name), d.m[name], d.v[name], s)
 	}
 	return norm, nil
