@@ -268,8 +268,8 @@ func (b *CUDA) attgLaunch(name string, n int64, args ...any) {
 // scratch's bf16 buffers.
 func (b *CUDA) castKV(sc *attnScratch, K, V *cudaTensor, s AttnSeq, keys int) {
 	n := int64(keys) * int64(K.c)
-	b.attgLaunch("attg_cast", n, sc.kb, K.ptr()+cuda.Ptr(4*s.K*K.c), n)
-	b.attgLaunch("attg_cast", n, sc.vb, V.ptr()+cuda.Ptr(4*s.K*V.c), n)
+	b.launch("model", "cast_bf16", b.gridFor(n, 256), 256, 0, sc.kb, K.ptr()+cuda.Ptr(4*s.K*K.c), n)
+	b.launch("model", "cast_bf16", b.gridFor(n, 256), 256, 0, sc.vb, V.ptr()+cuda.Ptr(4*s.K*V.c), n)
 }
 
 // scores computes S = scale·Qp·Kbᵀ for a chunk of n query rows and keys

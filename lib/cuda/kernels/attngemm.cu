@@ -23,8 +23,6 @@ __device__ __forceinline__ bf16 to_bf16(float f) {
 	return (bf16)(u >> 16);
 }
 
-__device__ __forceinline__ float from_bf16(bf16 h) { return __uint_as_float(((unsigned)h) << 16); }
-
 // attg_pack: dst (bf16, packed) ← rows [0, n) of src (fp32, row stride
 // ld = heads·hd), for kvh kv heads of group width gw = g·hd.
 extern "C" __global__ void attg_pack(bf16 *dst, const float *src, int n, int ld, int kvh, int gw) {
@@ -121,9 +119,4 @@ extern "C" __global__ void attg_dsoftmax(bf16 *dS, const float *S, const float *
 	const float *s = S + rho * ldS, *dp = dP + rho * ldS;
 	bf16 *o = dS + rho * ldS;
 	for (int k = threadIdx.x; k < ldS; k += blockDim.x) o[k] = k <= last ? to_bf16(scale * __expf(s[k] - l) * (dp[k] - d)) : (bf16)0;
-}
-
-// attg_cast: fp32 → bf16 (K and V of one sequence).
-extern "C" __global__ void attg_cast(bf16 *dst, const float *src, long long n) {
-	for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) dst[i] = to_bf16(src[i]);
 }
