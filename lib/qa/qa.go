@@ -9,6 +9,7 @@
 package qa
 
 import (
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -155,6 +156,12 @@ func tokenF1(pred, gold []string) float64 {
 // part (it scores 0 on its objective); the format check of the rollout stage
 // is where empty parts are rejected. The parts are returned even when the
 // count is wrong, so they can be logged.
+//
+// A part numbered with its own position, "(2) Paris" or "[2] Paris" as the
+// second part, is read without the number: policies often number their
+// answers, and the generated world's expert does ("[1] Quovex; [2] Oston").
+// A number that is not the part's position is kept ("(3) Paris" as the
+// second part is an answer that says "(3)").
 func SplitAnswers(answerText string, k int) (parts []string, ok bool) {
 	if strings.TrimFunc(answerText, isSpace) == "" {
 		return nil, k == 0
@@ -162,7 +169,15 @@ func SplitAnswers(answerText string, k int) (parts []string, ok bool) {
 	raw := strings.Split(answerText, ";")
 	parts = make([]string, len(raw))
 	for i, p := range raw {
-		parts[i] = strings.TrimFunc(p, isSpace)
+		p = strings.TrimFunc(p, isSpace)
+		n := strconv.Itoa(i + 1)
+		for _, m := range []string{"(" + n + ")", "[" + n + "]"} {
+			if rest, found := strings.CutPrefix(p, m); found && (rest == "" || isSpace(rune(rest[0]))) {
+				p = strings.TrimFunc(rest, isSpace)
+				break
+			}
+		}
+		parts[i] = p
 	}
 	return parts, len(parts) == k
 }

@@ -131,6 +131,14 @@ func TestSplitAnswers(t *testing.T) {
 		{"  \n", 2, nil, false},
 		{"a;;c", 3, []string{"a", "", "c"}, true},
 		{"a; b;", 2, []string{"a", "b", ""}, false},
+		// Parts numbered with their own position are read without it.
+		{"[1] Paris; [2] Berlin", 2, []string{"Paris", "Berlin"}, true},
+		{"(1) Paris;(2)  Berlin ", 2, []string{"Paris", "Berlin"}, true},
+		{"[1]", 1, []string{""}, true},
+		// Another number, or a marker run into the word, is part of the answer.
+		{"[2] Paris; [1] Berlin", 2, []string{"[2] Paris", "[1] Berlin"}, true},
+		{"(1)Paris", 1, []string{"(1)Paris"}, true},
+		{"(10) Paris", 1, []string{"(10) Paris"}, true},
 	} {
 		parts, ok := SplitAnswers(tc.in, tc.k)
 		if ok != tc.ok || strings.Join(parts, "|") != strings.Join(tc.parts, "|") || len(parts) != len(tc.parts) {
