@@ -55,6 +55,8 @@ var rolloutFlags = []ucli.Flag{
 	&ucli.IntFlag{Name: "max-batch-tokens", Usage: "bound on rows × (longest context + --max-step-tokens) of one generation call, i.e. its KV cache; a turn over it is split into several calls (0: one call per turn); sampling does not change"},
 	&ucli.StringFlag{Name: "policy", Usage: "policy checkpoint id stored in every row (default: the model directory's name @ a hash of its files' sizes and times)"},
 	&ucli.BoolFlag{Name: "no-memory-reward", Usage: "skip the teacher-forced P(gold | …) passes of R^M"},
+	&ucli.BoolFlag{Name: "score-gold-numbered", Usage: `R^M scores each objective's gold after its position's marker, "[1] Paris; [2] Berlin", to match a policy that numbers its answers that way`},
+	&ucli.StringFlag{Name: "score-lead-in", Usage: "the text R^M's teacher-forced passes put between the memory and the gold answer, ending in <answer>; {k} is replaced by the number of questions (default: a final-answer thought, see docs/formats.md)"},
 	&ucli.StringFlag{Name: "score-gold-prefix", Usage: `text put before the gold answer in R^M's teacher-forced passes, to match how the policy writes answers (" " when it writes "<answer> Paris")`},
 	&ucli.StringFlag{Name: "task-reward", Value: "exact", Usage: "R^T: exact (1 when all k answers exact-match), or em / f1 (mean over objectives: partial credit)"},
 	&ucli.StringFlag{Name: "device", Usage: "cpu, cuda or cuda-bf16 (bf16 products and tensor-core attention; default: cuda when usable, else cpu)"},
@@ -202,6 +204,10 @@ func runRollout(c *ucli.Context) error {
 	cfg.ObsMaxTokens, cfg.TopK, cfg.Keep = c.Int("obs-tokens"), c.Int("topk"), keep
 	cfg.TurnsHint, cfg.OnInvalid, cfg.Chat = c.Bool("hint"), onInvalid, c.Bool("chat")
 	cfg.ScoreGoldPrefix = c.String("score-gold-prefix")
+	cfg.ScoreGoldNumbered = c.Bool("score-gold-numbered")
+	if c.IsSet("score-lead-in") {
+		cfg.ScoreLeadIn = c.String("score-lead-in")
+	}
 	if cfg.Chat {
 		// A chat model ends its turn with <|im_end|>, whatever the
 		// generation config says.
@@ -256,6 +262,12 @@ func runRollout(c *ucli.Context) error {
 	}
 	if p := cfg.ScoreGoldPrefix; p != "" {
 		set["score_gold_prefix"] = strconv.Quote(p) // only when set: earlier journals resume
+	}
+	if cfg.ScoreGoldNumbered {
+		set["score_gold_numbered"] = "true"
+	}
+	if c.IsSet("score-lead-in") {
+		set["score_lead_in"] = strconv.Quote(cfg.ScoreLeadIn)
 	}
 	if tr := c.String("task-reward"); tr != "exact" {
 		// Only a non-default reward enters the settings, so journals of

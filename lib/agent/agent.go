@@ -108,13 +108,20 @@ type Config struct {
 	// tokens.
 	TitleQuotes bool
 	// ScoreLeadIn is the fixed text between the context and the gold answer
-	// in the memory-reward sequences (see MemorySequences).
+	// in the memory-reward sequences (see MemorySequences). "{k}" in it is
+	// replaced by the task's number of objectives, for a protocol whose
+	// answer step names it.
 	ScoreLeadIn string
 	// ScoreGoldPrefix is put before the gold answer text when it is encoded
 	// for the memory reward, so that its ids are the ones the policy writes
 	// after <answer> (" Paris" is another id than "Paris" in a byte-level
 	// BPE; a protocol whose answers start with a space sets " ").
 	ScoreGoldPrefix string
+	// ScoreGoldNumbered scores each objective's gold after its position's
+	// marker, "[1] Paris; [2] Berlin", for a protocol whose answers number
+	// their parts that way (the generated world's; the answer checker reads
+	// such parts without the marker, see qa.SplitAnswers).
+	ScoreGoldNumbered bool
 	// EOSIDs are the ids that end generation (generation_config's
 	// eos_token_id). Trailing EOS ids are left out of the text that is
 	// parsed; they stay in the step's output ids.

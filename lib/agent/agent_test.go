@@ -639,6 +639,32 @@ func TestMemorySequences(t *testing.T) {
 	}
 	eqIDs(t, "prefixed gold", ps.Mem[ps.MemGoldStart:ps.MemGoldEnd], tok.Encode(" "+gold))
 	eqIDs(t, "prefixed gold ids", ps.GoldIDs, tok.Encode(" "+gold))
+	// ScoreGoldNumbered: each part after its marker, as a policy that
+	// answers "<answer>[1] Paris; [2] Dijon" writes it.
+	ncfg := DefaultConfig()
+	ncfg.ScoreGoldNumbered = true
+	na, _ := mustAgent(t, ncfg)
+	ntr, _ := runScript(t, na, outs)
+	ns, err := ntr.MemorySequences(0, golds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ns.Gold != "[1] Paris; [2] Dijon" {
+		t.Fatalf("numbered gold %q", ns.Gold)
+	}
+	eqIDs(t, "numbered gold ids", ns.Mem[ns.MemGoldStart:ns.MemGoldEnd], tok.Encode("[1] Paris; [2] Dijon"))
+	// A lead-in that names the number of questions.
+	kcfg := DefaultConfig()
+	kcfg.ScoreLeadIn = "<think>all {k} answers are known</think><answer>"
+	ka, _ := mustAgent(t, kcfg)
+	ktr, _ := runScript(t, ka, outs)
+	ks, err := ktr.MemorySequences(1, golds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	klead := tok.Encode("<think>all 2 answers are known</think><answer>")
+	eqIDs(t, "lead-in with {k}", ks.Mem[ks.MemGoldStart-len(klead):ks.MemGoldStart], klead)
+	eqIDs(t, "lead-in with {k}, history", ks.Hist[ks.HistGoldStart-len(klead):ks.HistGoldStart], klead)
 	if _, err := GoldText([][]string{{"a"}, {" ", ""}}); err == nil {
 		t.Fatal("an objective without alias was accepted")
 	}

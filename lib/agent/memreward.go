@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 )
 
@@ -35,7 +36,13 @@ type MemorySeqs struct {
 // first alias is the dataset's canonical answer, and scoring one fixed
 // string keeps both terms of R^M comparable (a max over alias combinations
 // would cost k-fold passes).
-func GoldText(golds [][]string) (string, error) {
+func GoldText(golds [][]string) (string, error) { return goldText(golds, false) }
+
+// NumberedGoldText is GoldText with each part after its position's marker:
+// "[1] Paris; [2] Berlin".
+func NumberedGoldText(golds [][]string) (string, error) { return goldText(golds, true) }
+
+func goldText(golds [][]string, numbered bool) (string, error) {
 	if len(golds) == 0 {
 		return "", fmt.Errorf("agent: no gold answers")
 	}
@@ -50,6 +57,9 @@ func GoldText(golds [][]string) (string, error) {
 		if parts[i] == "" {
 			return "", fmt.Errorf("agent: objective %d has no gold alias", i+1)
 		}
+		if numbered {
+			parts[i] = "[" + strconv.Itoa(i+1) + "] " + parts[i]
+		}
 	}
 	return strings.Join(parts, "; "), nil
 }
@@ -59,13 +69,19 @@ func GoldText(golds [][]string) (string, error) {
 // must hold the step's <mem> block at token span [memStart, memEnd) (from
 // Parse); history[:t] is the raw past, observations included. gold is the
 // answer text (see GoldText).
-func (a *Agent) MemorySequences(prompt []int, history []Turn, t, memStart, memEnd int, gold string) (MemorySeqs, error) {
+// k is the number of objectives, for a lead-in that names it (see
+// Config.ScoreLeadIn).
+func (a *Agent) MemorySequences(prompt []int, history []Turn, t, memStart, memEnd int, gold string, k int) (MemorySeqs, error) {
 	if t < 0 || t >= len(history) {
 		return MemorySeqs{}, fmt.Errorf("agent: step %d of a %d-step history", t, len(history))
 	}
 	out := history[t].Output
 	if memStart < 0 || memEnd <= memStart || memEnd > len(out) {
 		return MemorySeqs{}, fmt.Errorf("agent: step %d has no <mem> span (%d, %d)", t, memStart, memEnd)
+	}
+	leadIn := a.leadIn
+	if strings.Contains(a.cfg.ScoreLeadIn, "{k}") {
+		leadIn = a.tok.Encode(strings.ReplaceAll(a.cfg.ScoreLeadIn, "{k}", strconv.Itoa(k)))
 	}
 	g := a.tok.Encode(a.cfg.ScoreGoldPrefix + gold)
 	if len(g) == 0 {
@@ -74,17 +90,17 @@ func (a *Agent) MemorySequences(prompt []int, history []Turn, t, memStart, memEn
 	var s MemorySeqs
 	s.Gold, s.GoldIDs = gold, g
 
-	m := make([]int, 0, len(prompt)+len(a.asstOpen)+(memEnd-memStart)+len(a.leadIn)+len(g))
+	m := make([]int, 0, len(prompt)+len(a.asstOpen)+(memEnd-memStart)+len(leadIn)+len(g))
 	m = append(m, prompt...)
 	m = append(m, a.asstOpen...)
 	m = append(m, out[memStart:memEnd]...)
-	m = append(m, a.leadIn...)
+	m = append(m, leadIn...)
 	s.MemGoldStart = len(m)
 	m = append(m, g...)
 	s.Mem, s.MemGoldEnd = m, len(m)
 
 	h := a.render(prompt, history[:t], true)
-	h = append(h, a.leadIn...)
+	h = append(h, leadIn...)
 	s.HistGoldStart = len(h)
 	h = append(h, g...)
 	s.Hist, s.HistGoldEnd = h, len(h)
@@ -98,10 +114,10 @@ func (tr *Trajectory) MemorySequences(t int, golds [][]string) (MemorySeqs, erro
 	if t < 0 || t >= len(tr.Steps) {
 		return MemorySeqs{}, fmt.Errorf("agent: step %d of a %d-step trajectory", t, len(tr.Steps))
 	}
-	gold, err := GoldText(golds)
+	gold, err := goldText(golds, tr.a.cfg.ScoreGoldNumbered)
 	if err != nil {
 		return MemorySeqs{}, err
 	}
 	st := tr.Steps[t]
-	return tr.a.MemorySequences(tr.prompt, tr.history, t, st.MemStart, st.MemEnd, gold)
+	return tr.a.MemorySequences(tr.prompt, tr.history, t, st.MemStart, st.MemEnd, gold, len(golds))
 }
