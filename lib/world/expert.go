@@ -36,28 +36,33 @@ func StepText(s Step) string {
 	return t + "<answer>" + s.Answer + "</answer>"
 }
 
-// MemEntry is how the expert remembers the answer of question i: "(2)
-// Oston", filed under the question's number (see Numbered).
-func MemEntry(i int, answer string) string { return "(" + strconv.Itoa(i) + ") " + answer }
+// MemEntry is how the expert remembers the answer of question i: "[2]
+// Oston", filed under the question's memory marker (see QuestionMarker).
+func MemEntry(i int, answer string) string { return MemoryMarker(i) + " " + answer }
+
+// PendingEntry is how the expert remembers a two-hop question half done: what
+// is left of it, "[2] Travex city" once the employer of question 2's person
+// is known to be Travex. The second lookup's query repeats it (see Query).
+func PendingEntry(i int, entity, attr string) string {
+	return MemoryMarker(i) + " " + entity + " " + attr
+}
 
 // NoMemory is the memory of the first step, before anything was found.
 const NoMemory = "nothing found yet"
 
 // Thoughts of the expert's steps. They are deliberately plain: a thought
-// names the question the step works on by its number and carries nothing
-// else, so that what a from-scratch model must work out (which question is
-// next, whether it needs a second lookup) is written down in one place and
-// what it must copy (names into queries, answers into memory) is all that
-// varies besides.
+// names the question the step works on by its number and whether the step is
+// a two-hop question's second lookup, the two decisions a step makes, and
+// carries nothing else; what varies besides is what the model must copy. A
+// thought writes the bare number, not the marker: a marker in the thought
+// would be one more place the query's marker matches (see QuestionMarker).
 
 // ThinkSearch is the thought of the first lookup of question i.
-func ThinkSearch(i int) string { return "(" + strconv.Itoa(i) + ")" }
+func ThinkSearch(i int) string { return "look up " + strconv.Itoa(i) }
 
 // ThinkSecondHop is the thought of the second lookup of two-hop question i,
-// for attribute attr of the employer just found.
-func ThinkSecondHop(i int, attr string) string {
-	return "(" + strconv.Itoa(i) + ") then its " + attr
-}
+// made from what the memory holds of it.
+func ThinkSecondHop(i int) string { return "look up " + strconv.Itoa(i) + " from memory" }
 
 // ThinkAnswer is the thought of the answer step of a k-objective task.
 func ThinkAnswer(k int) string { return "all " + strconv.Itoa(k) + " answers are known" }
@@ -93,17 +98,17 @@ var ErrNotFound = fmt.Errorf("world: fact not retrieved")
 // Plan is the expert's lookups for a task's questions: parsed back from the
 // question texts, so the expert needs nothing but the task.
 func Plan(questions []string) ([][]Fact, error) {
-	single := regexp.MustCompile(`^(?:\(\d+\) )?What is the (\w+) of (\w+)\?$`)
-	two := regexp.MustCompile(`^(?:\(\d+\) )?What is the (\w+) of the employer of (\w+)\?$`)
+	single := regexp.MustCompile(`^(?:\(\d+\) )?(\w+) (\w+)\?$`)
+	two := regexp.MustCompile(`^(?:\(\d+\) )?(\w+) employer (\w+)\?$`)
 	var out [][]Fact
 	for i, q := range questions {
 		q = strings.TrimSpace(q)
 		if m := two.FindStringSubmatch(q); m != nil {
-			out = append(out, []Fact{{Entity: m[2], Attr: "employer"}, {Attr: m[1]}})
+			out = append(out, []Fact{{Entity: m[1], Attr: "employer"}, {Attr: m[2]}})
 			continue
 		}
 		if m := single.FindStringSubmatch(q); m != nil {
-			out = append(out, []Fact{{Entity: m[2], Attr: m[1]}})
+			out = append(out, []Fact{{Entity: m[1], Attr: m[2]}})
 			continue
 		}
 		return nil, fmt.Errorf("world: question %d %q is not a world question", i+1, q)
@@ -129,7 +134,6 @@ func (e *Expert) Run(ctx context.Context, t tasks.Task, group int64) (records.Ro
 		}
 		return strings.Join(mem, "; ")
 	}
-	var answers []string
 	step := func(s Step) (agent.StepResult, error) {
 		s.Tool = tool
 		res, err := tr.Step(e.Tok.Encode(StepText(s)), nil)
@@ -142,19 +146,19 @@ func (e *Expert) Run(ctx context.Context, t tasks.Task, group int64) (records.Ro
 		return res, nil
 	}
 	for qi, lookups := range plan {
+		n := qi + 1
 		entity := lookups[0].Entity
 		for h, lk := range lookups {
-			think := ThinkSearch(qi + 1)
+			think, q := ThinkSearch(n), Query(QuestionMarker(n), entity, lk.Attr)
 			if h > 0 {
-				think = ThinkSecondHop(qi+1, lk.Attr)
+				think, q = ThinkSecondHop(n), Query(MemoryMarker(n), entity, lk.Attr)
 			}
-			q := Query(lk.Attr, entity)
 			res, err := step(Step{Mem: memText(), Think: think, Query: q})
 			if err != nil {
 				return records.Rollout{}, err
 			}
 			if !res.NeedSearch {
-				return records.Rollout{}, fmt.Errorf("world: task %s: turn budget of %d spent before question %d was answered", t.TaskID, e.Agent.Config().MaxTurns, qi+1)
+				return records.Rollout{}, fmt.Errorf("world: task %s: turn budget of %d spent before question %d was answered", t.TaskID, e.Agent.Config().MaxTurns, n)
 			}
 			hits, err := e.Searcher.Search(ctx, []string{q}, e.Agent.Config().TopK)
 			if err != nil {
@@ -173,14 +177,26 @@ func (e *Expert) Run(ctx context.Context, t tasks.Task, group int64) (records.Ro
 			}
 			lookups[h].Entity, lookups[h].Value = entity, v
 			entity = v
+			// The memory holds what is left of the question: the answer,
+			// or after a two-hop question's first lookup the entity and
+			// the attribute still to look up.
+			entry := MemEntry(n, v)
+			if h+1 < len(lookups) {
+				entry = PendingEntry(n, v, lookups[h+1].Attr)
+			}
+			if h == 0 {
+				mem = append(mem, entry)
+			} else {
+				mem[len(mem)-1] = entry
+			}
 		}
-		answers = append(answers, entity)
-		mem = append(mem, MemEntry(qi+1, entity))
 	}
-	// The answer starts with a space, as each answer does in the memory
-	// ("(1) Quovex"): the answer then repeats the memory's ids (" Quovex" and
-	// "Quovex" are different ids), so writing it is a plain copy.
-	if _, err := step(Step{Mem: memText(), Think: ThinkAnswer(len(plan)), Answer: " " + strings.Join(answers, "; ")}); err != nil {
+	// The answer is the memory's entries, markers included ("[1] Quovex;
+	// [2] Oston"; the answer checker reads a part numbered with its own
+	// position without the number): written after the marker it has just
+	// written, each answer is a copy of the ids that follow that marker in
+	// the memory.
+	if _, err := step(Step{Mem: memText(), Think: ThinkAnswer(len(plan)), Answer: memText()}); err != nil {
 		return records.Rollout{}, err
 	}
 	if !tr.Done() || !tr.FormatOK {

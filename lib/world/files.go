@@ -103,7 +103,7 @@ func (w *World) TokenizerTexts() ([]string, []int, map[string]bool) {
 		fixed = append(fixed, "[Turns left: "+strconv.Itoa(n)+"]\n", ThinkAnswer(n))
 	}
 	for n := 1; n < w.Cfg.MaxTurns; n++ {
-		fixed = append(fixed, "; "+Numbered(n, "What is the"), Numbered(n, "What is the"))
+		fixed = append(fixed, ThinkSearch(n), ThinkSecondHop(n))
 	}
 	for i := 1; i <= 10; i++ {
 		fixed = append(fixed, "\nDoc "+strconv.Itoa(i)+"(Title: ")

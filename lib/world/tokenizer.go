@@ -41,10 +41,11 @@ func InstructionPhrases() []string {
 }
 
 // AddedTokens are every added token of the world tokenizer, in id order
-// after the BPE vocabulary: SpecialTokens, ProtocolTokens, then
-// InstructionPhrases.
+// after the BPE vocabulary: SpecialTokens, ProtocolTokens, MarkerTokens,
+// then InstructionPhrases.
 func AddedTokens() []string {
-	return append(append(append([]string(nil), SpecialTokens...), ProtocolTokens...), InstructionPhrases()...)
+	out := append(append([]string(nil), SpecialTokens...), ProtocolTokens...)
+	return append(append(out, MarkerTokens()...), InstructionPhrases()...)
 }
 
 // bytesToUnicode is GPT-2's byte-to-character table of byte-level BPE: the

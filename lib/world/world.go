@@ -119,9 +119,43 @@ func FactText(f Fact) string {
 	return "The " + f.Attr + " of " + f.Entity + " is " + f.Value + "."
 }
 
-// Query is the search query for an attribute of an entity, as the expert
-// writes it.
-func Query(attr, entity string) string { return attr + " of " + entity }
+// The question and memory markers. A task numbers its questions "(1)",
+// "(2)", …; the expert's memory files what it found for question i under
+// "[i]". Each marker is one id of the world tokenizer (MarkerTokens), so that
+// every name or value the policy has to write is the id after a marker it
+// has just written: the query of question 2 starts "(2)" and goes on with the
+// ids after "(2)" in the task, the answer starts "[1]" and goes on with the
+// ids after "[1]" in the memory. Copying is then the plain "find the id you
+// just wrote, write what followed it" that a two-layer transformer learns
+// (an induction head), instead of a lookup that counts questions or matches
+// the word after "of", which every question repeats.
+
+// QuestionMarker is question i's marker in the task: "(2)".
+func QuestionMarker(i int) string { return "(" + strconv.Itoa(i) + ")" }
+
+// MemoryMarker is question i's marker in the expert's memory: "[2]".
+func MemoryMarker(i int) string { return "[" + strconv.Itoa(i) + "]" }
+
+// MaxMarker is the largest question number with marker tokens; a task never
+// has more questions than turns.
+const MaxMarker = 16
+
+// MarkerTokens are the markers of questions 1 … MaxMarker, both kinds.
+func MarkerTokens() []string {
+	var out []string
+	for i := 1; i <= MaxMarker; i++ {
+		out = append(out, QuestionMarker(i), MemoryMarker(i))
+	}
+	return out
+}
+
+// Query is the search query of one lookup, as the expert writes it: a
+// marker, the entity and the attribute, "(2) Kemi employer". A question's
+// first lookup repeats the question's own start ("(2) Kemi employer city?"
+// is looked up as "(2) Kemi employer"); the second lookup of a two-hop
+// question repeats the memory entry that holds what is left of it ("[2]
+// Travex city").
+func Query(marker, entity, attr string) string { return marker + " " + entity + " " + attr }
 
 // names draws n distinct pronounceable capitalised names from syllables,
 // avoiding any already taken.
@@ -297,33 +331,34 @@ type Question struct {
 	Lookups []Fact
 }
 
-// Single is the single-hop question about attr of person p.
+// Single is the single-hop question about attr of person p, "Kemi city?".
 func (w *World) Single(p, attr string) Question {
 	v := w.Facts[p][attr]
 	return Question{
-		Text:    "What is the " + attr + " of " + p + "?",
+		Text:    p + " " + attr + "?",
 		Gold:    v,
 		Lookups: []Fact{{p, attr, v}},
 	}
 }
 
-// TwoHop is the question about attr of the employer of person p.
+// TwoHop is the question about attr of the employer of person p, "Kemi
+// employer city?".
 func (w *World) TwoHop(p, attr string) Question {
 	c := w.Facts[p]["employer"]
 	v := w.Facts[c][attr]
 	return Question{
-		Text:    "What is the " + attr + " of the employer of " + p + "?",
+		Text:    p + " employer " + attr + "?",
 		Gold:    v,
 		Lookups: []Fact{{p, "employer", c}, {c, attr, v}},
 	}
 }
 
-// Numbered is the i-th question of a task as the task states it: "(2) What
-// is the city of Kemi?". The number is the question's handle: the expert's
-// thought names the question it works on by it, and its memory files each
-// answer under it, so a policy finds the question it is on, and the answer
-// it found for it, by matching one id, not by counting.
-func Numbered(i int, text string) string { return "(" + strconv.Itoa(i) + ") " + text }
+// Numbered is the i-th question of a task as the task states it: "(2) Kemi
+// city?" (the city of Kemi) or "(2) Kemi employer city?" (the city of Kemi's
+// employer): the marker, the person, then the path of attributes to follow.
+// The name comes right after the marker, so the query copies the question
+// from its marker on (see QuestionMarker).
+func Numbered(i int, text string) string { return QuestionMarker(i) + " " + text }
 
 // Split names a task set.
 type Split string
@@ -400,11 +435,12 @@ func (w *World) Texts() []string {
 		n := i%8 + 1
 		for _, a := range PersonAttrs {
 			q := w.Single(p, a)
-			out = append(out, Numbered(n, q.Text), StepText(Step{Mem: MemEntry(n, q.Gold), Think: ThinkSearch(n), Query: Query(a, p)}))
+			out = append(out, Numbered(n, q.Text), StepText(Step{Mem: MemEntry(n, q.Gold), Think: ThinkSearch(n), Query: Query(QuestionMarker(n), p, a)}))
 		}
 		for _, a := range CompanyAttrs {
 			q := w.TwoHop(p, a)
-			out = append(out, Numbered(n, q.Text), StepText(Step{Mem: MemEntry(n, q.Gold), Think: ThinkSecondHop(n, a), Query: Query(a, q.Lookups[0].Value)}))
+			c := q.Lookups[0].Value
+			out = append(out, Numbered(n, q.Text), StepText(Step{Mem: PendingEntry(n, c, a), Think: ThinkSecondHop(n), Query: Query(MemoryMarker(n), c, a)}))
 		}
 	}
 	return out

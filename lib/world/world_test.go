@@ -5,11 +5,13 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/checkpoint"
+	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/retrieval"
 	"github.com/mempo/mempo/lib/rollout"
 	"github.com/mempo/mempo/lib/tasks"
@@ -152,7 +154,7 @@ func writeWorld(t *testing.T, seed uint64) (dir, index string, tok *tokenizer.To
 
 func TestTokenizer(t *testing.T) {
 	dir, _, tok := writeWorld(t, 5)
-	for _, s := range append(append([]string(nil), SpecialTokens...), ProtocolTokens...) {
+	for _, s := range append(append(append([]string(nil), SpecialTokens...), ProtocolTokens...), MarkerTokens()...) {
 		if ids := tok.Encode(s); len(ids) != 1 {
 			t.Fatalf("%s is %v, want one id", s, ids)
 		}
@@ -167,7 +169,7 @@ func TestTokenizer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prompt := ag.PromptIDs([]string{"What is the city of Velmar?", "What is the product of the employer of Tarno?"})
+	prompt := ag.PromptIDs([]string{Numbered(1, "Velmar city?"), Numbered(2, "Tarno employer product?")})
 	if len(prompt) > 40 {
 		t.Fatalf("k = 2 prompt is %d ids", len(prompt))
 	}
@@ -284,6 +286,7 @@ func TestExpert(t *testing.T) {
 				if int(r.Turns) < k+1 {
 					t.Fatalf("%s: %d turns for %d objectives", task.TaskID, r.Turns, k)
 				}
+				checkCopies(t, tk, task.TaskID, r)
 				last := r.Steps[len(r.Steps)-1]
 				memText := tok.Decode(from32(last.OutputIDs[last.MemStart:last.MemEnd]))
 				for j, g := range r.Golds {
@@ -300,6 +303,51 @@ func TestExpert(t *testing.T) {
 					}
 				}
 			}
+		}
+	}
+}
+
+// checkCopies checks what the world's markers are for: every query and the
+// answer start with a marker and go on with exactly the ids that follow the
+// marker's latest earlier occurrence in what the step sees (its context and
+// its own output so far), so each copied id is the one after the id just
+// written. (Latest: an answer step also sees the previous step's memory and
+// query, which may still hold a two-hop question half done under the same
+// marker.)
+func checkCopies(t *testing.T, tk *tokenizer.Tokenizer, id string, r records.Rollout) {
+	t.Helper()
+	markers := map[int]bool{}
+	for _, m := range MarkerTokens() {
+		n, _ := tk.TokenID(m)
+		markers[n] = true
+	}
+	open := map[int]bool{}
+	for _, tag := range []string{"<search>", "<answer>"} {
+		n, _ := tk.TokenID(tag)
+		open[n] = true
+	}
+	for si, st := range r.Steps {
+		out := from32(st.OutputIDs)
+		seen := append(from32(st.ContextIDs), out...)
+		at := -1
+		for i, x := range out {
+			if open[x] {
+				at = i
+			}
+		}
+		if at < 0 || at+2 >= len(out) || !markers[out[at+1]] {
+			t.Fatalf("%s step %d: the action does not start with a marker: %q", id, si+1, st.OutputText)
+		}
+		m, body := out[at+1], out[at+2:len(out)-1] // up to the closing tag
+		src := len(st.ContextIDs) + at + 1         // the action's marker in seen
+		prev := -1
+		for i := 0; i < src; i++ {
+			if seen[i] == m {
+				prev = i
+			}
+		}
+		if prev < 0 || !slices.Equal(seen[prev+1:min(prev+1+len(body), src)], body) {
+			t.Fatalf("%s step %d: %q is not a copy of what follows its marker", id, si+1, st.OutputText)
 		}
 	}
 }
