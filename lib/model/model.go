@@ -644,10 +644,45 @@ func (m *Model) LogProbs(seqs [][]int) ([][]float32, error) {
 	return logProbsOut(b, rows), nil
 }
 
+// weightedLogProbs is tokenLogProbs with its backward for the rows whose
+// dL/dlp is not zero only; the others get log-prob 0 and a zero dxn row.
+// Training weights only the tokens a policy wrote (SFT: the expert's
+// outputs; RL: the sampled steps), a small share of the rows in a
+// search agent's contexts, and for a small model the LM head and its
+// softmax are a large share of the compute.
+func (m *Model) weightedLogProbs(xn Tensor, tg []int, dlp []float32, dxn Tensor) []float32 {
+	var idx []int
+	for r, g := range dlp {
+		if g != 0 {
+			idx = append(idx, r)
+		}
+	}
+	rows := make([]float32, len(dlp))
+	if len(idx) == 0 {
+		return rows
+	}
+	be := m.be
+	n := len(idx)
+	xs := be.Empty(n, m.a.hidden)
+	be.GatherRows(xs, xn, idx)
+	tgs, dls := make([]int, n), make([]float32, n)
+	for i, r := range idx {
+		tgs[i], dls[i] = tg[r], dlp[r]
+	}
+	dxs := be.Zeros(n, m.a.hidden)
+	for i, lp := range m.tokenLogProbs(xs, tgs, dls, dxs) {
+		rows[idx[i]] = lp
+	}
+	be.ScatterRows(dxn, dxs, idx)
+	m.free(xs, dxs)
+	return rows
+}
+
 // Backward computes L = −Σ_b Σ_{t≥1} weights[b][t]·log p(ids[t] | ids[:t])
 // over the sequences (weights[b][0] is ignored; len(weights[b]) = len(seqs[b]))
 // and adds dL/dθ into the gradients (see Grads, ZeroGrads). It returns L and
-// the token log-probs in LogProbs' layout.
+// the token log-probs in LogProbs' layout, for the tokens with a weight (0
+// where the weight is 0: those are not computed).
 func (m *Model) Backward(seqs [][]int, weights [][]float32) (float64, [][]float32, error) {
 	if len(weights) != len(seqs) {
 		return 0, nil, fmt.Errorf("model: %d weight rows for %d sequences", len(weights), len(seqs))
@@ -674,7 +709,7 @@ func (m *Model) Backward(seqs [][]int, weights [][]float32) (float64, [][]float3
 		}
 	}
 	dxn := be.Zeros(R, m.a.hidden)
-	rows := m.tokenLogProbs(xn, targets(b), dlp, dxn)
+	rows := m.weightedLogProbs(xn, targets(b), dlp, dxn)
 	var loss float64
 	for r, g := range dlp {
 		loss += float64(g) * float64(rows[r])
