@@ -19,27 +19,8 @@ B=$ROOT/bin/gpu
 what=${1:-all}
 OUT=${OUT:-$ROOT/gpu-out}
 mkdir -p "$OUT"
-export LD_LIBRARY_PATH="$B/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-if [[ -z "${MEMPO_CUDA_LIB_DIR:-}" ]]; then
-	MEMPO_CUDA_LIB_DIR=$(python3 - <<'PY' 2>/dev/null
-import os
-try:
-    import nvidia
-    ds = set()
-    for p in nvidia.__path__:
-        for d in os.listdir(p):
-            for sub in ("lib", "lib64"):
-                q = os.path.join(p, d, sub)
-                if os.path.isdir(q):
-                    ds.add(q)
-    print(os.pathsep.join(sorted(ds)))
-except Exception:
-    pass
-PY
-)
-	export MEMPO_CUDA_LIB_DIR
-fi
-export MEMPO_CUDA_CACHE=${MEMPO_CUDA_CACHE:-/tmp/mempo-cuda-cache}
+. scripts/gpu/env.sh
+gpu_env "$B/lib"
 status=0
 {
 	date -u

@@ -31,27 +31,8 @@ mkdir -p "$OUT"
 budget=${RUN_BUDGET:-250}
 X=$(mktemp -d)
 tar -C "$X" -xzf bin/gpu/encoder/bundle.tar.gz || { echo "no bundle: run scripts/gpu/bundle_encoder.sh where Go is"; exit 2; }
-export LD_LIBRARY_PATH="$X/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-if [[ -z "${MEMPO_CUDA_LIB_DIR:-}" ]]; then
-	MEMPO_CUDA_LIB_DIR=$(python3 - <<'PY' 2>/dev/null
-import os
-try:
-    import nvidia
-    ds = set()
-    for p in nvidia.__path__:
-        for d in os.listdir(p):
-            for sub in ("lib", "lib64"):
-                q = os.path.join(p, d, sub)
-                if os.path.isdir(q):
-                    ds.add(q)
-    print(os.pathsep.join(sorted(ds)))
-except Exception:
-    pass
-PY
-)
-	export MEMPO_CUDA_LIB_DIR
-fi
-export MEMPO_CUDA_CACHE=${MEMPO_CUDA_CACHE:-/tmp/mempo-cuda-cache}
+. scripts/gpu/env.sh
+gpu_env "$X/lib"
 status=0
 T=$OUT/encoder-tests.log
 {
