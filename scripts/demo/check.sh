@@ -5,18 +5,19 @@
 # at least MARGIN points, and MemPO-RL must beat SFT on every seed. It is
 # not part of CI because it takes three full demos.
 #
-# MARGIN is a target, not yet a measurement: within the demo's CPU budget
-# (about 1200 SFT steps on two cores, even with the fact-shuffled
-# variants that take memorization away) the SFT model learns the protocol
-# and its decisions (which question is next, when a second lookup is
-# needed, when to answer) but not yet to copy a held-out person's name into
-# its query, so its F1 is chance level (0-5 points), RL's task signal is luck, and this
-# check fails (docs/DEMO.md, "Status"). Set it from measured runs once the
-# cold start copies.
+# It runs PRESET=full (run.sh): the cold start of make demo's small preset is
+# on the edge of learning to copy names, and RL has little to improve on a
+# policy at chance. Measured on an H200 (docs/DEMO.md, "Status"; seeds 1-3):
+# SFT F1 90.6 / 87.5 / 50.0, MemPO-RL 95.3 / 90.1 / 62.5, so Δ +4.7 / +2.6 /
+# +12.5, mean +6.6; MARGIN is set below that mean, at half of it, for the
+# run-to-run spread of a 32-task test set (one objective is 1.6 points). On
+# two CPU cores full takes about half an hour a seed; on a GPU machine,
+# scripts/gpu/demo.sh check runs this with the bundled commands.
 set -euo pipefail
 SEEDS=${SEEDS:-"1 2 3"}
 OUT=${OUT:-runs/demo-check}
-MARGIN=${MARGIN:-5}          # F1 points, mean over seeds (a target; see above)
+MARGIN=${MARGIN:-3}          # F1 points, mean over seeds (measured: +6.6; see above)
+export PRESET=${PRESET:-full}
 METRIC=${METRIC:-f1}         # f1 or all_correct (success)
 K=${K:-2}
 here=$(dirname "$0")

@@ -20,22 +20,37 @@ OUT=${OUT:-runs/demo}                 # everything the demo writes
 SEED=${SEED:-1}                       # world seed, model init, sampling
 WORLD=${WORLD:-}                      # a world directory; default: data/world for seed 1, else generated
 DEVICE=${DEVICE:-}                    # cpu or cuda; empty: cuda when usable
+MODEL_CONFIG=${MODEL_CONFIG:-}        # the tiny model's config.json; default: the world's model-config.json
 SHORT=${SHORT:-0}                     # 1: the few-second smoke version make test runs
 
+# Size. small fits make demo's budget, 15 minutes on two CPU cores, where the
+# cold start is on the edge of learning to copy (some seeds do, some do not);
+# full is the size at which the SFT model copies and RL beat SFT on every seed
+# measured (docs/DEMO.md, "Status"): about 5 minutes on an H200, over half an
+# hour on two CPU cores. make demo-check runs full.
+PRESET=${PRESET:-small}
+case $PRESET in
+small) p_demos=16000 p_batch=8 p_iters=6 p_rl_tasks=16 p_rl_lr=1e-4 ;;
+full) p_demos=28800 p_batch=8 p_iters=12 p_rl_tasks=16 p_rl_lr=3e-4 ;;
+*) echo "PRESET=$PRESET: want small or full" >&2; exit 2 ;;
+esac
 # Cold start.
-SFT_DEMOS=${SFT_DEMOS:-9600}          # expert trajectories used for SFT (each seen once: repeated
+SFT_DEMOS=${SFT_DEMOS:-$p_demos}      # expert trajectories used for SFT (each seen once: repeated
 SFT_EPOCHS=${SFT_EPOCHS:-1}           # demonstrations get memorized instead of teaching to copy)
-SFT_LR=${SFT_LR:-3e-3}                # peak; warmup then cosine down to a tenth
-SFT_BATCH=${SFT_BATCH:-8}             # trajectories per optimizer step
-REACT_DEMOS=${REACT_DEMOS:-480}       # the ReAct baseline's SFT: the first REACT_DEMOS of them (its
-REACT_EPOCHS=${REACT_EPOCHS:-1}       # full-history contexts cost more)
+SFT_LR=${SFT_LR:-3e-3}                # peak learning rate
+SFT_SCHEDULE=${SFT_SCHEDULE:-cosine}  # cosine: warmup then down to a tenth; constant: warmup then flat
+SFT_BATCH=${SFT_BATCH:-$p_batch}      # trajectories per optimizer step
+REACT_DEMOS=${REACT_DEMOS:-480}       # the ReAct baseline: SFT's model trained further on REACT_DEMOS
+REACT_EPOCHS=${REACT_EPOCHS:-1}       # full-history (--keep all) demonstrations
+FROM_SFT=${FROM_SFT:-}                # a directory holding sft/ and sft-react/ of an earlier run with the
+                                      # same world: reuse them and skip stages 3–5 (to try RL settings)
 VARIANTS=${VARIANTS:-8}               # demonstrations from the world and VARIANTS−1 fact-shuffled variants
                                       # (same names and tokenizer, facts drawn again): facts cannot be memorized
 # RL.
-ITERS=${ITERS:-3}                     # MemPO iterations (rollout → update)
-RL_TASKS=${RL_TASKS:-8}               # training tasks per iteration (k = 2)
+ITERS=${ITERS:-$p_iters}              # MemPO iterations (rollout → update)
+RL_TASKS=${RL_TASKS:-$p_rl_tasks}     # training tasks per iteration (k = 2)
 GROUP=${GROUP:-8}                     # G, trajectories per task
-RL_LR=${RL_LR:-1e-4}
+RL_LR=${RL_LR:-$p_rl_lr}
 RL_MINI_BATCH=${RL_MINI_BATCH:-16}    # trajectories per optimizer step (an iteration takes RL_TASKS*GROUP/RL_MINI_BATCH steps)
 RL_TEMP=${RL_TEMP:-1}
 KL_COEF=${KL_COEF:-0.001}
@@ -83,7 +98,7 @@ say "index → $OUT/index"
 #    remembering facts, only by copying them from the passages. RL and
 #    evaluation use the world itself.
 variant_dirs=("$WORLD") variant_index=("$OUT/index")
-if [ "$VARIANTS" -gt 1 ]; then
+if [ "$VARIANTS" -gt 1 ] && [ -z "$FROM_SFT" ]; then
 	seed=$(sed -n 's/^ *"Seed": *\([0-9]*\),*$/\1/p' "$WORLD/world.json")
 	[ -n "$seed" ] || { echo "VARIANTS=$VARIANTS: no seed in $WORLD/world.json" >&2; exit 1; }
 	for v in $(seq 1 $(( VARIANTS - 1 ))); do
@@ -96,48 +111,68 @@ if [ "$VARIANTS" -gt 1 ]; then
 		variant_dirs+=("$OUT/variants/v$v") variant_index+=("$OUT/variants/v$v/index")
 	done
 fi
-say "expert demonstrations → $OUT/demos*.parquet ($VARIANTS world(s))"
-demos=() demos_react=()
-for v in "${!variant_dirs[@]}"; do
-	# n demonstrations split as evenly as the variants allow.
-	n=$(( SFT_DEMOS / VARIANTS + (v < SFT_DEMOS % VARIANTS ? 1 : 0) ))
-	nr=$(( REACT_DEMOS / VARIANTS + (v < REACT_DEMOS % VARIANTS ? 1 : 0) ))
-	sfx=; [ "$v" -gt 0 ] && sfx=-v$v
-	head -n "$n" "${variant_dirs[$v]}/train-sft.jsonl" > "$OUT/sft-tasks$sfx.jsonl"
-	head -n "$nr" "${variant_dirs[$v]}/train-sft.jsonl" > "$OUT/sft-react-tasks$sfx.jsonl"
-	for keep in 1 all; do
-		name=demos$sfx tasks=$OUT/sft-tasks$sfx.jsonl; [ "$keep" = all ] && name=demos-react$sfx tasks=$OUT/sft-react-tasks$sfx.jsonl
-		"$BIN/mempo-rollout" expert --tasks "$tasks" --index "${variant_index[$v]}" \
-			--tokenizer "$WORLD/tokenizer.json" --keep "$keep" "${proto[@]}" --out "$OUT/$name.parquet"
+if [ -n "$FROM_SFT" ]; then
+	say "sft, sft-react ← $FROM_SFT (stages 3–5 skipped)"
+	for name in sft sft-react; do
+		[ -f "$FROM_SFT/$name/config.json" ] || { echo "FROM_SFT=$FROM_SFT: no $name/ checkpoint there" >&2; exit 1; }
+		[ "$(cd "$FROM_SFT" && pwd)" = "$(cd "$OUT" && pwd)" ] || { rm -rf "${OUT:?}/$name"; cp -r "$FROM_SFT/$name" "$OUT/$name"; }
 	done
-	demos+=(--data "$OUT/demos$sfx.parquet") demos_react+=(--data "$OUT/demos-react$sfx.parquet")
-done
+else
+	say "expert demonstrations → $OUT/demos*.parquet ($VARIANTS world(s))"
+	demos=() demos_react=()
+	for v in "${!variant_dirs[@]}"; do
+		# n demonstrations split as evenly as the variants allow.
+		n=$(( SFT_DEMOS / VARIANTS + (v < SFT_DEMOS % VARIANTS ? 1 : 0) ))
+		nr=$(( REACT_DEMOS / VARIANTS + (v < REACT_DEMOS % VARIANTS ? 1 : 0) ))
+		sfx=; [ "$v" -gt 0 ] && sfx=-v$v
+		head -n "$n" "${variant_dirs[$v]}/train-sft.jsonl" > "$OUT/sft-tasks$sfx.jsonl"
+		head -n "$nr" "${variant_dirs[$v]}/train-sft.jsonl" > "$OUT/sft-react-tasks$sfx.jsonl"
+		for keep in 1 all; do
+			name=demos$sfx tasks=$OUT/sft-tasks$sfx.jsonl; [ "$keep" = all ] && name=demos-react$sfx tasks=$OUT/sft-react-tasks$sfx.jsonl
+			"$BIN/mempo-rollout" expert --tasks "$tasks" --index "${variant_index[$v]}" \
+				--tokenizer "$WORLD/tokenizer.json" --keep "$keep" "${proto[@]}" --out "$OUT/$name.parquet"
+		done
+		demos+=(--data "$OUT/demos$sfx.parquet") demos_react+=(--data "$OUT/demos-react$sfx.parquet")
+	done
+	# The demonstrations there are: a world has only so many SFT tasks (2400
+	# in data/world), fewer than full's share of 3600.
+	n_sft=$(cat "$OUT"/sft-tasks*.jsonl | wc -l) n_react=$(cat "$OUT"/sft-react-tasks*.jsonl | wc -l)
 
-# 4. A randomly initialised tiny Qwen2 (a Hugging Face directory).
-say "init → $OUT/init"
-"$BIN/mempo-update" init --config "$WORLD/model-config.json" --tokenizer "$WORLD/tokenizer.json" \
-	--out "$OUT/init" --seed "$SEED" --force
+	# 4. A randomly initialised tiny Qwen2 (a Hugging Face directory).
+	say "init → $OUT/init"
+	"$BIN/mempo-update" init --config "${MODEL_CONFIG:-$WORLD/model-config.json}" --tokenizer "$WORLD/tokenizer.json" \
+		--out "$OUT/init" --seed "$SEED" --force
 
-# 5. SFT cold start on the demonstrations (one for MemPO/GRPO, one for ReAct),
-#    warmup then cosine decay over all its optimizer steps.
-for name in sft sft-react; do
-	data=("${demos[@]}") epochs=$SFT_EPOCHS n=$SFT_DEMOS
-	[ "$name" = sft-react ] && data=("${demos_react[@]}") epochs=$REACT_EPOCHS n=$REACT_DEMOS
-	steps=$(( (n + SFT_BATCH - 1) / SFT_BATCH * epochs ))
-	say "$name ← $n demonstrations ($steps steps)"
-	"$BIN/mempo-update" sft --model "$OUT/init" "${data[@]}" --out "$OUT/$name" \
-		--epochs "$epochs" --lr "$SFT_LR" --batch-size "$SFT_BATCH" --seed "$SEED" \
-		--schedule cosine --warmup $(( steps / 20 )) --total-steps "$steps" --min-lr-ratio 0.1 \
-		--metrics "$OUT/$name-metrics.jsonl" "${dev[@]}"
-done
+	# 5. SFT cold start on the demonstrations, warmup then cosine decay over all
+	#    its optimizer steps; then the ReAct baseline: the SFT model trained
+	#    further on full-history demonstrations (it starts from the same skills;
+	#    only the context it works in differs).
+	for name in sft sft-react; do
+		data=("${demos[@]}") epochs=$SFT_EPOCHS n=$n_sft from=$OUT/init
+		if [ "$name" = sft-react ]; then
+			data=("${demos_react[@]}") epochs=$REACT_EPOCHS n=$n_react from=$OUT/sft-react-init
+			# The SFT weights with a fresh optimizer and schedule.
+			rm -rf "$from" && cp -r "$OUT/sft" "$from" && rm -f "$from/optimizer.safetensors"
+		fi
+		steps=$(( (n + SFT_BATCH - 1) / SFT_BATCH * epochs ))
+		say "$name ← $from + $n demonstrations ($steps steps)"
+		"$BIN/mempo-update" sft --model "$from" "${data[@]}" --out "$OUT/$name" \
+			--epochs "$epochs" --lr "$SFT_LR" --batch-size "$SFT_BATCH" --seed "$SEED" \
+			--schedule "$SFT_SCHEDULE" --warmup $(( steps / 20 )) --total-steps "$steps" --min-lr-ratio 0.1 \
+			--metrics "$OUT/$name-metrics.jsonl" "${dev[@]}"
+	done
+fi
 
 # rollout MODEL TASKS OUT [flags…]: one rollout run with the demo's protocol.
 rollout() {
 	local model=$1 tasks=$2 out=$3; shift 3
-	# The expert (and so the policy) answers "<answer> value": R^M scores the
-	# gold with that leading space, the ids the policy writes.
+	# The expert (and so the policy) ends with "<think>all 2 answers are
+	# known</think><answer>[1] Oston; [2] bells", numbering its answers as its
+	# memory does: R^M scores the gold after the same thought, numbered the
+	# same way, the ids the policy writes.
 	"$BIN/mempo-rollout" --model "$model" --tasks "$tasks" --index "$OUT/index" --out "$out" \
-		--max-step-tokens "$MAX_STEP_TOKENS" "${proto[@]}" --score-gold-prefix " " --batch 128 --overwrite "${dev[@]}" "$@"
+		--max-step-tokens "$MAX_STEP_TOKENS" "${proto[@]}" --score-gold-numbered \
+		--score-lead-in "<think>all {k} answers are known</think><answer>" --batch 128 --overwrite "${dev[@]}" "$@"
 }
 
 # 6. RL: ITERS iterations of rollout → update from the SFT checkpoint, for
