@@ -657,7 +657,14 @@ func (m *Model) weightedLogProbs(xn Tensor, tg []int, dlp []float32, dxn Tensor)
 			idx = append(idx, r)
 		}
 	}
-	rows := make([]float32, len(dlp))
+	return m.rowLogProbs(xn, tg, idx, dlp, dxn)
+}
+
+// rowLogProbs runs tokenLogProbs (and, with dlp, its backward) on the rows
+// idx of xn only, gathered: the other rows get log-prob 0 and, with dlp, a
+// zero dxn row.
+func (m *Model) rowLogProbs(xn Tensor, tg []int, idx []int, dlp []float32, dxn Tensor) []float32 {
+	rows := make([]float32, len(tg))
 	if len(idx) == 0 {
 		return rows
 	}
@@ -665,17 +672,53 @@ func (m *Model) weightedLogProbs(xn Tensor, tg []int, dlp []float32, dxn Tensor)
 	n := len(idx)
 	xs := be.Empty(n, m.a.hidden)
 	be.GatherRows(xs, xn, idx)
-	tgs, dls := make([]int, n), make([]float32, n)
-	for i, r := range idx {
-		tgs[i], dls[i] = tg[r], dlp[r]
+	tgs := make([]int, n)
+	var dls []float32
+	var dxs Tensor
+	if dlp != nil {
+		dls, dxs = make([]float32, n), be.Zeros(n, m.a.hidden)
 	}
-	dxs := be.Zeros(n, m.a.hidden)
+	for i, r := range idx {
+		tgs[i] = tg[r]
+		if dlp != nil {
+			dls[i] = dlp[r]
+		}
+	}
 	for i, lp := range m.tokenLogProbs(xs, tgs, dls, dxs) {
 		rows[idx[i]] = lp
 	}
-	be.ScatterRows(dxn, dxs, idx)
-	m.free(xs, dxs)
+	if dlp != nil {
+		be.ScatterRows(dxn, dxs, idx)
+		m.free(dxs)
+	}
+	m.free(xs)
 	return rows
+}
+
+// LogProbsFrom is LogProbs for the positions t ≥ from[i] of sequence i only,
+// 0 before them: the LM head runs on those rows alone. The update recomputes
+// the log-probs of a step's output after its context, and the memory reward
+// those of a gold answer at the end of a long teacher-forced sequence.
+func (m *Model) LogProbsFrom(seqs [][]int, from []int) ([][]float32, error) {
+	if len(from) != len(seqs) {
+		return nil, fmt.Errorf("model: %d start positions for %d sequences", len(from), len(seqs))
+	}
+	b, err := m.packed(seqs)
+	if err != nil {
+		return nil, err
+	}
+	x, _ := m.trunk(b, false)
+	xn, rstd := m.finalNorm(x)
+	m.free(x, rstd)
+	var idx []int
+	for i, s := range b.seqs {
+		for t := max(from[i], 1); t < s.N; t++ {
+			idx = append(idx, s.Q+t-1)
+		}
+	}
+	rows := m.rowLogProbs(xn, targets(b), idx, nil, nil)
+	m.free(xn)
+	return logProbsOut(b, rows), nil
 }
 
 // Backward computes L = −Σ_b Σ_{t≥1} weights[b][t]·log p(ids[t] | ids[:t])

@@ -218,3 +218,33 @@ func TestCPUPool(t *testing.T) {
 	}()
 	be.Fill(a, 1)
 }
+
+// LogProbsFrom gives LogProbs' values from each sequence's start position on
+// and 0 before it (the head runs on those rows only).
+func TestLogProbsFrom(t *testing.T) {
+	m := randomModel(t, tinyConfig(false), 7)
+	seqs := [][]int{{1, 5, 7, 2, 9, 11, 3}, {4, 4, 0, 12}, {6, 2}}
+	from := []int{3, 0, 2}
+	want, err := m.LogProbs(seqs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.LogProbsFrom(seqs, from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range seqs {
+		for p := range seqs[i] {
+			w := want[i][p]
+			if p < from[i] {
+				w = 0
+			}
+			if math.Abs(float64(got[i][p]-w)) > 1e-6 {
+				t.Errorf("sequence %d position %d: %g, want %g", i, p, got[i][p], w)
+			}
+		}
+	}
+	if _, err := m.LogProbsFrom(seqs, from[:1]); err == nil {
+		t.Error("LogProbsFrom took 1 start for 3 sequences")
+	}
+}

@@ -50,6 +50,13 @@ type Policy interface {
 	LogProbs(seqs [][]int) ([][]float32, error)
 }
 
+// suffixLogProbs is a Policy that can score only the positions from a start
+// on (*model.Model: the LM head then runs on those rows alone); the memory
+// reward needs the gold's few ids at the end of each sequence.
+type suffixLogProbs interface {
+	LogProbsFrom(seqs [][]int, from []int) ([][]float32, error)
+}
+
 // Options are the engine's knobs besides the protocol (agent.Config).
 type Options struct {
 	// Group is G, the trajectories per task.
@@ -508,7 +515,20 @@ func (e *Engine) memoryRewards(done []*jobState, stats *Stats) error {
 			n += len(seqs[hi])
 			hi++
 		}
-		lps, err := e.Policy.LogProbs(seqs[lo:hi])
+		var lps [][]float32
+		var err error
+		if sp, ok := e.Policy.(suffixLogProbs); ok {
+			from := make([]int, hi-lo)
+			for j := range from {
+				from[j] = len(seqs[lo+j])
+				for _, r := range refs[lo+j] {
+					from[j] = min(from[j], r.start)
+				}
+			}
+			lps, err = sp.LogProbsFrom(seqs[lo:hi], from)
+		} else {
+			lps, err = e.Policy.LogProbs(seqs[lo:hi])
+		}
 		if err != nil {
 			return fmt.Errorf("rollout: memory reward: %w", err)
 		}

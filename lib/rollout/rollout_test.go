@@ -534,7 +534,10 @@ func TestMemoryRewardAgainstModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer local.Close()
-	e := &Engine{Agent: ag, Policy: &Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID, LP: m.LogProbs}, Searcher: local, Opts: Options{
+	// The engine scores through LogProbsFrom (the gold only), the check
+	// below through the model's full LogProbs.
+	pol := scriptedFrom{&Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID, LP: m.LogProbs}, m.LogProbsFrom}
+	e := &Engine{Agent: ag, Policy: pol, Searcher: local, Opts: Options{
 		Group: 2, Batch: 4, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID}, Keep: "all", MemoryReward: true,
 		MemTokensPerCall: 1200, // several calls
 	}}
@@ -807,3 +810,12 @@ func TestContextOverflow(t *testing.T) {
 		}
 	}
 }
+
+// scriptedFrom is a Scripted policy that also scores suffixes
+// (suffixLogProbs), as *model.Model does.
+type scriptedFrom struct {
+	*Scripted
+	from func(seqs [][]int, from []int) ([][]float32, error)
+}
+
+func (s scriptedFrom) LogProbsFrom(seqs [][]int, from []int) ([][]float32, error) { return s.from(seqs, from) }

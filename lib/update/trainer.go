@@ -124,7 +124,11 @@ func outputLogProbs(m *model.Model, b *Batch, samples []int, maxTok int, entropy
 	}
 	for _, mb := range micros(b, samples, maxTok) {
 		seqs := seqsOf(b, mb)
-		all, err := m.LogProbs(seqs)
+		from := make([]int, len(mb))
+		for k, s := range mb {
+			from[k] = b.Samples[s].Ctx
+		}
+		all, err := m.LogProbsFrom(seqs, from)
 		if err != nil {
 			return nil, nil, err
 		}
