@@ -213,4 +213,38 @@ func TestShortDemo(t *testing.T) {
 	if !strings.Contains(string(log), "demo finished in") {
 		t.Fatalf("the script did not report its end:\n%s", log)
 	}
+
+	// FROM_SFT reuses the cold start: no demonstrations, no SFT, the same
+	// sft/ weights, and the rest of the loop.
+	out2 := filepath.Join(tmp, "rl-only")
+	cmd = exec.CommandContext(ctx, "bash", "scripts/demo/run.sh")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "SHORT=1", "BIN="+bin, "OUT="+out2, "FROM_SFT="+out)
+	if log, err = cmd.CombinedOutput(); err != nil {
+		t.Fatalf("FROM_SFT run: %v\n%s", err, log)
+	}
+	if !strings.Contains(string(log), "stages 3–5 skipped") || strings.Contains(string(log), "== expert demonstrations") {
+		t.Fatalf("FROM_SFT run did not skip the cold start:\n%s", log)
+	}
+	if _, err := os.Stat(filepath.Join(out2, "demos.parquet")); err == nil {
+		t.Fatal("FROM_SFT run wrote demonstrations")
+	}
+	for _, f := range []string{"sft/model.safetensors", "summary.md", "mempo/final/config.json"} {
+		if _, err := os.Stat(filepath.Join(out2, f)); err != nil {
+			t.Fatalf("FROM_SFT run: %v", err)
+		}
+	}
+	a, _ := os.ReadFile(filepath.Join(out, "sft", "model.safetensors"))
+	b, _ := os.ReadFile(filepath.Join(out2, "sft", "model.safetensors"))
+	if len(a) == 0 || string(a) != string(b) {
+		t.Fatal("FROM_SFT run's sft/ differs from the run it names")
+	}
+	// A preset that does not exist is one clear line and exit status 2.
+	cmd = exec.CommandContext(ctx, "bash", "scripts/demo/run.sh")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "BIN="+bin, "OUT="+filepath.Join(tmp, "bad"), "PRESET=huge")
+	log, err = cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(log), "PRESET=huge: want small or full") {
+		t.Fatalf("PRESET=huge: %v\n%s", err, log)
+	}
 }
