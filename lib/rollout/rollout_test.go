@@ -818,4 +818,6 @@ type scriptedFrom struct {
 	from func(seqs [][]int, from []int) ([][]float32, error)
 }
 
-func (s scriptedFrom) LogProbsFrom(seqs [][]int, from []int) ([][]float32, error) { return s.from(seqs, from) }
+func (s scriptedFrom) LogProbsFrom(seqs [][]int, from []int) ([][]float32, error) {
+	return s.from(seqs, from)
+}
