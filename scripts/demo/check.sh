@@ -11,7 +11,7 @@
 # SFT F1 90.6 / 87.5 / 50.0, MemPO-RL 95.3 / 90.1 / 62.5, so Δ +4.7 / +2.6 /
 # +12.5, mean +6.6; MARGIN is set below that mean, at half of it, for the
 # run-to-run spread of a 32-task test set (one objective is 1.6 points). On
-# two CPU cores full takes about half an hour a seed; on a GPU machine,
+# two CPU cores full takes about 25 minutes a seed; on a GPU machine,
 # scripts/gpu/demo.sh check runs this with the bundled commands.
 set -euo pipefail
 SEEDS=${SEEDS:-"1 2 3"}

@@ -26,8 +26,8 @@ SHORT=${SHORT:-0}                     # 1: the few-second smoke version make tes
 # Size. small fits make demo's budget, 15 minutes on two CPU cores, where the
 # cold start is on the edge of learning to copy (some seeds do, some do not);
 # full is the size at which the SFT model copies and RL beat SFT on every seed
-# measured (docs/DEMO.md, "Status"): about 5 minutes on an H200, over half an
-# hour on two CPU cores. make demo-check runs full.
+# measured (docs/DEMO.md, "Status"): about 5 minutes on an H200, about 25
+# minutes on two CPU cores. make demo-check runs full.
 PRESET=${PRESET:-small}
 case $PRESET in
 small) p_demos=16000 p_batch=8 p_iters=6 p_rl_tasks=16 p_rl_lr=1e-4 ;;
