@@ -23,11 +23,11 @@ DEVICE=${DEVICE:-}                    # cpu or cuda; empty: cuda when usable
 MODEL_CONFIG=${MODEL_CONFIG:-}        # the tiny model's config.json; default: the world's model-config.json
 SHORT=${SHORT:-0}                     # 1: the few-second smoke version make test runs
 
-# Size. small fits make demo's budget, 15 minutes on two CPU cores, where the
-# cold start is on the edge of learning to copy (some seeds do, some do not);
-# full is the size at which the SFT model copies and RL beat SFT on every seed
-# measured (docs/DEMO.md, "Status"): about 5 minutes on an H200, about 25
-# minutes on two CPU cores. make demo-check runs full.
+# Size. small fits make demo's budget, 15 minutes on two CPU cores; it is near
+# the size where the cold start learns to copy (docs/DEMO.md, "Status").
+# full is a larger cold start and more RL: about 5 minutes on an H200, about
+# 25 on two CPU cores. make demo-check runs small over three seeds unless told
+# otherwise.
 PRESET=${PRESET:-small}
 case $PRESET in
 small) p_demos=16000 p_batch=8 p_iters=6 p_rl_tasks=16 p_rl_lr=1e-4 ;;
