@@ -627,41 +627,34 @@ func TestMemorySequences(t *testing.T) {
 			t.Fatalf("step %d: gold ranges wrong", i+1)
 		}
 	}
+	// seqsWith is step's memory sequences under the default config changed
+	// by set.
+	seqsWith := func(set func(*Config), step int) MemorySeqs {
+		t.Helper()
+		cfg := DefaultConfig()
+		set(&cfg)
+		ca, _ := mustAgent(t, cfg)
+		ctr, _ := runScript(t, ca, outs)
+		s, err := ctr.MemorySequences(step, golds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
 	// ScoreGoldPrefix: the gold is encoded with the prefix, as a policy that
 	// answers "<answer> Paris; Dijon" writes it.
-	pcfg := DefaultConfig()
-	pcfg.ScoreGoldPrefix = " "
-	pa, _ := mustAgent(t, pcfg)
-	ptr, _ := runScript(t, pa, outs)
-	ps, err := ptr.MemorySequences(0, golds)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ps := seqsWith(func(c *Config) { c.ScoreGoldPrefix = " " }, 0)
 	eqIDs(t, "prefixed gold", ps.Mem[ps.MemGoldStart:ps.MemGoldEnd], tok.Encode(" "+gold))
 	eqIDs(t, "prefixed gold ids", ps.GoldIDs, tok.Encode(" "+gold))
 	// ScoreGoldNumbered: each part after its marker, as a policy that
 	// answers "<answer>[1] Paris; [2] Dijon" writes it.
-	ncfg := DefaultConfig()
-	ncfg.ScoreGoldNumbered = true
-	na, _ := mustAgent(t, ncfg)
-	ntr, _ := runScript(t, na, outs)
-	ns, err := ntr.MemorySequences(0, golds)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ns := seqsWith(func(c *Config) { c.ScoreGoldNumbered = true }, 0)
 	if ns.Gold != "[1] Paris; [2] Dijon" {
 		t.Fatalf("numbered gold %q", ns.Gold)
 	}
 	eqIDs(t, "numbered gold ids", ns.Mem[ns.MemGoldStart:ns.MemGoldEnd], tok.Encode("[1] Paris; [2] Dijon"))
 	// A lead-in that names the number of questions.
-	kcfg := DefaultConfig()
-	kcfg.ScoreLeadIn = "<think>all {k} answers are known</think><answer>"
-	ka, _ := mustAgent(t, kcfg)
-	ktr, _ := runScript(t, ka, outs)
-	ks, err := ktr.MemorySequences(1, golds)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ks := seqsWith(func(c *Config) { c.ScoreLeadIn = "<think>all {k} answers are known</think><answer>" }, 1)
 	klead := tok.Encode("<think>all 2 answers are known</think><answer>")
 	eqIDs(t, "lead-in with {k}", ks.Mem[ks.MemGoldStart-len(klead):ks.MemGoldStart], klead)
 	eqIDs(t, "lead-in with {k}, history", ks.Hist[ks.HistGoldStart-len(klead):ks.HistGoldStart], klead)

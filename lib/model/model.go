@@ -629,16 +629,27 @@ func (m *Model) tokenLogProbs(xn Tensor, tg []int, dlp []float32, dxn Tensor) []
 	return rows
 }
 
-// LogProbs returns, for each sequence, log p(ids[t] | ids[:t]) for t ≥ 1 and
-// 0 at t = 0 (no context), under the model at temperature 1.
-func (m *Model) LogProbs(seqs [][]int) ([][]float32, error) {
+// normedTrunk packs the sequences and runs the trunk and the final norm
+// without keeping activations: the input of the LM head, for the passes
+// that only score.
+func (m *Model) normedTrunk(seqs [][]int) (*batch, Tensor, error) {
 	b, err := m.packed(seqs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	x, _ := m.trunk(b, false)
 	xn, rstd := m.finalNorm(x)
 	m.free(x, rstd)
+	return b, xn, nil
+}
+
+// LogProbs returns, for each sequence, log p(ids[t] | ids[:t]) for t ≥ 1 and
+// 0 at t = 0 (no context), under the model at temperature 1.
+func (m *Model) LogProbs(seqs [][]int) ([][]float32, error) {
+	b, xn, err := m.normedTrunk(seqs)
+	if err != nil {
+		return nil, err
+	}
 	rows := m.tokenLogProbs(xn, targets(b), nil, nil)
 	m.free(xn)
 	return logProbsOut(b, rows), nil
@@ -703,13 +714,10 @@ func (m *Model) LogProbsFrom(seqs [][]int, from []int) ([][]float32, error) {
 	if len(from) != len(seqs) {
 		return nil, fmt.Errorf("model: %d start positions for %d sequences", len(from), len(seqs))
 	}
-	b, err := m.packed(seqs)
+	b, xn, err := m.normedTrunk(seqs)
 	if err != nil {
 		return nil, err
 	}
-	x, _ := m.trunk(b, false)
-	xn, rstd := m.finalNorm(x)
-	m.free(x, rstd)
 	var idx []int
 	for i, s := range b.seqs {
 		for t := max(from[i], 1); t < s.N; t++ {
