@@ -135,8 +135,16 @@ func fromRow(m map[string]any, from, source, file string, row int) (Question, *T
 			return bad("", "no answer field: want golden_answers, answer, answer_aliases or reward_model.ground_truth")
 		}
 	}
+	if q.Question == "" && m["prompt"] != nil {
+		// Search-R1's own rows keep the question only inside the prompt.
+		pq, err := questionFromPrompt(m["prompt"])
+		if err != nil {
+			return bad("prompt", "no question found: the row has no \"question\" and the prompt is %v", err)
+		}
+		q.Question = pq
+	}
 	if q.Question == "" {
-		return bad("question", "missing or not a string")
+		return bad("question", "missing or not a string (and no prompt to read it from)")
 	}
 	switch layout {
 	case "flashrag":

@@ -7,7 +7,9 @@
 // golden_answers}, HotpotQA rows {question, answer}, MuSiQue rows with
 // answer_aliases, 2Wiki rows {_id, question, answer}, and Search-R1 / MEM1 RL
 // rows {data_source, prompt, reward_model.ground_truth, extra_info}, in JSONL,
-// a JSON array, or Parquet.
+// a JSON array, or Parquet. A Search-R1 row with no question field (its own
+// data script writes the question only into the prompt) has the question read
+// out of the prompt text (prompt.go).
 package tasks
 
 import (
