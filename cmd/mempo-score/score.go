@@ -6,6 +6,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/mempo/mempo/lib/qa"
 	"github.com/mempo/mempo/lib/report"
 )
 
@@ -15,6 +16,7 @@ var scoreFlags = []ucli.Flag{
 	&ucli.StringSliceFlag{Name: "metrics", Usage: "update metrics file of a run (.parquet or .jsonl); with one per rollouts file they take its label, otherwise their own stem"},
 	&ucli.StringFlag{Name: "out", Usage: "scores file, long form (.parquet or .jsonl)"},
 	&ucli.StringFlag{Name: "report", Usage: "directory for table.md and PNG plots (reward, memory reward and peak tokens over updates; F1 and peak tokens against k)"},
+	&ucli.StringFlag{Name: "metric-style", Value: "search-r1", Usage: "EM/sub-EM/F1 as `STYLE`'s scripts compute them: search-r1 (qa_em.py; F1 as SQuAD v1.1) or hotpotqa (hotpot_evaluate_v1.py: F1 0 when either side is yes/no/noanswer and they differ)"},
 	&ucli.BoolFlag{Name: "sum-objectives", Usage: "report EM, F1 and sub-EM summed over the k objectives (MEM1's 0..k) instead of the mean ×100"},
 	&ucli.IntFlag{Name: "bootstrap", Value: 1000, Usage: "bootstrap resamples for the 95% intervals"},
 	&ucli.Uint64Flag{Name: "seed", Value: 1, Usage: "bootstrap seed"},
@@ -24,6 +26,10 @@ func scoreAction(c *ucli.Context) error {
 	if c.Int("bootstrap") < 1 {
 		return fmt.Errorf("--bootstrap must be at least 1")
 	}
+	style, err := qa.ParseStyle(c.String("metric-style"))
+	if err != nil {
+		return err
+	}
 	cfg := report.Config{
 		Rollouts:  append(c.StringSlice("rollouts"), c.Args().Slice()...),
 		Labels:    c.StringSlice("label"),
@@ -31,6 +37,7 @@ func scoreAction(c *ucli.Context) error {
 		Out:       c.String("out"),
 		ReportDir: c.String("report"),
 		Options: report.Options{
+			Style:         style,
 			SumObjectives: c.Bool("sum-objectives"),
 			Resamples:     c.Int("bootstrap"),
 			Seed:          c.Uint64("seed"),

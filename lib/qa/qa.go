@@ -4,8 +4,12 @@
 //
 // Normalize follows Search-R1's normalize_answer (itself SQuAD's): lowercase,
 // delete ASCII punctuation, delete the words a/an/the, collapse whitespace.
-// "Word" and "whitespace" are taken in the Unicode sense, as Python 3's re and
-// str.split do, so non-ASCII text normalizes the same way as in the reference.
+// "Lowercase", "word" and "whitespace" are taken in Python 3's sense (str.lower
+// with its final-sigma rule, re's \w, str.split), so non-ASCII text normalizes
+// as in the reference scripts. EM, sub-EM and F1 match Search-R1's qa_em.py,
+// SQuAD v1.1's and HotpotQA's evaluation scripts exactly, selected by Style
+// (testdata/scoring_golden.jsonl, written by scripts/make_scoring_golden.py
+// from the scripts themselves, is the check).
 package qa
 
 import (
@@ -13,6 +17,9 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/cases"
+	"golang.org/x/text/language"
 )
 
 // asciiPunct is Python's string.punctuation.
@@ -28,11 +35,16 @@ func isWord(r rune) bool { return r == '_' || unicode.IsLetter(r) || unicode.IsN
 // information separators U+001C..U+001F.
 func isSpace(r rune) bool { return unicode.IsSpace(r) || (r >= 0x1c && r <= 0x1f) }
 
-// lower is Python's str.lower. Go's ToLower differs only for U+0130 (capital I
-// with dot above), which Python lowers to "i" followed by U+0307.
+// lower is Python's str.lower: the full Unicode lower-case mapping, with
+// U+0130 (İ) to "i" + U+0307 and Σ to ς at the end of a word. Go's
+// strings.ToLower maps rune by rune and so misses the final-sigma rule
+// ("ΣΑΣ" is "σας" in Python); x/text/cases implements both. ASCII takes the
+// fast path. A Caser keeps state, so each call makes its own.
 func lower(s string) string {
-	if strings.ContainsRune(s, 'İ') {
-		s = strings.ReplaceAll(s, "İ", "i\u0307")
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return cases.Lower(language.Und).String(s)
+		}
 	}
 	return strings.ToLower(s)
 }
@@ -95,42 +107,50 @@ func ExactMatch(pred string, golds []string) float64 {
 	return 0
 }
 
-// SubEM is 1 when some normalized gold alias occurs as a substring of the
-// normalized prediction, else 0. Unlike Search-R1's subem_check, a gold that
-// normalizes to nothing (e.g. "The") never matches: the empty string is a
-// substring of everything.
+// SubEM is Search-R1's subem_check: 1 when some normalized gold alias occurs
+// as a substring of the normalized prediction, else 0. As there, a gold that
+// normalizes to nothing (e.g. "The") matches every prediction: the empty
+// string is a substring of everything. HotpotQA defines no sub-EM, so both
+// styles use this one.
 func SubEM(pred string, golds []string) float64 {
 	p := Normalize(pred)
 	for _, g := range golds {
-		if ng := Normalize(g); ng != "" && strings.Contains(p, ng) {
+		if strings.Contains(p, Normalize(g)) {
 			return 1
 		}
 	}
 	return 0
 }
 
-// F1 is the SQuAD bag-of-words F1 (tokens counted with multiplicity) between
+// F1 is F1Style under the default style, SearchR1.
+func F1(pred string, golds []string) float64 { return F1Style(pred, golds, SearchR1) }
+
+// F1Style is the bag-of-words F1 (tokens counted with multiplicity) between
 // the normalized prediction and each normalized gold alias, maximized over the
-// aliases. When either side has no tokens the score is 1 if both are empty and
-// 0 otherwise. No golds scores 0.
-func F1(pred string, golds []string) float64 {
-	pt := Tokens(pred)
+// aliases as SQuAD's metric_max_over_ground_truths does. No tokens in common
+// scores 0, so an answer and a gold that both normalize to nothing score 0
+// (SQuAD v1.1 and HotpotQA; SQuAD v2's "both empty is 1" is not used). Under
+// HotpotQA, when either side normalizes to yes, no or noanswer and the two
+// differ, the score is 0 ("yes it is" against "yes"). No golds scores 0.
+func F1Style(pred string, golds []string, style Style) float64 {
+	np := Normalize(pred)
+	pt := strings.FieldsFunc(np, isSpace)
 	best := 0.0
 	for _, g := range golds {
-		if f := tokenF1(pt, Tokens(g)); f > best {
+		ng := Normalize(g)
+		if style == HotpotQA && np != ng && (isYesNo(np) || isYesNo(ng)) {
+			continue
+		}
+		if f := tokenF1(pt, strings.FieldsFunc(ng, isSpace)); f > best {
 			best = f
 		}
 	}
 	return best
 }
 
+func isYesNo(s string) bool { return s == "yes" || s == "no" || s == "noanswer" }
+
 func tokenF1(pred, gold []string) float64 {
-	if len(pred) == 0 || len(gold) == 0 {
-		if len(pred) == len(gold) {
-			return 1
-		}
-		return 0
-	}
 	counts := make(map[string]int, len(gold))
 	for _, t := range gold {
 		counts[t]++
@@ -189,10 +209,13 @@ type TaskScore struct {
 	CountOK       bool      // the number of answers equals the number of objectives
 }
 
-// Score aligns answers with the gold alias lists by position and scores each
-// objective. A prediction with the wrong number of answers scores 0 on every
-// objective.
-func Score(answers []string, golds [][]string) TaskScore {
+// Score is ScoreStyle under the default style, SearchR1.
+func Score(answers []string, golds [][]string) TaskScore { return ScoreStyle(answers, golds, SearchR1) }
+
+// ScoreStyle aligns answers with the gold alias lists by position and scores
+// each objective. A prediction with the wrong number of answers scores 0 on
+// every objective.
+func ScoreStyle(answers []string, golds [][]string, style Style) TaskScore {
 	k := len(golds)
 	s := TaskScore{EM: make([]float64, k), F1: make([]float64, k), SubEM: make([]float64, k)}
 	if len(answers) != k {
@@ -202,7 +225,7 @@ func Score(answers []string, golds [][]string) TaskScore {
 	s.AllCorrect = k > 0
 	for i, g := range golds {
 		s.EM[i] = ExactMatch(answers[i], g)
-		s.F1[i] = F1(answers[i], g)
+		s.F1[i] = F1Style(answers[i], g, style)
 		s.SubEM[i] = SubEM(answers[i], g)
 		if s.EM[i] != 1 {
 			s.AllCorrect = false
@@ -211,10 +234,10 @@ func Score(answers []string, golds [][]string) TaskScore {
 	return s
 }
 
-// ScoreTask is Score reduced to what the rollout stage stores: per-objective
-// EM and F1 and whether every objective is exactly right.
-func ScoreTask(answers []string, golds [][]string) (em, f1 []float64, allCorrect bool) {
-	s := Score(answers, golds)
+// ScoreTask is ScoreStyle reduced to what the rollout stage stores:
+// per-objective EM and F1 and whether every objective is exactly right.
+func ScoreTask(answers []string, golds [][]string, style Style) (em, f1 []float64, allCorrect bool) {
+	s := ScoreStyle(answers, golds, style)
 	return s.EM, s.F1, s.AllCorrect
 }
 

@@ -10,7 +10,8 @@ import (
 //
 //   - Answers: Answer split on ";" and trimmed (qa.SplitAnswers);
 //   - FormatOK: cleared unless there are exactly k answers, none empty;
-//   - EM, F1: per objective (a wrong answer count scores 0 everywhere);
+//   - EM, F1: per objective (a wrong answer count scores 0 everywhere),
+//     under qa's default style (Search-R1's EM, SQuAD v1.1's F1);
 //   - RewardTask: R^T, 1 when every objective exact-matches and FormatOK;
 //   - Turns, TotalTokens, PeakTokens: from the steps' context and output
 //     token counts (total = Σ, peak = max of context + output).
@@ -29,7 +30,7 @@ func (r *Rollout) Finish() {
 		r.Answers = []string{}
 	}
 	r.FormatOK = r.FormatOK && ok
-	em, f1, all := qa.ScoreTask(answers, r.Golds)
+	em, f1, all := qa.ScoreTask(answers, r.Golds, qa.SearchR1)
 	r.EM, r.F1 = em, f1
 	r.RewardTask = 0
 	if all && r.FormatOK {

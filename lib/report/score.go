@@ -36,6 +36,8 @@ var Metrics = []string{MetricEM, MetricF1, MetricSubEM, MetricAllCorrect, Metric
 
 // Options control scoring.
 type Options struct {
+	// Style is whose scripts EM, sub-EM and F1 follow (qa.SearchR1 by default).
+	Style qa.Style
 	// SumObjectives reports EM, F1 and sub-EM as the sum over the k
 	// objectives (MEM1's 0..k scale) instead of the mean ×100.
 	SumObjectives bool
@@ -58,7 +60,7 @@ type Trajectory map[string]float64
 // come only from the rollout's final answer text, split on ";".
 func ScoreRollout(r *records.Rollout, opt Options) Trajectory {
 	answers, _ := qa.SplitAnswers(r.Answer, len(r.Golds))
-	s := qa.Score(answers, r.Golds)
+	s := qa.ScoreStyle(answers, r.Golds, opt.Style)
 	scale := func(xs []float64) float64 {
 		if opt.SumObjectives {
 			t := 0.0
