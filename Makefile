@@ -11,7 +11,7 @@ APT_PKGS  := libfaiss-dev libopenblas-dev
 QWEN_TOK  := testdata/qwen3/tokenizer.json
 export QWEN_TOKENIZER := $(CURDIR)/$(QWEN_TOK)
 
-.PHONY: all build deps test bench bench-retrieval-1m demo demo-check demo-retrieval clean fixtures-tokenizer gpu-bundle
+.PHONY: all build deps test bench bench-retrieval-1m demo demo-check demo-retrieval train eval-data clean fixtures-tokenizer gpu-bundle
 
 all: build
 
@@ -66,6 +66,19 @@ demo-check: build
 
 demo-retrieval: build
 	bash scripts/demo.sh
+
+# train runs the MemPO loop on a checkpoint, retriever and data of your own
+# (scripts/train/run.sh; every knob is a variable: make train MODEL=DIR
+# RETRIEVER=URL TRAIN=FILE …, docs/TRAINING.md). With no variables it runs its
+# small preset end to end on data it makes from ../shared/data and a tiny
+# random Qwen2 with the real Qwen tokenizer (a few minutes on two CPU cores;
+# it shows the loop works, not learning). eval-data writes the benchmarks'
+# evaluation tasks (k = 1; multi-objective k = 2, 4, 8) to runs/eval-data/.
+train: build $(QWEN_TOK)
+	BIN=$(BIN) bash scripts/train/run.sh
+
+eval-data: build
+	BIN=$(BIN) bash scripts/train/eval_data.sh runs/eval-data
 
 # gpu-bundle builds bin/gpu/: the commands, the lib/cuda and lib/model test binaries and the
 # shared libraries they need, to copy to a GPU machine and run with scripts/gpu/run.sh (docs/GPU.md).
