@@ -6,7 +6,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/model"
 	"github.com/mempo/mempo/lib/tokenizer"
 )
@@ -87,28 +87,28 @@ func runGenerate(c *ucli.Context) error {
 		opts.Decode = func(ids []int) string { return decode(t, ids) }
 	}
 
-	r, err := cli.Open(in)
+	r, err := fileio.Open(in)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
 	var objs []map[string]json.RawMessage
 	var reqs []model.Request
-	err = cli.EachJSONL(r, in, func(line int, raw []byte) error {
+	err = fileio.EachJSONL(r, in, func(line int, raw []byte) error {
 		var obj map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &obj); err != nil {
-			return cli.BadInput(in, line, "", "not a JSON object: %v", err)
+			return fileio.BadInput(in, line, "", "not a JSON object: %v", err)
 		}
 		ids, field, err := promptIDs(obj, tok, in, line)
 		if err != nil {
 			return err
 		}
 		if len(ids) == 0 {
-			return cli.BadInput(in, line, field, "empty prompt")
+			return fileio.BadInput(in, line, field, "empty prompt")
 		}
 		for i, id := range ids {
 			if id < 0 || id >= m.VocabSize() {
-				return cli.BadInput(in, line, field, "token id %d at position %d is outside the model's vocabulary [0, %d)", id, i, m.VocabSize())
+				return fileio.BadInput(in, line, field, "token id %d at position %d is outside the model's vocabulary [0, %d)", id, i, m.VocabSize())
 			}
 		}
 		objs = append(objs, obj)
@@ -122,12 +122,12 @@ func runGenerate(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := cli.Create(c.String("out"))
+	out, err := fileio.Create(c.String("out"))
 	if err != nil {
 		return err
 	}
 	defer out.Abort()
-	w := cli.NewJSONLWriter(out)
+	w := fileio.NewJSONLWriter(out)
 	t, _ := tok.Get()
 	for _, g := range gens {
 		obj := map[string]json.RawMessage{}
@@ -192,35 +192,35 @@ func promptIDs(obj map[string]json.RawMessage, tok *tokenizer.Lazy, file string,
 	if raw, ok := obj["ids"]; ok {
 		var ids []int
 		if err := json.Unmarshal(raw, &ids); err != nil {
-			return nil, "ids", cli.BadInput(file, line, "ids", "want an array of integer token ids")
+			return nil, "ids", fileio.BadInput(file, line, "ids", "want an array of integer token ids")
 		}
 		return ids, "ids", nil
 	}
 	if raw, ok := obj["text"]; ok {
 		var text string
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return nil, "text", cli.BadInput(file, line, "text", "want a string")
+			return nil, "text", fileio.BadInput(file, line, "text", "want a string")
 		}
 		t, err := tok.Get()
 		if err != nil {
-			return nil, "text", cli.BadInput(file, line, "text", "text input needs a tokenizer: %v", err)
+			return nil, "text", fileio.BadInput(file, line, "text", "text input needs a tokenizer: %v", err)
 		}
 		return t.Encode(text), "text", nil
 	}
 	if raw, ok := obj["messages"]; ok {
 		var msgs []tokenizer.Message
 		if err := json.Unmarshal(raw, &msgs); err != nil {
-			return nil, "messages", cli.BadInput(file, line, "messages", `want an array of {"role", "content"} objects`)
+			return nil, "messages", fileio.BadInput(file, line, "messages", `want an array of {"role", "content"} objects`)
 		}
 		t, err := tok.Get()
 		if err != nil {
-			return nil, "messages", cli.BadInput(file, line, "messages", "chat input needs a tokenizer: %v", err)
+			return nil, "messages", fileio.BadInput(file, line, "messages", "chat input needs a tokenizer: %v", err)
 		}
 		chat, err := t.ChatML()
 		if err != nil {
-			return nil, "messages", cli.BadInput(file, line, "messages", "%v", err)
+			return nil, "messages", fileio.BadInput(file, line, "messages", "%v", err)
 		}
 		return chat.Render(msgs, true, ""), "messages", nil
 	}
-	return nil, "", cli.BadInput(file, line, "", `want "ids", "text" or "messages"`)
+	return nil, "", fileio.BadInput(file, line, "", `want "ids", "text" or "messages"`)
 }

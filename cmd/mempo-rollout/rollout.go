@@ -20,6 +20,7 @@ import (
 
 	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/model"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/retrieval"
@@ -102,11 +103,11 @@ func runRollout(c *ucli.Context) error {
 	if out == "-" {
 		return fmt.Errorf("--out: a file is needed (the run is journaled beside it)")
 	}
-	if _, err := cli.Format(out); err != nil {
+	if _, err := fileio.Format(out); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
 	if jsonl != "" {
-		if f, err := cli.Format(jsonl); err != nil || f != "jsonl" {
+		if f, err := fileio.Format(jsonl); err != nil || f != "jsonl" {
 			return fmt.Errorf("--jsonl %s: want a .jsonl file", jsonl)
 		}
 	}
@@ -398,7 +399,7 @@ func openJournal(dir string, set settings, G int, all []tasks.Task) (*journal, m
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", dir, err)
 		}
-		if err := cli.WriteFileAtomic(sp, []byte(encodeSettings(set))); err != nil {
+		if err := fileio.WriteFileAtomic(sp, []byte(encodeSettings(set))); err != nil {
 			return nil, nil, err
 		}
 		return j, j.done, nil

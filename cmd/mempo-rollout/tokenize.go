@@ -10,7 +10,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/tokenizer"
 )
 
@@ -46,12 +46,12 @@ func runTokenize(c *ucli.Context) error {
 		return err
 	}
 	inPath, outPath := c.String("in"), c.String("out")
-	in, err := cli.Open(inPath)
+	in, err := fileio.Open(inPath)
 	if err != nil {
 		return err
 	}
 	defer in.Close()
-	out, err := cli.Create(outPath)
+	out, err := fileio.Create(outPath)
 	if err != nil {
 		return err
 	}
@@ -68,38 +68,38 @@ func runTokenize(c *ucli.Context) error {
 
 // tokenizeStream encodes (or decodes) every line of r into w.
 func tokenizeStream(tok *tokenizer.Tokenizer, decode bool, r io.Reader, file string, w io.Writer) error {
-	jw := cli.NewJSONLWriter(w)
+	jw := fileio.NewJSONLWriter(w)
 	var ids []int
-	err := cli.EachJSONL(r, file, func(line int, raw []byte) error {
+	err := fileio.EachJSONL(r, file, func(line int, raw []byte) error {
 		fields, err := tokObjectFields(raw)
 		if err != nil {
-			return cli.BadInput(file, line, "", "not a JSON object: %v", err)
+			return fileio.BadInput(file, line, "", "not a JSON object: %v", err)
 		}
 		var key string
 		var val []byte
 		if decode {
 			src, ok := fields.get("ids")
 			if !ok {
-				return cli.BadInput(file, line, "ids", `missing (with --decode each line needs "ids")`)
+				return fileio.BadInput(file, line, "ids", `missing (with --decode each line needs "ids")`)
 			}
 			ids = ids[:0]
 			if err := json.Unmarshal(src, &ids); err != nil {
-				return cli.BadInput(file, line, "ids", "want an array of integer token ids")
+				return fileio.BadInput(file, line, "ids", "want an array of integer token ids")
 			}
 			text, err := tok.Decode(ids)
 			if err != nil {
-				return cli.BadInput(file, line, "ids", "%v", err)
+				return fileio.BadInput(file, line, "ids", "%v", err)
 			}
 			key = "text"
 			val = tokJSONString(text)
 		} else {
 			src, ok := fields.get("text")
 			if !ok {
-				return cli.BadInput(file, line, "text", `missing (each line needs "text"; use --decode for "ids")`)
+				return fileio.BadInput(file, line, "text", `missing (each line needs "text"; use --decode for "ids")`)
 			}
 			var text string
 			if err := json.Unmarshal(src, &text); err != nil {
-				return cli.BadInput(file, line, "text", "want a string")
+				return fileio.BadInput(file, line, "text", "want a string")
 			}
 			ids = tok.AppendEncode(ids[:0], text)
 			b := make([]byte, 0, 8*len(ids)+2)

@@ -6,7 +6,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/model"
 	"github.com/mempo/mempo/lib/tokenizer"
 )
@@ -51,16 +51,16 @@ func runLogprobs(c *ucli.Context) error {
 		return err
 	}
 	tok := tokenizer.NewLazy(c.String("tokenizer"), dir)
-	r, err := cli.Open(in)
+	r, err := fileio.Open(in)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
 	var rows []*lpRow
-	err = cli.EachJSONL(r, in, func(line int, raw []byte) error {
+	err = fileio.EachJSONL(r, in, func(line int, raw []byte) error {
 		row := &lpRow{}
 		if err := json.Unmarshal(raw, &row.obj); err != nil {
-			return cli.BadInput(in, line, "", "not a JSON object: %v", err)
+			return fileio.BadInput(in, line, "", "not a JSON object: %v", err)
 		}
 		ids, isText, err := rowIDs(row.obj, tok, in, line)
 		if err != nil {
@@ -68,7 +68,7 @@ func runLogprobs(c *ucli.Context) error {
 		}
 		for i, id := range ids {
 			if id < 0 || id >= m.VocabSize() {
-				return cli.BadInput(in, line, "ids", "token id %d at position %d is outside the model's vocabulary [0, %d)", id, i, m.VocabSize())
+				return fileio.BadInput(in, line, "ids", "token id %d at position %d is outside the model's vocabulary [0, %d)", id, i, m.VocabSize())
 			}
 		}
 		row.ids, row.text = ids, isText
@@ -78,12 +78,12 @@ func runLogprobs(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	out, err := cli.Create(c.String("out"))
+	out, err := fileio.Create(c.String("out"))
 	if err != nil {
 		return err
 	}
 	defer out.Abort()
-	w := cli.NewJSONLWriter(out)
+	w := fileio.NewJSONLWriter(out)
 	budget := max(1, c.Int("batch-tokens"))
 	for start := 0; start < len(rows); {
 		end, tokens := start, 0
@@ -145,20 +145,20 @@ func rowIDs(obj map[string]json.RawMessage, tok *tokenizer.Lazy, file string, li
 	if raw, ok := obj["ids"]; ok {
 		var ids []int
 		if err := json.Unmarshal(raw, &ids); err != nil {
-			return nil, false, cli.BadInput(file, line, "ids", "want an array of integer token ids")
+			return nil, false, fileio.BadInput(file, line, "ids", "want an array of integer token ids")
 		}
 		return ids, false, nil
 	}
 	if raw, ok := obj["text"]; ok {
 		var text string
 		if err := json.Unmarshal(raw, &text); err != nil {
-			return nil, false, cli.BadInput(file, line, "text", "want a string")
+			return nil, false, fileio.BadInput(file, line, "text", "want a string")
 		}
 		t, err := tok.Get()
 		if err != nil {
-			return nil, false, cli.BadInput(file, line, "text", "text input needs a tokenizer: %v", err)
+			return nil, false, fileio.BadInput(file, line, "text", "text input needs a tokenizer: %v", err)
 		}
 		return t.Encode(text), true, nil
 	}
-	return nil, false, cli.BadInput(file, line, "", `want "ids" or "text"`)
+	return nil, false, fileio.BadInput(file, line, "", `want "ids" or "text"`)
 }

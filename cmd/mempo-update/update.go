@@ -11,6 +11,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/model"
 	"github.com/mempo/mempo/lib/optim"
 	"github.com/mempo/mempo/lib/records"
@@ -179,7 +180,7 @@ func prepare(rolls []records.Rollout, where []origin, opt update.PrepareOptions)
 	var ie *update.InputError
 	if errors.As(err, &ie) {
 		o := where[ie.Traj]
-		return nil, cli.BadInput(o.file, o.row, ie.Field, "%v", ie.Err)
+		return nil, fileio.BadInput(o.file, o.row, ie.Field, "%v", ie.Err)
 	}
 	return b, err
 }

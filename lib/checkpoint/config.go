@@ -25,7 +25,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 )
 
 // Supported architectures and their model_type.
@@ -119,7 +119,7 @@ type fields struct {
 
 func (f *fields) fail(field, format string, args ...any) {
 	if f.err == nil {
-		f.err = cli.BadInput(f.path, 0, field, format, args...)
+		f.err = fileio.BadInput(f.path, 0, field, format, args...)
 	}
 }
 
@@ -246,11 +246,11 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 	if v, ok := m["architectures"]; ok && v != nil {
 		list, ok := v.([]any)
 		if !ok || len(list) != 1 {
-			return nil, cli.BadInput(path, 0, "architectures", "must list exactly one architecture, got %v", v)
+			return nil, fileio.BadInput(path, 0, "architectures", "must list exactly one architecture, got %v", v)
 		}
 		arch, _ := list[0].(string)
 		if _, ok := archModelType[arch]; !ok {
-			return nil, cli.BadInput(path, 0, "architectures", "unsupported architecture %q (supported: %s, %s)", list[0], ArchQwen2, ArchQwen3)
+			return nil, fileio.BadInput(path, 0, "architectures", "unsupported architecture %q (supported: %s, %s)", list[0], ArchQwen2, ArchQwen3)
 		}
 		c.Architecture = arch
 	} else {
@@ -260,13 +260,13 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 			}
 		}
 		if c.Architecture == "" {
-			return nil, cli.BadInput(path, 0, "model_type", "unsupported model_type %q and no architectures field (supported: qwen2, qwen3)", c.ModelType)
+			return nil, fileio.BadInput(path, 0, "model_type", "unsupported model_type %q and no architectures field (supported: qwen2, qwen3)", c.ModelType)
 		}
 	}
 	if want := archModelType[c.Architecture]; c.ModelType == "" {
 		c.ModelType = want
 	} else if c.ModelType != want {
-		return nil, cli.BadInput(path, 0, "model_type", "%q does not match architecture %s (want %q)", c.ModelType, c.Architecture, want)
+		return nil, fileio.BadInput(path, 0, "model_type", "%q does not match architecture %s (want %q)", c.ModelType, c.Architecture, want)
 	}
 	qwen3 := c.ModelType == "qwen3"
 
@@ -325,7 +325,7 @@ func ParseConfig(path string, data []byte) (*Config, error) {
 				c.RopeTheta = pf.float("rope_theta", c.RopeTheta)
 			}
 			if pf.err != nil {
-				f.fail("rope_parameters", "%v", pf.err.(*cli.InputError).Err)
+				f.fail("rope_parameters", "%v", pf.err.(*fileio.InputError).Err)
 			}
 		}
 	}

@@ -13,7 +13,7 @@ import (
 	"runtime"
 	"sync"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/safetensors"
 )
 
@@ -79,7 +79,7 @@ func Save(dir string, cfg *Config, tensors map[string][]float32, opts SaveOption
 		}
 	}
 
-	tmp, err := cli.TempDirBeside(dir)
+	tmp, err := fileio.TempDirBeside(dir)
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func Save(dir string, cfg *Config, tensors map[string][]float32, opts SaveOption
 			return err
 		}
 	}
-	if err := cli.ReplaceDir(tmp, dir); err != nil {
+	if err := fileio.ReplaceDir(tmp, dir); err != nil {
 		return err
 	}
 	done = true
@@ -324,21 +324,21 @@ func TokenizerVocabSize(path string) (int, error) {
 		if err := json.Unmarshal(tj.Model.Vocab, &m); err == nil {
 			for _, id := range m {
 				if id < 0 {
-					return 0, cli.BadInput(path, 0, "model.vocab", "negative id %d", id)
+					return 0, fileio.BadInput(path, 0, "model.vocab", "negative id %d", id)
 				}
 				maxID = max(maxID, id)
 			}
 		} else {
 			var list []json.RawMessage
 			if err := json.Unmarshal(tj.Model.Vocab, &list); err != nil {
-				return 0, cli.BadInput(path, 0, "model.vocab", "must be an object of token ids or a list")
+				return 0, fileio.BadInput(path, 0, "model.vocab", "must be an object of token ids or a list")
 			}
 			maxID = max(maxID, len(list)-1)
 		}
 	}
 	for i, a := range tj.AddedTokens {
 		if a.ID == nil || *a.ID < 0 {
-			return 0, cli.BadInput(path, 0, "added_tokens", "entry %d has no valid id", i)
+			return 0, fileio.BadInput(path, 0, "added_tokens", "entry %d has no valid id", i)
 		}
 		maxID = max(maxID, *a.ID)
 	}
@@ -346,7 +346,7 @@ func TokenizerVocabSize(path string) (int, error) {
 		return 0, fmt.Errorf("%s: %w", path, errNoVocab)
 	}
 	if maxID == math.MaxInt {
-		return 0, cli.BadInput(path, 0, "model.vocab", "id too large")
+		return 0, fileio.BadInput(path, 0, "model.vocab", "id too large")
 	}
 	return maxID + 1, nil
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 )
 
 // Row is any of the row types of this package.
@@ -41,19 +41,19 @@ func required[T Row]() []string {
 // Commit.
 type Writer[T Row] struct {
 	path string
-	out  *cli.AtomicFile
+	out  *fileio.AtomicFile
 	pw   *parquet.GenericWriter[T]
-	jw   *cli.JSONLWriter
+	jw   *fileio.JSONLWriter
 	n    int
 }
 
 // Create starts a Writer at path.
 func Create[T Row](path string) (*Writer[T], error) {
-	format, err := cli.Format(path)
+	format, err := fileio.Format(path)
 	if err != nil {
 		return nil, err
 	}
-	out, err := cli.Create(path)
+	out, err := fileio.Create(path)
 	if err != nil {
 		return nil, err
 	}
@@ -61,7 +61,7 @@ func Create[T Row](path string) (*Writer[T], error) {
 	if format == "parquet" {
 		w.pw = parquet.NewGenericWriter[T](out, parquet.Compression(&parquet.Zstd))
 	} else {
-		w.jw = cli.NewJSONLWriter(out)
+		w.jw = fileio.NewJSONLWriter(out)
 	}
 	return w, nil
 }
@@ -76,7 +76,7 @@ func (w *Writer[T]) Write(rows ...T) error {
 		}
 		if w.jw != nil {
 			if err := w.jw.Write(&rows[i]); err != nil {
-				return cli.BadInput(w.path, w.n, "", "%v", err)
+				return fileio.BadInput(w.path, w.n, "", "%v", err)
 			}
 		}
 	}
@@ -121,9 +121,9 @@ func WriteFile[T Row](path string, rows []T) error {
 func rowError(file string, row int, err error) error {
 	var fe *FieldError
 	if errors.As(err, &fe) {
-		return cli.BadInput(file, row, fe.Field, "%s", fe.Msg)
+		return fileio.BadInput(file, row, fe.Field, "%s", fe.Msg)
 	}
-	return cli.BadInput(file, row, "", "%v", err)
+	return fileio.BadInput(file, row, "", "%v", err)
 }
 
 // Each reads the rows of a Parquet or JSONL file ("-" is JSONL on stdin) in
@@ -131,19 +131,19 @@ func rowError(file string, row int, err error) error {
 // the line number). A row that does not decode or validate stops the read with
 // an error naming the file, row and field.
 func Each[T Row](path string, fn func(row int, v *T) error) error {
-	format, err := cli.Format(path)
+	format, err := fileio.Format(path)
 	if err != nil {
 		return err
 	}
 	if format == "parquet" {
 		return eachParquet(path, fn)
 	}
-	r, err := cli.Open(path)
+	r, err := fileio.Open(path)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	return cli.EachJSONL(r, path, func(line int, raw []byte) error {
+	return fileio.EachJSONL(r, path, func(line int, raw []byte) error {
 		var v T
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
@@ -151,7 +151,7 @@ func Each[T Row](path string, fn func(row int, v *T) error) error {
 			return jsonError(path, line, err)
 		}
 		if dec.More() {
-			return cli.BadInput(path, line, "", "more than one JSON value on the line")
+			return fileio.BadInput(path, line, "", "more than one JSON value on the line")
 		}
 		if err := any(&v).(validator).Validate(); err != nil {
 			return rowError(path, line, err)
@@ -163,13 +163,13 @@ func Each[T Row](path string, fn func(row int, v *T) error) error {
 func jsonError(path string, line int, err error) error {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) {
-		return cli.BadInput(path, line, te.Field, "cannot hold JSON %s", te.Value)
+		return fileio.BadInput(path, line, te.Field, "cannot hold JSON %s", te.Value)
 	}
 	if msg := err.Error(); strings.HasPrefix(msg, "json: unknown field ") {
 		field := strings.Trim(strings.TrimPrefix(msg, "json: unknown field "), `"`)
-		return cli.BadInput(path, line, field, "is not a column of this file type (see docs/formats.md)")
+		return fileio.BadInput(path, line, field, "is not a column of this file type (see docs/formats.md)")
 	}
-	return cli.BadInput(path, line, "", "not valid JSON: %v", err)
+	return fileio.BadInput(path, line, "", "not valid JSON: %v", err)
 }
 
 func eachParquet[T Row](path string, fn func(row int, v *T) error) (err error) {
@@ -192,14 +192,14 @@ func eachParquet[T Row](path string, fn func(row int, v *T) error) (err error) {
 	}
 	for _, c := range required[T]() {
 		if !have[c] {
-			return cli.BadInput(path, 0, c, "required column is missing")
+			return fileio.BadInput(path, 0, c, "required column is missing")
 		}
 	}
 	row := 0
 	defer func() {
 		// parquet-go panics on some schema mismatches; report them as input errors.
 		if p := recover(); p != nil {
-			err = cli.BadInput(path, row+1, "", "cannot read row: %v", p)
+			err = fileio.BadInput(path, row+1, "", "cannot read row: %v", p)
 		}
 	}()
 	rd := parquet.NewGenericReader[T](pf)
@@ -220,7 +220,7 @@ func eachParquet[T Row](path string, fn func(row int, v *T) error) (err error) {
 			return nil
 		}
 		if rerr != nil {
-			return cli.BadInput(path, row+1, "", "cannot read row: %v", rerr)
+			return fileio.BadInput(path, row+1, "", "cannot read row: %v", rerr)
 		}
 		clear(buf)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 )
 
 // sampleRollouts is a small batch with every kind of field filled: nested
@@ -149,7 +149,7 @@ func TestMalformedJSONLNamesRow(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "bad.jsonl")
 		os.WriteFile(path, []byte(string(good)+"\n"+tc.line+"\n"+string(good)+"\n"), 0o644)
 		_, err := ReadFile[Rollout](path)
-		var ie *cli.InputError
+		var ie *fileio.InputError
 		if err == nil || !errors.As(err, &ie) || !strings.Contains(err.Error(), path+": "+tc.want) {
 			t.Errorf("line %s: err = %v, want %q", tc.line, err, tc.want)
 		}

@@ -12,7 +12,7 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/records"
 )
 
@@ -161,7 +161,7 @@ func linePlot(path, title, xlabel, ylabel string, ss []series) (bool, error) {
 	if _, err := wt.WriteTo(&buf); err != nil {
 		return false, fmt.Errorf("%s: %w", path, err)
 	}
-	return true, cli.WriteFileAtomic(path, buf.Bytes())
+	return true, fileio.WriteFileAtomic(path, buf.Bytes())
 }
 
 func cmpFloat(a, b float64) int {

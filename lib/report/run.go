@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/records"
 )
 
@@ -73,7 +74,7 @@ func Run(cfg Config, stdout io.Writer) ([]string, error) {
 	if cfg.Out == "" {
 		return nil, fmt.Errorf("no scores file (--out scores.parquet)")
 	}
-	if _, err := cli.Format(cfg.Out); err != nil {
+	if _, err := fileio.Format(cfg.Out); err != nil {
 		return nil, err
 	}
 	labels, err := Labels(cfg.Rollouts, cfg.Labels)
@@ -132,7 +133,7 @@ func Run(cfg Config, stdout io.Writer) ([]string, error) {
 		return nil, fmt.Errorf("%s: %w", cfg.ReportDir, err)
 	}
 	written := []string{filepath.Join(cfg.ReportDir, "table.md")}
-	if err := cli.WriteFileAtomic(written[0], []byte(table)); err != nil {
+	if err := fileio.WriteFileAtomic(written[0], []byte(table)); err != nil {
 		return nil, err
 	}
 	ps, err := KPlots(cfg.ReportDir, scores, acc.Runs())

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 )
 
 func writeCorpus(t testing.TB, path string, docs []string) {
@@ -20,7 +20,7 @@ func writeCorpus(t testing.TB, path string, docs []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := cli.NewJSONLWriter(f)
+	w := fileio.NewJSONLWriter(f)
 	for i, d := range docs {
 		w.Write(Passage{ID: fmt.Sprintf("d%d", i), Contents: d})
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mempo/mempo/lib/cli"
 	"github.com/mempo/mempo/lib/cuda"
+	"github.com/mempo/mempo/lib/fileio"
 )
 
 // IndexApp is the mempo-index command: build an index directory, or (the
@@ -119,10 +120,10 @@ func IndexApp() *ucli.App {
 			if from == "" {
 				return fmt.Errorf("corpus: --from is required (%s)", strings.Join(Sources, "|"))
 			}
-			if f, err := cli.Format(outPath); err != nil || f != "jsonl" {
+			if f, err := fileio.Format(outPath); err != nil || f != "jsonl" {
 				return fmt.Errorf("corpus: --out %s: want a .jsonl file or -", outPath)
 			}
-			out, err := cli.Create(outPath)
+			out, err := fileio.Create(outPath)
 			if err != nil {
 				return err
 			}

@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 )
 
 // QA layouts whose paragraphs ConvertCorpus collects.
@@ -45,7 +45,7 @@ func ConvertCorpus(from string, files []string, w io.Writer) (ConvertStats, erro
 		return st, fmt.Errorf("--from %q: want one of %s", from, strings.Join(Sources, ", "))
 	}
 	seen := map[[32]byte]bool{}
-	out := cli.NewJSONLWriter(w)
+	out := fileio.NewJSONLWriter(w)
 	emit := func(title, text string) error {
 		st.Paragraphs++
 		title, text = strings.TrimSpace(title), strings.TrimSpace(text)
@@ -75,7 +75,7 @@ func ConvertCorpus(from string, files []string, w io.Writer) (ConvertStats, erro
 
 // eachRecord calls fn for every object of a JSONL file or a JSON array file.
 func eachRecord(file string, fn func(row int, rec map[string]json.RawMessage) error) error {
-	r, err := cli.Open(file)
+	r, err := fileio.Open(file)
 	if err != nil {
 		return err
 	}
@@ -91,14 +91,14 @@ func eachRecord(file string, fn func(row int, rec map[string]json.RawMessage) er
 	if first == '[' {
 		dec := json.NewDecoder(br)
 		if _, err := dec.Token(); err != nil {
-			return cli.BadInput(file, 0, "", "bad JSON: %v", err)
+			return fileio.BadInput(file, 0, "", "bad JSON: %v", err)
 		}
 		row := 0
 		for dec.More() {
 			row++
 			var rec map[string]json.RawMessage
 			if err := dec.Decode(&rec); err != nil {
-				return cli.BadInput(file, row, "", "record is not a JSON object: %v", err)
+				return fileio.BadInput(file, row, "", "record is not a JSON object: %v", err)
 			}
 			if err := fn(row, rec); err != nil {
 				return err
@@ -106,10 +106,10 @@ func eachRecord(file string, fn func(row int, rec map[string]json.RawMessage) er
 		}
 		return nil
 	}
-	return cli.EachJSONL(br, file, func(line int, raw []byte) error {
+	return fileio.EachJSONL(br, file, func(line int, raw []byte) error {
 		var rec map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &rec); err != nil {
-			return cli.BadInput(file, line, "", "not a JSON object: %v", err)
+			return fileio.BadInput(file, line, "", "not a JSON object: %v", err)
 		}
 		return fn(line, rec)
 	})
@@ -134,7 +134,7 @@ func field[T any](file string, row int, rec map[string]json.RawMessage, name str
 		return false, nil
 	}
 	if err := json.Unmarshal(raw, dst); err != nil {
-		return false, cli.BadInput(file, row, name, "unexpected shape: %v", shortErr(err))
+		return false, fileio.BadInput(file, row, name, "unexpected shape: %v", shortErr(err))
 	}
 	return true, nil
 }
@@ -169,7 +169,7 @@ func paragraphsOf(from, file string, row int, rec map[string]json.RawMessage, em
 		if _, ok := rec["title"]; ok {
 			return corpusRow(file, row, rec, emit)
 		}
-		return cli.BadInput(file, row, "context", "missing (want context or paragraphs)")
+		return fileio.BadInput(file, row, "context", "missing (want context or paragraphs)")
 	case FromMuSiQue:
 		if _, ok := rec["paragraphs"]; ok {
 			return listParagraphs(file, row, rec, "paragraphs", emit)
@@ -177,7 +177,7 @@ func paragraphsOf(from, file string, row int, rec map[string]json.RawMessage, em
 		if _, ok := rec["title"]; ok {
 			return corpusRow(file, row, rec, emit)
 		}
-		return cli.BadInput(file, row, "paragraphs", "missing (want paragraphs, or title and text)")
+		return fileio.BadInput(file, row, "paragraphs", "missing (want paragraphs, or title and text)")
 	case From2Wiki:
 		if raw, ok := rec["context"]; ok {
 			return contextParagraphs(file, row, raw, emit)
@@ -185,23 +185,23 @@ func paragraphsOf(from, file string, row int, rec map[string]json.RawMessage, em
 		if _, ok := rec["title"]; ok {
 			return corpusRow(file, row, rec, emit)
 		}
-		return cli.BadInput(file, row, "context", "missing (want context, or title and text)")
+		return fileio.BadInput(file, row, "context", "missing (want context, or title and text)")
 	case FromFlashRAG:
 		if c, ok := rec["contents"]; ok {
 			var contents string
 			if err := json.Unmarshal(c, &contents); err != nil {
-				return cli.BadInput(file, row, "contents", "want a string")
+				return fileio.BadInput(file, row, "contents", "want a string")
 			}
 			title, text := SplitContents(contents)
 			if !strings.Contains(contents, "\n") {
-				return cli.BadInput(file, row, "contents", "no title line (want \"Title\\ntext\")")
+				return fileio.BadInput(file, row, "contents", "no title line (want \"Title\\ntext\")")
 			}
 			return emit(title, text)
 		}
 		if _, ok := rec["title"]; ok {
 			return corpusRow(file, row, rec, emit)
 		}
-		return cli.BadInput(file, row, "contents", "missing (want contents, or title and text)")
+		return fileio.BadInput(file, row, "contents", "missing (want contents, or title and text)")
 	}
 	return nil
 }
@@ -221,7 +221,7 @@ func corpusRow(file string, row int, rec map[string]json.RawMessage, emit func(t
 		}
 	}
 	if !ok {
-		return cli.BadInput(file, row, "text", "missing")
+		return fileio.BadInput(file, row, "text", "missing")
 	}
 	return emit(title, text)
 }
@@ -245,7 +245,7 @@ func listParagraphs(file string, row int, rec map[string]json.RawMessage, name s
 			}
 			continue
 		default:
-			return cli.BadInput(file, row, fmt.Sprintf("%s[%d].text", name, i), "missing")
+			return fileio.BadInput(file, row, fmt.Sprintf("%s[%d].text", name, i), "missing")
 		}
 		if err := emit(p.Title, *text); err != nil {
 			return err
@@ -261,10 +261,10 @@ func contextParagraphs(file string, row int, raw json.RawMessage, emit func(titl
 	}
 	if len(raw) > 0 && raw[0] == '{' {
 		if err := json.Unmarshal(raw, &dict); err != nil {
-			return cli.BadInput(file, row, "context", "unexpected shape: %v", shortErr(err))
+			return fileio.BadInput(file, row, "context", "unexpected shape: %v", shortErr(err))
 		}
 		if len(dict.Title) != len(dict.Sentences) {
-			return cli.BadInput(file, row, "context", "%d titles but %d sentence lists", len(dict.Title), len(dict.Sentences))
+			return fileio.BadInput(file, row, "context", "%d titles but %d sentence lists", len(dict.Title), len(dict.Sentences))
 		}
 		for i, t := range dict.Title {
 			if err := emit(t, joinSentences(dict.Sentences[i])); err != nil {
@@ -275,16 +275,16 @@ func contextParagraphs(file string, row int, raw json.RawMessage, emit func(titl
 	}
 	var list [][2]json.RawMessage
 	if err := json.Unmarshal(raw, &list); err != nil {
-		return cli.BadInput(file, row, "context", "want {title[], sentences[][]} or [[title, [sentences]]]: %v", shortErr(err))
+		return fileio.BadInput(file, row, "context", "want {title[], sentences[][]} or [[title, [sentences]]]: %v", shortErr(err))
 	}
 	for i, p := range list {
 		var title string
 		var sents []string
 		if err := json.Unmarshal(p[0], &title); err != nil {
-			return cli.BadInput(file, row, fmt.Sprintf("context[%d][0]", i), "want a title string")
+			return fileio.BadInput(file, row, fmt.Sprintf("context[%d][0]", i), "want a title string")
 		}
 		if err := json.Unmarshal(p[1], &sents); err != nil {
-			return cli.BadInput(file, row, fmt.Sprintf("context[%d][1]", i), "want a list of sentences")
+			return fileio.BadInput(file, row, fmt.Sprintf("context[%d][1]", i), "want a list of sentences")
 		}
 		if err := emit(title, joinSentences(sents)); err != nil {
 			return err

@@ -11,7 +11,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 )
 
 // Passage is one corpus row in the wiki-18 layout.
@@ -27,19 +27,19 @@ var errStop = errors.New("stop")
 // or Parquet with string columns id and contents), calling fn with each one and
 // its 1-based row. Bad rows give an error naming file, row and field.
 func EachPassage(path string, fn func(row int, p Passage) error) error {
-	format, err := cli.Format(path)
+	format, err := fileio.Format(path)
 	if err != nil {
 		return err
 	}
 	if format == "parquet" {
 		return eachParquetPassage(path, fn)
 	}
-	r, err := cli.Open(path)
+	r, err := fileio.Open(path)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	return cli.EachJSONL(r, path, func(line int, raw []byte) error {
+	return fileio.EachJSONL(r, path, func(line int, raw []byte) error {
 		p, err := parsePassage(path, line, raw)
 		if err != nil {
 			return err
@@ -53,28 +53,28 @@ func parsePassage(path string, line int, raw []byte) (Passage, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	if err := dec.Decode(&m); err != nil {
-		return Passage{}, cli.BadInput(path, line, "", "not a JSON object: %v", err)
+		return Passage{}, fileio.BadInput(path, line, "", "not a JSON object: %v", err)
 	}
 	var p Passage
 	idRaw, ok := m["id"]
 	if !ok {
-		return p, cli.BadInput(path, line, "id", "missing")
+		return p, fileio.BadInput(path, line, "id", "missing")
 	}
 	var idNum json.Number
 	if err := json.Unmarshal(idRaw, &p.ID); err != nil {
 		d := json.NewDecoder(bytes.NewReader(idRaw))
 		d.UseNumber()
 		if err := d.Decode(&idNum); err != nil {
-			return p, cli.BadInput(path, line, "id", "want a string or a number, got %s", abbrev(idRaw))
+			return p, fileio.BadInput(path, line, "id", "want a string or a number, got %s", abbrev(idRaw))
 		}
 		p.ID = idNum.String()
 	}
 	cRaw, ok := m["contents"]
 	if !ok {
-		return p, cli.BadInput(path, line, "contents", "missing")
+		return p, fileio.BadInput(path, line, "contents", "missing")
 	}
 	if err := json.Unmarshal(cRaw, &p.Contents); err != nil {
-		return p, cli.BadInput(path, line, "contents", "want a string, got %s", abbrev(cRaw))
+		return p, fileio.BadInput(path, line, "contents", "want a string, got %s", abbrev(cRaw))
 	}
 	return p, nil
 }
@@ -104,10 +104,10 @@ func eachParquetPassage(path string, fn func(row int, p Passage) error) error {
 	for _, col := range []string{"id", "contents"} {
 		leaf, ok := schema.Lookup(col)
 		if !ok {
-			return cli.BadInput(path, 0, col, "column missing")
+			return fileio.BadInput(path, 0, col, "column missing")
 		}
 		if k := leaf.Node.Type().Kind(); k != parquet.ByteArray && !(col == "id" && (k == parquet.Int64 || k == parquet.Int32)) {
-			return cli.BadInput(path, 0, col, "column type %v, want string", leaf.Node.Type())
+			return fileio.BadInput(path, 0, col, "column type %v, want string", leaf.Node.Type())
 		}
 	}
 	idLeaf, _ := schema.Lookup("id")
@@ -145,11 +145,11 @@ func eachParquetPassage(path string, fn func(row int, p Passage) error) error {
 				}
 				if !hasID {
 					rows.Close()
-					return cli.BadInput(path, row, "id", "null")
+					return fileio.BadInput(path, row, "id", "null")
 				}
 				if !hasC {
 					rows.Close()
-					return cli.BadInput(path, row, "contents", "null")
+					return fileio.BadInput(path, row, "contents", "null")
 				}
 				if ferr := fn(row, p); ferr != nil {
 					rows.Close()

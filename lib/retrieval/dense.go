@@ -10,8 +10,8 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/mempo/mempo/lib/cli"
 	"github.com/mempo/mempo/lib/faiss"
+	"github.com/mempo/mempo/lib/fileio"
 )
 
 // QueryEncoder turns query strings into vectors for dense search (e.g. e5 with
@@ -94,11 +94,11 @@ func openParquetVectors(path, column string) (*parquetSource, error) {
 	}
 	if !found {
 		f.Close()
-		return nil, cli.BadInput(path, 0, column, "column missing (set --embeddings-column)")
+		return nil, fileio.BadInput(path, 0, column, "column missing (set --embeddings-column)")
 	}
 	if k := leaf.Node.Type().Kind(); k != parquet.Float && k != parquet.Double {
 		f.Close()
-		return nil, cli.BadInput(path, 0, column, "column type %v, want list<float>", leaf.Node.Type())
+		return nil, fileio.BadInput(path, 0, column, "column type %v, want list<float>", leaf.Node.Type())
 	}
 	return &parquetSource{path: path, f: f, pf: pf, col: leaf.ColumnIndex, d: -1, buf: make([]parquet.Row, 64)}, nil
 }
@@ -149,12 +149,12 @@ func (s *parquetSource) next() []float32 {
 	if s.d < 0 {
 		s.d = len(s.out)
 		if s.d == 0 {
-			s.e = cli.BadInput(s.path, s.row, "embedding", "empty vector")
+			s.e = fileio.BadInput(s.path, s.row, "embedding", "empty vector")
 			return nil
 		}
 	}
 	if len(s.out) != s.d {
-		s.e = cli.BadInput(s.path, s.row, "embedding", "%d values, earlier rows have %d", len(s.out), s.d)
+		s.e = fileio.BadInput(s.path, s.row, "embedding", "%d values, earlier rows have %d", len(s.out), s.d)
 		return nil
 	}
 	return s.out

@@ -25,6 +25,7 @@ import (
 
 	"github.com/mempo/mempo/lib/cli"
 	"github.com/mempo/mempo/lib/faiss"
+	"github.com/mempo/mempo/lib/fileio"
 )
 
 // ManifestFile is the name of the manifest inside an index directory.
@@ -107,7 +108,7 @@ func Build(ctx context.Context, opts BuildOptions) (*Manifest, error) {
 		return nil, fmt.Errorf("%s: %w", opts.Corpus, unwrapPath(err))
 	}
 	start := time.Now()
-	tmp, err := cli.TempDirBeside(opts.Out)
+	tmp, err := fileio.TempDirBeside(opts.Out)
 	if err != nil {
 		return nil, err
 	}
@@ -192,7 +193,7 @@ func Build(ctx context.Context, opts BuildOptions) (*Manifest, error) {
 	if err := os.WriteFile(filepath.Join(tmp, ManifestFile), append(raw, '\n'), 0o644); err != nil {
 		return nil, err
 	}
-	if err := cli.ReplaceDir(tmp, opts.Out); err != nil {
+	if err := fileio.ReplaceDir(tmp, opts.Out); err != nil {
 		return nil, err
 	}
 	ok = true

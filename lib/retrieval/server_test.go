@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mempo/mempo/lib/cli"
 	"github.com/mempo/mempo/lib/faiss"
+	"github.com/mempo/mempo/lib/fileio"
 )
 
 const faissFixture = "../../testdata/retrieval/faiss"
@@ -437,7 +437,7 @@ func TestServeWiki18ByteIdentical(t *testing.T) {
 	defer ix.Close()
 	byID := map[string]string{}
 	f, _ := os.Open(corpus)
-	err = cli.EachJSONL(f, corpus, func(line int, raw []byte) error {
+	err = fileio.EachJSONL(f, corpus, func(line int, raw []byte) error {
 		var p Passage
 		if err := json.Unmarshal(raw, &p); err != nil {
 			return err

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/testenv"
 )
 
@@ -57,7 +57,7 @@ func hotpotCorpus(t testing.TB, dir string) (string, []hotpotQuestion) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = cli.EachJSONL(r, f, func(line int, raw []byte) error {
+		err = fileio.EachJSONL(r, f, func(line int, raw []byte) error {
 			var rec struct {
 				Question        string `json:"question"`
 				SupportingFacts struct {

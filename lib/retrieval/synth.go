@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"strings"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 )
 
 // SynthesizeCorpus writes n passages made by repeating and perturbing real
@@ -32,7 +32,7 @@ func SynthesizeCorpus(w io.Writer, sources []Passage, n int, seed uint64) error 
 		srcs[i] = src{title: title, words: strings.Fields(text)}
 		vocab = append(vocab, srcs[i].words...)
 	}
-	out := cli.NewJSONLWriter(w)
+	out := fileio.NewJSONLWriter(w)
 	var b strings.Builder
 	for i := 0; i < n; i++ {
 		s := srcs[i%len(srcs)]

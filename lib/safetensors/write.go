@@ -11,7 +11,7 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 )
 
 // Tensor is one tensor to write. Float data comes in F32 and is converted to
@@ -81,7 +81,7 @@ func WriteFile(path string, tensors []Tensor, metadata map[string]string) error 
 		hdr.WriteByte(' ')
 	}
 
-	out, err := cli.Create(path)
+	out, err := fileio.Create(path)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 )
 
 // Layouts accepted by ReadFile's from argument; "auto" looks at each row's fields.
@@ -60,7 +60,7 @@ func ReadFile(path, from, source string) (qs []Question, direct []Task, err erro
 		}
 		return qs, direct, nil
 	}
-	r, err := cli.Open(path)
+	r, err := fileio.Open(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -81,10 +81,10 @@ func ReadFile(path, from, source string) (qs []Question, direct []Task, err erro
 		}
 		return qs, direct, nil
 	}
-	err = cli.EachJSONL(bytes.NewReader(data), path, func(line int, raw []byte) error {
+	err = fileio.EachJSONL(bytes.NewReader(data), path, func(line int, raw []byte) error {
 		var m map[string]any
 		if err := json.Unmarshal(raw, &m); err != nil {
-			return cli.BadInput(path, line, "", "not a JSON object: %v", err)
+			return fileio.BadInput(path, line, "", "not a JSON object: %v", err)
 		}
 		return add(line, m)
 	})
@@ -95,7 +95,7 @@ func ReadFile(path, from, source string) (qs []Question, direct []Task, err erro
 // ready task when the row already holds several objectives.
 func fromRow(m map[string]any, from, source, file string, row int) (Question, *Task, error) {
 	bad := func(field, format string, args ...any) (Question, *Task, error) {
-		return Question{}, nil, cli.BadInput(file, row, field, format, args...)
+		return Question{}, nil, fileio.BadInput(file, row, field, format, args...)
 	}
 	if ds, ok := m["data_source"].(string); ok && ds != "" {
 		source = ds
@@ -198,14 +198,14 @@ func fromRow(m map[string]any, from, source, file string, row int) (Question, *T
 func multiObjectiveRow(q Question, nested []any, file string, row int) (Question, *Task, error) {
 	parts := strings.Split(q.Question, "; ")
 	if len(parts) != len(nested) {
-		return Question{}, nil, cli.BadInput(file, row, "reward_model.ground_truth",
+		return Question{}, nil, fileio.BadInput(file, row, "reward_model.ground_truth",
 			"%d gold lists but the question splits into %d questions on \"; \"", len(nested), len(parts))
 	}
 	t := &Task{DataSource: q.Source, K: int32(len(nested))}
 	for i, g := range nested {
 		golds, err := stringList(g)
 		if err != nil || len(golds) == 0 {
-			return Question{}, nil, cli.BadInput(file, row, "reward_model.ground_truth", "objective %d: want a non-empty list of strings", i+1)
+			return Question{}, nil, fileio.BadInput(file, row, "reward_model.ground_truth", "objective %d: want a non-empty list of strings", i+1)
 		}
 		t.Questions = append(t.Questions, NormalizeQuestion(parts[i]))
 		t.Golds = append(t.Golds, golds)
@@ -221,10 +221,10 @@ func taskFromRow(m map[string]any, file string, row int) (Question, *Task, error
 	raw, _ := json.Marshal(m)
 	var t Task
 	if err := json.Unmarshal(raw, &t); err != nil {
-		return Question{}, nil, cli.BadInput(file, row, "", "not a task row: %v", err)
+		return Question{}, nil, fileio.BadInput(file, row, "", "not a task row: %v", err)
 	}
 	if err := t.Check(); err != nil {
-		return Question{}, nil, cli.BadInput(file, row, "", "%v", err)
+		return Question{}, nil, fileio.BadInput(file, row, "", "%v", err)
 	}
 	return Question{}, &t, nil
 }

@@ -5,16 +5,16 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 )
 
 // Write writes tasks atomically to path, as Parquet or JSONL by extension.
 func Write(path string, ts []Task) error {
-	format, err := cli.Format(path)
+	format, err := fileio.Format(path)
 	if err != nil {
 		return err
 	}
-	out, err := cli.Create(path)
+	out, err := fileio.Create(path)
 	if err != nil {
 		return err
 	}
@@ -29,7 +29,7 @@ func Write(path string, ts []Task) error {
 			return fmt.Errorf("%s: %w", path, err)
 		}
 	default:
-		jw := cli.NewJSONLWriter(out)
+		jw := fileio.NewJSONLWriter(out)
 		for i := range ts {
 			if err := jw.Write(&ts[i]); err != nil {
 				return fmt.Errorf("%s: %w", path, err)

@@ -11,7 +11,7 @@ import (
 	"strconv"
 
 	"github.com/mempo/mempo/lib/checkpoint"
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/model"
 	"github.com/mempo/mempo/lib/optim"
 	"github.com/mempo/mempo/lib/records"
@@ -159,7 +159,7 @@ func CheckState(path string, st optim.State, m *model.Model) error {
 // metrics rows. It is built beside dir and swapped in, so a failure leaves
 // an existing dir (even when it is the run's --model) untouched.
 func SaveCheckpoint(dir string, m *model.Model, tokDir string, st optim.State, rs RunState, rows []records.Update) error {
-	tmp, err := cli.TempDirBeside(dir)
+	tmp, err := fileio.TempDirBeside(dir)
 	if err != nil {
 		return err
 	}
@@ -186,7 +186,7 @@ func SaveCheckpoint(dir string, m *model.Model, tokDir string, st optim.State, r
 	if err := records.WriteFile(filepath.Join(built, MetricsFile), rows); err != nil {
 		return err
 	}
-	return cli.ReplaceDir(built, dir)
+	return fileio.ReplaceDir(built, dir)
 }
 
 // ReadOptimizerMeta reads only the run state of an optimizer file (the

@@ -10,7 +10,7 @@ import (
 
 	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/checkpoint"
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/tasks"
 )
 
@@ -176,7 +176,7 @@ func Write(dir string, cfg Config, s Sizes) (*Manifest, error) {
 	}
 	m := &Manifest{Config: cfg, Sizes: s, Passages: len(w.Corpus), People: len(w.People), Test: len(w.Test), Files: map[string]string{}}
 	writeFile := func(name string, data []byte) error {
-		f, err := cli.Create(filepath.Join(dir, name))
+		f, err := fileio.Create(filepath.Join(dir, name))
 		if err != nil {
 			return err
 		}

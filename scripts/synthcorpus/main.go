@@ -10,6 +10,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/retrieval"
 )
 
@@ -34,7 +35,7 @@ func main() {
 		if len(src) == 0 {
 			return fmt.Errorf("give source corpus files (wiki-18 layout)")
 		}
-		out, err := cli.Create(c.String("out"))
+		out, err := fileio.Create(c.String("out"))
 		if err != nil {
 			return err
 		}
