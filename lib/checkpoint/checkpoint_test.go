@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mempo/mempo/lib/safetensors"
+	"github.com/mempo/mempo/lib/tensor/half"
 )
 
 const models = "../../testdata/models"
@@ -463,7 +464,7 @@ func TestSaveOpenRoundTrip(t *testing.T) {
 			if tc.opts.DType == safetensors.BF16 {
 				r := make([]float32, len(want))
 				for i, x := range want {
-					r[i] = safetensors.BF16ToF32(safetensors.F32ToBF16(x))
+					r[i] = half.BF16ToF32(half.F32ToBF16(x))
 				}
 				want = r
 				if ck.DType(s.Name) != safetensors.BF16 {

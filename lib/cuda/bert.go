@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/mempo/mempo/lib/safetensors"
+	"github.com/mempo/mempo/lib/tensor/half"
 )
 
 // FillRandomUnit fills every row of the index with a random unit vector
@@ -51,7 +51,7 @@ func (x *FlatIndex) Rows(lo, hi int) ([]float32, error) {
 	}
 	out := make([]float32, n)
 	for i, v := range h {
-		out[i] = safetensors.F16ToF32(v)
+		out[i] = half.F16ToF32(v)
 	}
 	return out, nil
 }

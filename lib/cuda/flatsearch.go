@@ -13,7 +13,7 @@ import (
 	"math"
 	"unsafe"
 
-	"github.com/mempo/mempo/lib/safetensors"
+	"github.com/mempo/mempo/lib/tensor/half"
 )
 
 // F16 is CUDA_R_16F, IEEE half precision.
@@ -310,6 +310,6 @@ func topkPass(nq, n, k int) passPlan {
 // even; beyond ±65504 to infinity).
 func ToF16(dst []uint16, src []float32) {
 	for i, f := range src {
-		dst[i] = safetensors.F32ToF16(f)
+		dst[i] = half.F32ToF16(f)
 	}
 }

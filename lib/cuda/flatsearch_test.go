@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mempo/mempo/lib/safetensors"
+	"github.com/mempo/mempo/lib/tensor/half"
 )
 
 func TestPlanFlat(t *testing.T) {
@@ -89,7 +89,7 @@ func TestFlatSearchGPU(t *testing.T) {
 	round := func(v []float32) []float64 {
 		out := make([]float64, len(v))
 		for i, f := range v {
-			out[i] = float64(safetensors.F16ToF32(safetensors.F32ToF16(f)))
+			out[i] = float64(half.F16ToF32(half.F32ToF16(f)))
 		}
 		return out
 	}

@@ -19,7 +19,7 @@ import (
 
 	"github.com/mempo/mempo/lib/cuda"
 	"github.com/mempo/mempo/lib/encoder/internal/cudaemu"
-	"github.com/mempo/mempo/lib/safetensors"
+	"github.com/mempo/mempo/lib/tensor/half"
 )
 
 var (
@@ -54,7 +54,7 @@ func flatReference(base, q []float32, dim, k int) ([]float32, []int64) {
 	r16 := func(v []float32) []float64 {
 		out := make([]float64, len(v))
 		for i, f := range v {
-			out[i] = float64(safetensors.F16ToF32(safetensors.F32ToF16(f)))
+			out[i] = float64(half.F16ToF32(half.F32ToF16(f)))
 		}
 		return out
 	}

@@ -24,7 +24,7 @@ import (
 	"unsafe"
 
 	"github.com/mempo/mempo/lib/cuda"
-	"github.com/mempo/mempo/lib/safetensors"
+	"github.com/mempo/mempo/lib/tensor/half"
 )
 
 // Precision is the number format of the GPU forward's weights and GEMM
@@ -137,13 +137,13 @@ func newGPUModel(e *Encoder, dev gpuDevice, prec Precision) (*gpuModel, error) {
 	lk.Lock()
 	defer lk.Unlock()
 	var err error
-	put := func(v []float32, half bool) cuda.Ptr {
+	put := func(v []float32, f16 bool) cuda.Ptr {
 		if err != nil {
 			return 0
 		}
 		var p cuda.Ptr
 		size := 4
-		if half {
+		if f16 {
 			size = 2
 		}
 		if p, err = dev.Alloc(max(size*len(v), 4)); err != nil {
@@ -153,10 +153,10 @@ func newGPUModel(e *Encoder, dev gpuDevice, prec Precision) (*gpuModel, error) {
 		if len(v) == 0 {
 			return p
 		}
-		if half {
+		if f16 {
 			h := make([]uint16, len(v))
 			for i, x := range v {
-				h[i] = safetensors.F32ToF16(x)
+				h[i] = half.F32ToF16(x)
 			}
 			err = dev.HtoD(p, unsafe.Pointer(&h[0]), 2*len(h))
 			runtime.KeepAlive(h)

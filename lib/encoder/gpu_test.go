@@ -23,7 +23,7 @@ import (
 	"github.com/mempo/mempo/lib/cuda"
 	"github.com/mempo/mempo/lib/encoder/internal/cudaemu"
 	"github.com/mempo/mempo/lib/faiss"
-	"github.com/mempo/mempo/lib/safetensors"
+	"github.com/mempo/mempo/lib/tensor/half"
 )
 
 var (
@@ -535,6 +535,6 @@ func TestEmuConcurrentEmbed(t *testing.T) {
 	}
 }
 
-func safetensorsF16(f float32) uint16 { return safetensors.F32ToF16(f) }
-func safetensorsF32(h uint16) float32 { return safetensors.F16ToF32(h) }
+func safetensorsF16(f float32) uint16 { return half.F32ToF16(f) }
+func safetensorsF32(h uint16) float32 { return half.F16ToF32(h) }
 func ptrTo(h []uint16) unsafe.Pointer { return unsafe.Pointer(&h[0]) }

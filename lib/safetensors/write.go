@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/mempo/mempo/lib/fileio"
+	"github.com/mempo/mempo/lib/tensor/half"
 )
 
 // Tensor is one tensor to write. Float data comes in F32 and is converted to
@@ -112,9 +113,9 @@ func WriteFile(path string, tensors []Tensor, metadata map[string]string) error 
 				case F32:
 					chunk = binary.LittleEndian.AppendUint32(chunk, math.Float32bits(t.F32[i]))
 				case BF16:
-					chunk = binary.LittleEndian.AppendUint16(chunk, F32ToBF16(t.F32[i]))
+					chunk = binary.LittleEndian.AppendUint16(chunk, half.F32ToBF16(t.F32[i]))
 				case F16:
-					chunk = binary.LittleEndian.AppendUint16(chunk, F32ToF16(t.F32[i]))
+					chunk = binary.LittleEndian.AppendUint16(chunk, half.F32ToF16(t.F32[i]))
 				case I64:
 					chunk = binary.LittleEndian.AppendUint64(chunk, uint64(t.I64[i]))
 				case I32:
