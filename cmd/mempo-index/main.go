@@ -2,9 +2,6 @@
 // (see lib/retrieval for the directory layout).
 package main
 
-import (
-	"github.com/mempo/mempo/lib/cli"
-	"github.com/mempo/mempo/lib/retrieval"
-)
+import "github.com/mempo/mempo/lib/cli"
 
-func main() { cli.Main(retrieval.IndexApp()) }
+func main() { cli.Main(indexApp()) }

@@ -43,20 +43,24 @@ func TestServeEncoder(t *testing.T) {
 	corpus := filepath.Join(dir, "corpus.jsonl")
 	os.WriteFile(corpus, buf.Bytes(), 0o644)
 	ix := filepath.Join(dir, "ix")
-	app := retrieval.IndexApp()
-	// --device cpu here and in mempo-serve below: the check is an exact
-	// top-10, and auto would embed in fp16 on a GPU, where near ties may swap.
-	if err := app.Run([]string{"mempo-index", "--corpus", corpus, "--out", ix, "--encoder", encoderModel,
-		"--encoder-family", "e5", "--max-length", "64", "--device", "cpu"}); err != nil {
-		t.Fatal(err)
-	}
-
-	// Brute force over the embeddings mempo-index wrote, queries embedded
-	// in process.
-	enc, err := encoder.Load(encoderModel, encoder.Options{Family: "e5", MaxLength: 64})
+	// What mempo-index --encoder does (embed the corpus beside the index,
+	// then build with a Flat dense part), on the CPU here and in mempo-serve
+	// below: the check is an exact top-10, and a GPU would embed in fp16,
+	// where near ties may swap.
+	enc, err := encoder.Load(encoderModel, encoder.Options{Family: "e5", MaxLength: 64, Device: "cpu"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := retrieval.EmbedCorpus(context.Background(), enc, corpus, ix+".embeddings.npy", retrieval.EmbedOptions{Model: encoderModel}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := retrieval.Build(context.Background(), retrieval.BuildOptions{Corpus: corpus, Out: ix,
+		Analyzer: retrieval.DefaultAnalyzer, Embeddings: ix + ".embeddings.npy", EmbeddingsColumn: "embedding", Faiss: "Flat"}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Brute force over the embeddings written above, queries embedded in
+	// process.
 	var queries []string
 	for _, q := range tx.Queries {
 		queries = append(queries, strings.TrimPrefix(q, "query: "))

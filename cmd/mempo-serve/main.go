@@ -2,9 +2,6 @@
 // HTTP contract.
 package main
 
-import (
-	"github.com/mempo/mempo/lib/cli"
-	"github.com/mempo/mempo/lib/retrieval"
-)
+import "github.com/mempo/mempo/lib/cli"
 
-func main() { cli.Main(retrieval.ServeApp()) }
+func main() { cli.Main(serveApp()) }

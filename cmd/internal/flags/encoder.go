@@ -1,19 +1,20 @@
-package retrieval
+// Package flags is the one definition of the flags the mempo commands share:
+// each group declares its flags with defaults read from the library that owns
+// the setting, and parses them once into that library's typed config.
+package flags
 
-// Flags and glue for --encoder in mempo-index and mempo-serve.
+// The --encoder group of mempo-index and mempo-serve.
 
 import (
 	"fmt"
-	"path/filepath"
-	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/mempo/mempo/lib/encoder"
 )
 
-// encoderFlags are shared by mempo-index and mempo-serve.
-func encoderFlags() []ucli.Flag {
+// EncoderFlags are the --encoder flags of mempo-index and mempo-serve.
+func EncoderFlags() []ucli.Flag {
 	return []ucli.Flag{
 		&ucli.StringFlag{Name: "encoder", Usage: "BERT-family encoder `DIR` (config.json, model.safetensors, tokenizer.json: e5, bge, contriever) to embed texts with"},
 		&ucli.StringFlag{Name: "encoder-family", Usage: "e5, bge, contriever or none (default: from the encoder's name, as Search-R1)"},
@@ -27,9 +28,9 @@ func encoderFlags() []ucli.Flag {
 	}
 }
 
-// loadEncoder loads --encoder with the other encoder flags, or returns nil
+// LoadEncoder loads --encoder with the other encoder flags, or returns nil
 // when --encoder is not given.
-func loadEncoder(c *ucli.Context) (*encoder.Encoder, error) {
+func LoadEncoder(c *ucli.Context) (*encoder.Encoder, error) {
 	dir := c.String("encoder")
 	if dir == "" {
 		for _, f := range []string{"encoder-family", "pooling", "query-prefix", "passage-prefix", "device", "encoder-precision"} {
@@ -68,15 +69,8 @@ func loadEncoder(c *ucli.Context) (*encoder.Encoder, error) {
 	return encoder.Load(dir, opt)
 }
 
-// describeEncoder is one line on what an encoder does to texts.
-func describeEncoder(e *encoder.Encoder, dir string) string {
+// DescribeEncoder is one line on what an encoder does to texts.
+func DescribeEncoder(e *encoder.Encoder, dir string) string {
 	return fmt.Sprintf("encoder %s: family %s, %d layers × %d, pooling %s, query prefix %q, passage prefix %q, max length %d, batch %d, device %s",
 		dir, e.Family, e.Cfg.NumHiddenLayers, e.Cfg.HiddenSize, e.Pooling, e.QueryPrefix, e.PassagePrefix, e.MaxLength, e.BatchSize, e.DeviceString())
-}
-
-// defaultEmbeddingsPath is where mempo-index --encoder streams embeddings
-// unless --embeddings-out says otherwise: beside the index directory, so
-// that it survives a failed or interrupted build.
-func defaultEmbeddingsPath(out string) string {
-	return strings.TrimRight(filepath.Clean(out), string(filepath.Separator)) + ".embeddings.npy"
 }

@@ -1,20 +1,23 @@
-package retrieval
+package flags
 
 import (
 	"path/filepath"
 	"strings"
 	"testing"
 
+	ucli "github.com/urfave/cli/v2"
+
 	"github.com/mempo/mempo/lib/cuda"
 	"github.com/mempo/mempo/lib/encoder"
 )
+
+const encFixture = "../../../testdata/encoder"
 
 // The encoder's device flags: bad values are one-line errors naming the
 // flag; auto without a usable GPU runs on the CPU and says why on the
 // encoder's log line.
 func TestEncoderDeviceFlags(t *testing.T) {
 	model := filepath.Join(encFixture, "model")
-	ix := filepath.Join(t.TempDir(), "none")
 	for _, c := range []struct {
 		args []string
 		want string
@@ -25,16 +28,13 @@ func TestEncoderDeviceFlags(t *testing.T) {
 		{[]string{"--device", "cuda"}, "--device needs --encoder"},
 		{[]string{"--encoder", model, "--encode-batch", "-1"}, "--encode-batch not negative"},
 	} {
-		for name, app := range map[string]func() error{
-			"mempo-serve": func() error { return ServeApp().Run(append([]string{"mempo-serve", "--index", ix}, c.args...)) },
-			"mempo-index": func() error {
-				return IndexApp().Run(append([]string{"mempo-index", "--corpus", ix, "--out", ix}, c.args...))
-			},
-		} {
-			err := app()
-			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
-				t.Errorf("%s %v: %v, want one line with %q", name, c.args, err, c.want)
-			}
+		app := &ucli.App{Name: "mempo-x", Flags: EncoderFlags(), Action: func(c *ucli.Context) error {
+			_, err := LoadEncoder(c)
+			return err
+		}}
+		err := app.Run(append([]string{"mempo-x"}, c.args...))
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%v: %v, want one line with %q", c.args, err, c.want)
 		}
 	}
 	e, err := encoder.Load(model, encoder.Options{Device: "auto"})
@@ -42,7 +42,7 @@ func TestEncoderDeviceFlags(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer e.Close()
-	line := describeEncoder(e, model)
+	line := DescribeEncoder(e, model)
 	if ok, why := cuda.Available(); ok {
 		if !strings.Contains(line, "device cuda (") || !strings.HasSuffix(line, "fp16)") {
 			t.Errorf("auto with CUDA: %s", line)
