@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -85,10 +84,6 @@ var loadPolicy = func(dir, device string, tok agent.Tokenizer) (policyInfo, erro
 	}
 	return policyInfo{Policy: m, EOS: m.EOS(), Vocab: m.VocabSize(), MaxPositions: m.Config().MaxPositions}, nil
 }
-
-// settings are the flags that change what a run samples: a journal written
-// under other settings cannot be resumed.
-type settings map[string]string
 
 func runRollout(c *ucli.Context) error {
 	if c.NArg() > 0 {
@@ -251,7 +246,7 @@ func runRollout(c *ucli.Context) error {
 		searcher = cl
 	}
 
-	set := settings{
+	set := rollout.Settings{
 		"tasks": fmt.Sprintf("%x", taskHash.Sum64()), "policy": policyID, "group": strconv.Itoa(G),
 		"seed": strconv.FormatUint(c.Uint64("seed"), 10), "keep": keepName, "max_turns": strconv.Itoa(cfg.MaxTurns),
 		"max_step_tokens": strconv.Itoa(cfg.MaxStepTokens), "obs_tokens": strconv.Itoa(cfg.ObsMaxTokens),
@@ -275,7 +270,7 @@ func runRollout(c *ucli.Context) error {
 		// earlier runs still resume.
 		set["task_reward"] = tr
 	}
-	jr, done, err := openJournal(journal, set, G, all)
+	jr, done, err := rollout.OpenJournal(journal, set, G, all)
 	if err != nil {
 		return err
 	}
@@ -300,7 +295,7 @@ func runRollout(c *ucli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	st, err := eng.Run(ctx, jobs, func(j rollout.Job, rows []records.Rollout) error { return jr.put(j.Group, rows) })
+	st, err := eng.Run(ctx, jobs, func(j rollout.Job, rows []records.Rollout) error { return jr.Put(j.Group, rows) })
 	if err != nil {
 		if ctx.Err() != nil {
 			err = fmt.Errorf("interrupted after %d of %d tasks; they are kept in %s, rerun the same command to resume", resumed+st.TasksDone, len(run), journal)
@@ -312,7 +307,7 @@ func runRollout(c *ucli.Context) error {
 		}
 		return err
 	}
-	n, rt, err := jr.merge(out, jsonl, len(run), tok)
+	n, rt, err := jr.Merge(out, jsonl, len(run), tok)
 	if err != nil {
 		return err
 	}
@@ -370,211 +365,4 @@ func defaultPolicyID(dir string) string {
 		abs = dir
 	}
 	return fmt.Sprintf("%s@%08x", filepath.Base(abs), h.Sum32())
-}
-
-// journal is the resumable state of a run beside its output: run.json with
-// the settings, and one Parquet file per finished task (its G rows), each
-// written atomically, so a kill at any moment leaves whole tasks only.
-type journal struct {
-	dir   string
-	group int
-	tasks []tasks.Task
-	done  map[int64]bool
-}
-
-const journalSettings = "run.json"
-
-func taskFile(dir string, group int64) string {
-	return filepath.Join(dir, fmt.Sprintf("task-%08d.parquet", group))
-}
-
-// openJournal opens or starts the journal at dir and returns the groups
-// already finished.
-func openJournal(dir string, set settings, G int, all []tasks.Task) (*journal, map[int64]bool, error) {
-	j := &journal{dir: dir, group: G, tasks: all, done: map[int64]bool{}}
-	sp := filepath.Join(dir, journalSettings)
-	raw, err := os.ReadFile(sp)
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", dir, err)
-		}
-		if err := fileio.WriteFileAtomic(sp, []byte(encodeSettings(set))); err != nil {
-			return nil, nil, err
-		}
-		return j, j.done, nil
-	case err != nil:
-		return nil, nil, fmt.Errorf("%s: %w", sp, err)
-	}
-	old, err := decodeSettings(string(raw))
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %v", sp, err)
-	}
-	keys := make([]string, 0, len(set))
-	for k := range set {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		if old[k] != set[k] {
-			return nil, nil, fmt.Errorf("%s: the unfinished run there has %s = %q, this one %q; rerun with its settings to resume, or remove %s to start over", dir, k, old[k], set[k], dir)
-		}
-	}
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", dir, err)
-	}
-	for _, e := range ents {
-		name := e.Name()
-		if strings.HasPrefix(name, ".") {
-			// The temporary file of a task being written when the run was
-			// killed: that task was not finished.
-			os.Remove(filepath.Join(dir, name))
-			continue
-		}
-		var g int64
-		if n, _ := fmt.Sscanf(name, "task-%d.parquet", &g); n != 1 || name != filepath.Base(taskFile(dir, g)) {
-			continue
-		}
-		path := filepath.Join(dir, name)
-		if g < 0 || g >= int64(len(all)) {
-			return nil, nil, fmt.Errorf("%s: group %d is past the %d tasks; remove %s to start over", path, g, len(all), dir)
-		}
-		rows, err := records.ReadFile[records.Rollout](path)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%v (remove %s to start over)", err, dir)
-		}
-		seen := map[int32]bool{}
-		for _, r := range rows {
-			if r.TaskID != all[g].TaskID || r.Group != g || r.Sample < 0 || int(r.Sample) >= G || seen[r.Sample] {
-				return nil, nil, fmt.Errorf("%s: row of task %q group %d sample %d does not belong to task %d (%s) of this run; remove %s to start over", path, r.TaskID, r.Group, r.Sample, g, all[g].TaskID, dir)
-			}
-			seen[r.Sample] = true
-		}
-		if len(rows) != G {
-			return nil, nil, fmt.Errorf("%s: %d rows, want %d; remove %s to start over", path, len(rows), G, dir)
-		}
-		j.done[g] = true
-	}
-	return j, j.done, nil
-}
-
-func encodeSettings(s settings) string {
-	keys := make([]string, 0, len(s))
-	for k := range s {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	b.WriteString("{\n")
-	for i, k := range keys {
-		fmt.Fprintf(&b, "  %q: %q", k, s[k])
-		if i < len(keys)-1 {
-			b.WriteByte(',')
-		}
-		b.WriteByte('\n')
-	}
-	b.WriteString("}\n")
-	return b.String()
-}
-
-func decodeSettings(raw string) (settings, error) {
-	s := settings{}
-	for _, line := range strings.Split(raw, "\n") {
-		line = strings.TrimSuffix(strings.TrimSpace(line), ",")
-		if line == "" || line == "{" || line == "}" {
-			continue
-		}
-		k, v, ok := strings.Cut(line, ": ")
-		if !ok {
-			return nil, fmt.Errorf("not a settings line: %q", line)
-		}
-		ku, err1 := strconv.Unquote(k)
-		vu, err2 := strconv.Unquote(v)
-		if err1 != nil || err2 != nil {
-			return nil, fmt.Errorf("not a settings line: %q", line)
-		}
-		s[ku] = vu
-	}
-	return s, nil
-}
-
-// put journals the rows of a finished task.
-func (j *journal) put(group int64, rows []records.Rollout) error {
-	if err := records.WriteFile(taskFile(j.dir, group), rows); err != nil {
-		return err
-	}
-	j.done[group] = true
-	return nil
-}
-
-// merge writes the journaled tasks 0..n-1 into out (and the readable copy),
-// in task order, then removes the journal. It returns the rows written and
-// their mean R^T.
-func (j *journal) merge(out, jsonl string, n int, tok rollout.Tok) (int, float64, error) {
-	w, err := records.Create[records.Rollout](out)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer w.Abort()
-	var jw *records.Writer[records.Rollout]
-	if jsonl != "" {
-		if jw, err = records.Create[records.Rollout](jsonl); err != nil {
-			return 0, 0, err
-		}
-		defer jw.Abort()
-	}
-	rows, rt := 0, 0.0
-	for g := int64(0); g < int64(n); g++ {
-		if !j.done[g] {
-			return 0, 0, fmt.Errorf("%s: task %d (%s) has no rows; rerun to finish it", j.dir, g, j.tasks[g].TaskID)
-		}
-		rs, err := records.ReadFile[records.Rollout](taskFile(j.dir, g))
-		if err != nil {
-			return 0, 0, err
-		}
-		sort.Slice(rs, func(a, b int) bool { return rs[a].Sample < rs[b].Sample })
-		if err := w.Write(rs...); err != nil {
-			return 0, 0, err
-		}
-		for i := range rs {
-			rt += rs[i].RewardTask
-			rows++
-		}
-		if jw != nil {
-			for i := range rs {
-				for k := range rs[i].Steps {
-					s := &rs[i].Steps[k]
-					s.ContextText = tok.Decode(ints32(s.ContextIDs))
-					s.OutputText = tok.Decode(ints32(s.OutputIDs))
-				}
-			}
-			if err := jw.Write(rs...); err != nil {
-				return 0, 0, err
-			}
-		}
-	}
-	if err := w.Commit(); err != nil {
-		return 0, 0, err
-	}
-	if jw != nil {
-		if err := jw.Commit(); err != nil {
-			return 0, 0, err
-		}
-	}
-	if err := os.RemoveAll(j.dir); err != nil {
-		return 0, 0, fmt.Errorf("%s: %w", j.dir, err)
-	}
-	if rows > 0 {
-		rt /= float64(rows)
-	}
-	return rows, rt, nil
-}
-
-func ints32(ids []int32) []int {
-	out := make([]int, len(ids))
-	for i, id := range ids {
-		out[i] = int(id)
-	}
-	return out
 }

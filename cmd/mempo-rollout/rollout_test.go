@@ -350,7 +350,10 @@ func TestRolloutBadInput(t *testing.T) {
 	// A journal from a run with other settings is not resumed.
 	os.RemoveAll(out + ".partial")
 	os.MkdirAll(out+".partial", 0o755)
-	os.WriteFile(filepath.Join(out+".partial", "run.json"), []byte(encodeSettings(settings{"seed": "99"})), 0o644)
+	os.WriteFile(filepath.Join(out+".partial", "run.json"), []byte(`{
+  "seed": "99"
+}
+`), 0o644)
 	if err := runRoot(base()...); err == nil || !strings.Contains(err.Error(), "the unfinished run there has") || !strings.Contains(err.Error(), "to start over") {
 		t.Errorf("mismatched journal: %v", err)
 	}
