@@ -20,6 +20,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/tasks"
 )
 
@@ -83,7 +84,7 @@ func main() {
 				rows = append(rows, r)
 			}
 		}
-		f, err := cli.Create(c.String("out"))
+		f, err := fileio.Create(c.String("out"))
 		if err != nil {
 			return err
 		}
