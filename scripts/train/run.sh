@@ -185,7 +185,7 @@ if [ ! -f "$OUT/iter-0/.ckpt.done" ]; then
 		done
 	else
 		say "start: a random $MODEL_CONFIG Qwen2 with $TOKENIZER → iter-0/ckpt"
-		"$BIN/mempo-update" init --config "$MODEL_CONFIG" --tokenizer "$TOKENIZER" --out "$OUT/iter-0/ckpt" --seed "$SEED" --force
+		timed 0 init "$BIN/mempo-update" init --config "$MODEL_CONFIG" --tokenizer "$TOKENIZER" --out "$OUT/iter-0/ckpt" --seed "$SEED" --force
 	fi
 	mark "$OUT/iter-0/.ckpt.done"
 fi
