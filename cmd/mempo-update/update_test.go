@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -198,7 +199,7 @@ func TestGradApplyEqualsUpdate(t *testing.T) {
 	for i := range r1 {
 		a, b := r1[i], r2[i]
 		a.WallS, b.WallS, a.Policy, b.Policy = 0, 0, "", ""
-		if a != b {
+		if !reflect.DeepEqual(a, b) {
 			t.Errorf("row %d: update %+v\napply %+v", i, a, b)
 		}
 	}
@@ -286,7 +287,7 @@ func TestResumeBitIdentical(t *testing.T) {
 	}
 	for i := range r1 {
 		r1[i].WallS, r2[i].WallS, r1[i].Policy, r2[i].Policy = 0, 0, "", ""
-		if r1[i] != r2[i] {
+		if !reflect.DeepEqual(r1[i], r2[i]) {
 			t.Errorf("row %d: %+v vs %+v", i, r1[i], r2[i])
 		}
 	}

@@ -21,10 +21,11 @@ func fixtureDir(t *testing.T) string {
 
 func fixtureUpdates() []Update {
 	return []Update{
-		{Step: 1, Epoch: 0, Policy: "ckpt-000001", Loss: 0.031, PGLoss: 0.03, PGClipfrac: 0.01, KL: 0.001, Entropy: 1.2, GradNorm: 0.8, LR: 1e-6,
-			AdvTaskMean: 0, AdvTaskStd: 0.97, AdvMemMean: 0, AdvMemStd: 0.99, RewardTaskMean: 0.25, RewardMemMean: 0.01, PeakTokensMean: 1200,
+		{Step: 1, Epoch: 0, Policy: "ckpt-000001", Loss: 0.031, PGLoss: 0.03, PGClipfrac: 0.01, PGClipfracLower: 0.002, PPOKL: 0.0004,
+			KL: Ptr(0.001), Entropy: Ptr(1.2), GradNorm: 0.8, LR: 1e-6,
+			AdvTaskMean: 0, AdvTaskStd: 0.97, AdvMemMean: Ptr(0.0), AdvMemStd: Ptr(0.99), RewardTaskMean: 0.25, RewardMemMean: Ptr(0.01), PeakTokensMean: 1200,
 			Tokens: 40000, Trajectories: 64, WallS: 31.5, LogprobDriftMean: 0.002, LogprobDriftMax: 0.09},
-		{Step: 2, Epoch: 0, Policy: "ckpt-000002", Loss: 0.029, RewardTaskMean: 0.31, RewardMemMean: 0.02, PeakTokensMean: 1150, Tokens: 41000, Trajectories: 64, WallS: 30.9},
+		{Step: 2, Epoch: 0, Policy: "ckpt-000002", Loss: 0.029, KL: Ptr(0.0012), RewardTaskMean: 0.31, PeakTokensMean: 1150, Tokens: 41000, Trajectories: 64, WallS: 30.9},
 	}
 }
 

@@ -44,7 +44,7 @@ func UpdatePlots(dir string, runs []RunUpdates) ([]string, error) {
 		get                 func(*records.Update) float64
 	}{
 		{"reward.png", "Task reward over updates", "mean R^T", func(u *records.Update) float64 { return u.RewardTaskMean }},
-		{"memory_reward.png", "Memory reward over updates", "mean R^M", func(u *records.Update) float64 { return u.RewardMemMean }},
+		{"memory_reward.png", "Memory reward over updates", "mean R^M", func(u *records.Update) float64 { return orNaN(u.RewardMemMean) }},
 		{"peak_tokens_updates.png", "Peak tokens over updates", "mean peak tokens per trajectory", func(u *records.Update) float64 { return u.PeakTokensMean }},
 	}
 	var written []string
@@ -162,6 +162,15 @@ func linePlot(path, title, xlabel, ylabel string, ss []series) (bool, error) {
 		return false, fmt.Errorf("%s: %w", path, err)
 	}
 	return true, fileio.WriteFileAtomic(path, buf.Bytes())
+}
+
+// orNaN is a nullable metric as a float: NaN (not drawn) when the run did
+// not compute it.
+func orNaN(p *float64) float64 {
+	if p == nil {
+		return math.NaN()
+	}
+	return *p
 }
 
 func cmpFloat(a, b float64) int {

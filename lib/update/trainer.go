@@ -487,10 +487,19 @@ func (t *Trainer) result(g *ShardResult, norm, lr float64) *StepResult {
 	met := g.Metrics // the advantage statistics came with the shards
 	row := records.Update{
 		Step: t.StepCount(), Loss: met.Loss, PGLoss: met.PGLoss, PGClipfrac: met.PGClipFrac,
-		KL: met.KL, Entropy: met.Entropy, GradNorm: norm, LR: lr,
-		AdvTaskMean: met.AdvTaskMean, AdvTaskStd: met.AdvTaskStd, AdvMemMean: met.AdvMemMean, AdvMemStd: met.AdvMemStd,
-		RewardTaskMean: met.RewardTaskMean, RewardMemMean: met.RewardMemMean,
+		PGClipfracLower: met.PGClipFracLower, PPOKL: met.PPOKL, GradNorm: norm, LR: lr,
+		AdvTaskMean: met.AdvTaskMean, AdvTaskStd: met.AdvTaskStd, RewardTaskMean: met.RewardTaskMean,
 		Tokens: int64(met.Tokens), Trajectories: int64(g.Trajs), LogprobDriftMax: g.DriftMax,
+	}
+	// What this run did not compute stays null rather than a misleading 0.
+	if t.Cfg.Loss.KLCoef != 0 {
+		row.KL = &met.KL
+	}
+	if t.Cfg.EntropyMetric {
+		row.Entropy = &met.Entropy
+	}
+	if met.MemBlocks > 0 {
+		row.AdvMemMean, row.AdvMemStd, row.RewardMemMean = &met.AdvMemMean, &met.AdvMemStd, &met.RewardMemMean
 	}
 	if g.Trajs > 0 {
 		row.PeakTokensMean = g.PeakSum / float64(g.Trajs)

@@ -331,7 +331,18 @@ func TestUpdateLowersLossAndClips(t *testing.T) {
 	if !(rows[len(rows)-1].PGClipfrac > 0.05) {
 		t.Errorf("clip fractions %v: no clipping after %d epochs", clipfracs(rows), plan.Epochs)
 	}
-	if !(rows[len(rows)-1].LogprobDriftMean > 0) || rows[len(rows)-1].Step != int64(plan.Steps()) || rows[1].LR != 3e-3 {
+	// No KL coefficient and no entropy metric: those are null, not 0; the
+	// memory reward was computed and is there; verl's ppo_kl is the mean
+	// old − new log-prob, 0 on-policy up to rounding and nonzero once the
+	// policy moved.
+	last := rows[len(rows)-1]
+	if last.KL != nil || last.Entropy != nil || last.RewardMemMean == nil || last.AdvMemStd == nil {
+		t.Errorf("nullable metrics: kl %v entropy %v reward_mem %v adv_mem_std %v", last.KL, last.Entropy, last.RewardMemMean, last.AdvMemStd)
+	}
+	if math.Abs(rows[0].PPOKL) > 1e-5 || math.Abs(last.PPOKL) < 1e-4 || last.PGClipfracLower < 0 || last.PGClipfracLower > 1 {
+		t.Errorf("ppo_kl %v → %v, pg_clipfrac_lower %v", rows[0].PPOKL, last.PPOKL, last.PGClipfracLower)
+	}
+	if !(last.LogprobDriftMean > 0) || last.Step != int64(plan.Steps()) || rows[1].LR != 3e-3 {
 		t.Errorf("last row %+v", rows[len(rows)-1])
 	}
 	t.Logf("loss %.4f → %.4f, clip fractions %v", start.Loss, end.Loss, clipfracs(rows))
