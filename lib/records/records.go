@@ -87,33 +87,33 @@ type Step struct {
 
 // Update is one optimizer step of mempo-update: one row of a metrics file.
 type Update struct {
-	Step             int64   `parquet:"step" json:"step"`
-	Epoch            int32   `parquet:"epoch" json:"epoch"`
-	Policy           string  `parquet:"policy" json:"policy"` // checkpoint id after this step
-	Loss             float64 `parquet:"loss" json:"loss"`
-	PGLoss           float64 `parquet:"pg_loss" json:"pg_loss"`
-	PGClipfrac       float64 `parquet:"pg_clipfrac" json:"pg_clipfrac"`
-	PGClipfracLower  float64 `parquet:"pg_clipfrac_lower" json:"pg_clipfrac_lower"` // verl's name: dual clip active
-	PPOKL            float64 `parquet:"ppo_kl" json:"ppo_kl"`                       // verl's name: mean old_logp − logp
+	Step            int64   `parquet:"step" json:"step"`
+	Epoch           int32   `parquet:"epoch" json:"epoch"`
+	Policy          string  `parquet:"policy" json:"policy"` // checkpoint id after this step
+	Loss            float64 `parquet:"loss" json:"loss"`
+	PGLoss          float64 `parquet:"pg_loss" json:"pg_loss"`
+	PGClipfrac      float64 `parquet:"pg_clipfrac" json:"pg_clipfrac"`
+	PGClipfracLower float64 `parquet:"pg_clipfrac_lower" json:"pg_clipfrac_lower"` // verl's name: dual clip active
+	PPOKL           float64 `parquet:"ppo_kl" json:"ppo_kl"`                       // verl's name: mean old_logp − logp
 	// Metrics a run may not compute are null there, not 0: KL without a
 	// reference (--kl-coef 0), entropy without --entropy-metric, the memory
 	// reward and advantage without memory blocks (GRPO).
 	KL               *float64 `parquet:"kl,optional" json:"kl"`
 	Entropy          *float64 `parquet:"entropy,optional" json:"entropy"`
-	GradNorm         float64 `parquet:"grad_norm" json:"grad_norm"`
-	LR               float64 `parquet:"lr" json:"lr"`
-	AdvTaskMean      float64 `parquet:"adv_task_mean" json:"adv_task_mean"`
-	AdvTaskStd       float64 `parquet:"adv_task_std" json:"adv_task_std"`
+	GradNorm         float64  `parquet:"grad_norm" json:"grad_norm"`
+	LR               float64  `parquet:"lr" json:"lr"`
+	AdvTaskMean      float64  `parquet:"adv_task_mean" json:"adv_task_mean"`
+	AdvTaskStd       float64  `parquet:"adv_task_std" json:"adv_task_std"`
 	AdvMemMean       *float64 `parquet:"adv_mem_mean,optional" json:"adv_mem_mean"`
 	AdvMemStd        *float64 `parquet:"adv_mem_std,optional" json:"adv_mem_std"`
-	RewardTaskMean   float64 `parquet:"reward_task_mean" json:"reward_task_mean"`
+	RewardTaskMean   float64  `parquet:"reward_task_mean" json:"reward_task_mean"`
 	RewardMemMean    *float64 `parquet:"reward_mem_mean,optional" json:"reward_mem_mean"`
-	PeakTokensMean   float64 `parquet:"peak_tokens_mean" json:"peak_tokens_mean"` // mean peak tokens of the trajectories trained on
-	Tokens           int64   `parquet:"tokens" json:"tokens"`                     // generated tokens that carried loss
-	Trajectories     int64   `parquet:"trajectories" json:"trajectories"`
-	WallS            float64 `parquet:"wall_s" json:"wall_s"`
-	LogprobDriftMean float64 `parquet:"logprob_drift_mean" json:"logprob_drift_mean"` // mean |recomputed − rollout| log-prob
-	LogprobDriftMax  float64 `parquet:"logprob_drift_max" json:"logprob_drift_max"`
+	PeakTokensMean   float64  `parquet:"peak_tokens_mean" json:"peak_tokens_mean"` // mean peak tokens of the trajectories trained on
+	Tokens           int64    `parquet:"tokens" json:"tokens"`                     // generated tokens that carried loss
+	Trajectories     int64    `parquet:"trajectories" json:"trajectories"`
+	WallS            float64  `parquet:"wall_s" json:"wall_s"`
+	LogprobDriftMean float64  `parquet:"logprob_drift_mean" json:"logprob_drift_mean"` // mean |recomputed − rollout| log-prob
+	LogprobDriftMax  float64  `parquet:"logprob_drift_max" json:"logprob_drift_max"`
 }
 
 // Score is one metric of one run, data source and objective count: one row
