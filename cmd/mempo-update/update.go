@@ -16,6 +16,7 @@ import (
 	"github.com/mempo/mempo/lib/optim"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/rl"
+	"github.com/mempo/mempo/lib/tbevent"
 	"github.com/mempo/mempo/lib/update"
 )
 
@@ -61,6 +62,7 @@ func planFlags() []ucli.Flag {
 		&ucli.Int64Flag{Name: "seed", Usage: "seed of the mini-batch shuffle"},
 		&ucli.IntFlag{Name: "micro-tokens", Value: 8192, Usage: "most tokens per forward/backward call (memory bound)"},
 		&ucli.BoolFlag{Name: "recompute", Usage: "recompute layer activations in the backward (less memory, more compute)"},
+		&ucli.StringFlag{Name: "tb", Usage: "also write every step's metrics as TensorBoard scalars (update/<column>) into `DIR`"},
 		&ucli.StringFlag{Name: "device", Usage: "cpu, cuda or cuda-bf16 (bf16 products and tensor-core attention; default: cuda when usable, else cpu); bit-identical resume and shards are tested on the cpu"},
 	}
 }
@@ -374,16 +376,38 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 	if n := c.Int("stop-after"); n > 0 && from+n < total {
 		stop = from + n
 	}
+	var tb *tbevent.Writer
+	if dir := c.String("tb"); dir != "" {
+		if tb, err = tbevent.Create(dir); err != nil {
+			return err
+		}
+		defer tb.Close()
+	}
 	prog := cli.NewProgress()
 	base := filepath.Base(filepath.Clean(j.out))
+	cur := from
+	// Per micro-batch: a step's forward (log-probs) is about a third of its
+	// work, the backward the rest; the ETA counts both.
+	t.OnMicro = func(phase string, done, n int) {
+		part := float64(done) / float64(n) / 3
+		if phase == "backward" {
+			part = 1.0/3 + 2*float64(done)/float64(n)/3
+		}
+		frac := (float64(cur-from) + part) / float64(stop-from)
+		prog.Printf("step %d/%d: %s micro-batch %d/%d, %s", cur+1, total, phase, done+1, n, cli.ETA(prog.Elapsed(), frac))
+	}
 	for k := from; k < stop; k++ {
+		cur = k
 		res, err := t.Step(j.plan, k, j.shards)
 		if err != nil {
 			return fmt.Errorf("step %d: %w", k, err)
 		}
 		res.Row.Policy = fmt.Sprintf("%s@%d", base, res.Row.Step)
 		rows = append(rows, res.Row)
-		prog.Printf("step %d/%d loss %.4g clipfrac %.3f kl %.3g grad-norm %.3g", k+1, total, res.Row.Loss, res.Row.PGClipfrac, res.Row.KL, res.GradNorm)
+		if err := tb.Add(res.Row.Step, tbevent.Fields("update", res.Row, "step")...); err != nil {
+			return err
+		}
+		prog.Printf("step %d/%d loss %.4g clipfrac %.3f kl %s grad-norm %.3g", k+1, total, res.Row.Loss, res.Row.PGClipfrac, optG(res.Row.KL), res.GradNorm)
 	}
 	prog.Done("%d steps", stop-from)
 	nrs := update.RunState{GlobalStep: t.StepCount(), Seed: j.plan.Seed, PlanStep: stop, PlanSteps: total,
@@ -424,4 +448,12 @@ func (j *job) finish(m *model.Model, rows []records.Update) error {
 		}
 	}
 	return nil
+}
+
+// optG formats a metric that may not have been computed.
+func optG(p *float64) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.3g", *p)
 }
