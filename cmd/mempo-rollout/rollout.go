@@ -15,7 +15,6 @@ import (
 	"time"
 
 	ucli "github.com/urfave/cli/v2"
-	"golang.org/x/term"
 
 	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/cli"
@@ -25,6 +24,7 @@ import (
 	"github.com/mempo/mempo/lib/retrieval"
 	"github.com/mempo/mempo/lib/rollout"
 	"github.com/mempo/mempo/lib/tasks"
+	"github.com/mempo/mempo/lib/tbevent"
 	"github.com/mempo/mempo/lib/tokenizer"
 )
 
@@ -40,6 +40,7 @@ var rolloutFlags = []ucli.Flag{
 	&ucli.StringFlag{Name: "jsonl", Usage: "also write a readable JSONL copy with the decoded text of every step"},
 	&ucli.StringFlag{Name: "keep", Value: "1", Usage: "previous steps kept in the context: 1 (MemPO), K, or all (full history)"},
 	&ucli.IntFlag{Name: "max-turns", Value: 16, Usage: "steps a trajectory may take"},
+	&ucli.StringFlag{Name: "tb", Usage: "also write throughput and reward scalars (rollout/*, one event per engine turn) as TensorBoard event files into `DIR`"},
 	&ucli.IntFlag{Name: "max-step-tokens", Value: 1024, Usage: "generation budget of one step"},
 	&ucli.IntFlag{Name: "obs-tokens", Value: 1000, Usage: "cap on the ids of one observation, tags kept (0: none)"},
 	&ucli.IntFlag{Name: "topk", Value: 3, Usage: "passages per search"},
@@ -290,8 +291,18 @@ func runRollout(c *ucli.Context) error {
 		MemoryReward: !c.Bool("no-memory-reward"), TaskReward: c.String("task-reward"),
 	}}
 	prog := cli.NewProgress()
+	tb, err := openTB(c.String("tb"))
+	if err != nil {
+		return err
+	}
+	defer tb.Close()
+	lastTurn := -1
 	eng.Progress = func(st rollout.Stats) {
-		prog.Printf("rollout: %d/%d tasks, %s", resumed+st.TasksDone, len(run), rates(st))
+		prog.Printf("%s", progressLine(st, resumed, len(run), cfg.MaxTurns))
+		if st.Turns != lastTurn && st.PendingTokens == 0 { // once per finished turn
+			lastTurn = st.Turns
+			tb.Add(int64(st.Turns), rolloutScalars(st)...)
+		}
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -302,9 +313,7 @@ func runRollout(c *ucli.Context) error {
 		} else {
 			err = fmt.Errorf("%v (%d of %d tasks are kept in %s; rerun to resume)", err, resumed+st.TasksDone, len(run), journal)
 		}
-		if term.IsTerminal(int(os.Stderr.Fd())) {
-			prog.Done("")
-		}
+		prog.Done("")
 		return err
 	}
 	n, rt, err := jr.Merge(out, jsonl, len(run), tok)
@@ -317,12 +326,8 @@ func runRollout(c *ucli.Context) error {
 	}
 	summary := fmt.Sprintf("mempo-rollout: %d tasks (%d resumed), %d trajectories, mean R^T %.3f; %s, memory-reward passes %.1f%%; wall %.1fs → %s",
 		len(run), resumed, n, rt, rates(st), reward, st.Wall.Seconds(), out)
-	if term.IsTerminal(int(os.Stderr.Fd())) {
-		prog.Done("%s", summary)
-	} else {
-		fmt.Fprintln(os.Stderr, summary)
-	}
-	return nil
+	prog.Done("%s", summary)
+	return tb.Add(int64(st.Turns), tbevent.Scalar{Tag: "rollout/final_reward_task_mean", Value: rt})
 }
 
 // rates is the throughput part of the progress and summary lines.

@@ -173,9 +173,9 @@ func readRows(t *testing.T, path string) []records.Rollout {
 func TestRolloutCommandTinyModel(t *testing.T) {
 	index, tasksFile, modelDir, _ := roFixture(t)
 	dir := t.TempDir()
-	out, copyPath := filepath.Join(dir, "r.parquet"), filepath.Join(dir, "r.jsonl")
+	out, copyPath, tb := filepath.Join(dir, "r.parquet"), filepath.Join(dir, "r.jsonl"), filepath.Join(dir, "tb")
 	err := runRoot("--model", modelDir, "--tasks", tasksFile, "--index", index, "--group", "2", "--limit", "2",
-		"--max-step-tokens", "8", "--max-turns", "2", "--on-invalid", "correct", "--seed", "3", "--out", out, "--jsonl", copyPath)
+		"--max-step-tokens", "8", "--max-turns", "2", "--on-invalid", "correct", "--seed", "3", "--out", out, "--jsonl", copyPath, "--tb", tb)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +183,7 @@ func TestRolloutCommandTinyModel(t *testing.T) {
 	if len(rows) != 4 {
 		t.Fatalf("%d rows, want 4", len(rows))
 	}
+	checkRolloutTB(t, tb, rows)
 	tok := loadTok(t, modelDir)
 	cfg := agent.DefaultConfig()
 	cfg.MaxTurns, cfg.MaxStepTokens, cfg.OnInvalid, cfg.EOSIDs = 2, 8, agent.CorrectOnInvalid, []int{0}

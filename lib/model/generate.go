@@ -62,6 +62,9 @@ type GenerateOptions struct {
 	// the exact record of what was sampled).
 	StopStrings []string
 	Decode      func(ids []int) string
+	// OnTokens, when set, is called after every sampling step with the
+	// number of tokens just sampled (progress reporting).
+	OnTokens func(n int)
 }
 
 // Generation is one continuation. LogProbs[i] is log p(IDs[i] | prompt,
@@ -168,6 +171,9 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 	m.free(logits)
 	m.sampleInto(rows, rowLogits, opts)
 	m.free(rowLogits)
+	if opts.OnTokens != nil {
+		opts.OnTokens(len(rows))
+	}
 
 	for {
 		var active []*genRow
@@ -195,6 +201,9 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 		logits := m.lastLogits(b, all)
 		m.sampleInto(active, logits, opts)
 		m.free(logits)
+		if opts.OnTokens != nil {
+			opts.OnTokens(len(active))
+		}
 	}
 	return out, nil
 }

@@ -138,6 +138,11 @@ func EmbedCorpus(ctx context.Context, enc *encoder.Encoder, corpus, path string,
 		fmt.Fprintf(opts.Log, "embeddings: resuming %s at row %d\n", path, done)
 	}
 
+	var total int64
+	known := false
+	if opts.Progress != nil {
+		total, known = corpusRows(corpus)
+	}
 	rows := done
 	var texts []string
 	buf := make([]byte, 0, opts.ChunkRows*int(rowBytes))
@@ -167,7 +172,13 @@ func EmbedCorpus(ctx context.Context, enc *encoder.Encoder, corpus, path string,
 			return err
 		}
 		secs := time.Since(start).Seconds()
-		opts.Progress.Printf("embedding: %d passages (%.1f/s)", rows, float64(rows-done)/secs)
+		line := countLine("embedding", rows, total, known, start)
+		if known && rows > done {
+			// The ETA counts only this run's rate (a resumed run starts at done).
+			frac := float64(rows-done) / float64(max(total-done, 1))
+			line = fmt.Sprintf("embedding: %d/%d passages (%.0f%%), %s", rows, total, 100*float64(rows)/float64(total), cli.ETA(time.Since(start), frac))
+		}
+		opts.Progress.Printf("%s (%.1f/s)", line, float64(rows-done)/secs)
 		if opts.AfterChunk != nil {
 			return opts.AfterChunk(rows)
 		}

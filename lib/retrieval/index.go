@@ -138,12 +138,17 @@ func Build(ctx context.Context, opts BuildOptions) (*Manifest, error) {
 		dw.abort()
 		return nil, err
 	}
+	var total int64
+	known := false
+	if opts.Progress != nil {
+		total, known = corpusRows(opts.Corpus)
+	}
 	err = EachPassage(opts.Corpus, func(row int, p Passage) error {
 		if row%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			opts.Progress.Printf("indexing: %d passages", row)
+			opts.Progress.Printf("%s", countLine("indexing", int64(row), total, known, start))
 		}
 		title, _ := SplitContents(p.Contents)
 		if err := dw.add(p.ID, title, p.Contents); err != nil {

@@ -122,6 +122,37 @@ type Stats struct {
 	Generate, Search     time.Duration
 	Reward               time.Duration // memory-reward passes
 	MemSeqs, MemSeqsUniq int           // memory-reward sequences built, and run after dedup
+
+	// While a turn's Generate call runs (Progress is called during it, as
+	// tokens are sampled): the trajectories in flight and the tokens the
+	// call has sampled so far (not yet in GeneratedTokens).
+	InFlight      int
+	PendingTokens int64
+	RewardTaskSum float64 // Σ R^T of the finished trajectories
+	Group         int     // trajectories per task
+}
+
+// Fraction estimates how much of the run is done, counting the turns of
+// trajectories still in flight: generated steps over the steps all
+// trajectories will take, at the mean turns of the finished ones (maxTurns
+// before any has finished, so the first estimate errs long). 0 when
+// nothing is known.
+func (s Stats) Fraction(maxTurns int) float64 {
+	total := float64(s.Tasks * s.Group)
+	if total == 0 {
+		return 0
+	}
+	if s.TasksDone == s.Tasks {
+		return 1
+	}
+	per := float64(maxTurns)
+	if s.Trajectories > 0 {
+		per = float64(s.TrajectoryTurns) / float64(s.Trajectories)
+	}
+	if per <= 0 {
+		return 0
+	}
+	return min(float64(s.Steps)/(total*per), 0.999)
 }
 
 // SearchShare is the share of wall time spent waiting for retrieval.
@@ -138,7 +169,8 @@ type Engine struct {
 	Policy   Policy
 	Searcher retrieval.Searcher
 	Opts     Options
-	// Progress, when set, is called after every turn with the totals so far.
+	// Progress, when set, is called after every turn with the totals so far,
+	// and during a turn's generation after every sampled token position.
 	Progress func(Stats)
 }
 
@@ -220,7 +252,7 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 		StopStrings: e.Agent.StopStrings(),
 		Decode:      o.Decode,
 	}
-	stats := Stats{Tasks: len(jobs)}
+	stats := Stats{Tasks: len(jobs), Group: o.Group}
 	t0 := time.Now()
 	queue := jobs
 	var active []*jobState
@@ -277,7 +309,17 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 		if len(reqs) > 0 {
 			tg := time.Now()
 			var err error
-			gens, err = e.generate(reqs, gen)
+			g := gen
+			if e.Progress != nil {
+				stats.InFlight = live
+				g.OnTokens = func(n int) {
+					stats.PendingTokens += int64(n)
+					stats.Wall = time.Since(t0)
+					e.Progress(stats)
+				}
+			}
+			gens, err = e.generate(reqs, g)
+			stats.PendingTokens = 0
 			stats.Generate += time.Since(tg)
 			stats.Turns++
 			if err != nil {
@@ -391,6 +433,7 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 				stats.Trajectories += len(rows)
 				for i := range rows {
 					stats.TrajectoryTurns += len(rows[i].Steps)
+					stats.RewardTaskSum += rows[i].RewardTask
 				}
 			}
 		}

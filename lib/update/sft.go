@@ -41,7 +41,11 @@ func (t *Trainer) sftShardGrad(mbTrajs, shard []int, onDevice bool) (*ShardResul
 	m.ZeroGrads()
 	if N > 0 {
 		w := float32(1 / float64(N))
-		for _, mb := range micros(b, samplesOf(b, shard), t.Cfg.micro()) {
+		mbs := micros(b, samplesOf(b, shard), t.Cfg.micro())
+		for n, mb := range mbs {
+			if t.OnMicro != nil {
+				t.OnMicro("backward", n, len(mbs))
+			}
 			ws := make([][]float32, len(mb))
 			for k, s := range mb {
 				ws[k] = sftWeights(&b.Samples[s], w)
@@ -65,7 +69,7 @@ func (t *Trainer) sftShardGrad(mbTrajs, shard []int, onDevice bool) (*ShardResul
 // trajectories under the current model (no gradient).
 func (t *Trainer) SFTLoss(trajs []int) (float64, error) {
 	b := t.Batch
-	lp, _, err := outputLogProbs(t.Model, b, samplesOf(b, trajs), t.Cfg.micro(), false)
+	lp, _, err := outputLogProbs(t.Model, b, samplesOf(b, trajs), t.Cfg.micro(), false, nil)
 	if err != nil {
 		return 0, err
 	}

@@ -116,13 +116,18 @@ func samplesOf(b *Batch, trajs []int) []int {
 // outputLogProbs recomputes the log-probs of the output tokens of the
 // samples under m, micro-batch by micro-batch; with entropy it also returns
 // each output token's predictive entropy.
-func outputLogProbs(m *model.Model, b *Batch, samples []int, maxTok int, entropy bool) (map[int][]float32, map[int][]float32, error) {
+// onMicro, when not nil, is told after each micro-batch.
+func outputLogProbs(m *model.Model, b *Batch, samples []int, maxTok int, entropy bool, onMicro func(done, total int)) (map[int][]float32, map[int][]float32, error) {
 	lp := make(map[int][]float32, len(samples))
 	var ent map[int][]float32
 	if entropy {
 		ent = make(map[int][]float32, len(samples))
 	}
-	for _, mb := range micros(b, samples, maxTok) {
+	mbs := micros(b, samples, maxTok)
+	for n, mb := range mbs {
+		if onMicro != nil {
+			onMicro(n, len(mbs))
+		}
 		seqs := seqsOf(b, mb)
 		from := make([]int, len(mb))
 		for k, s := range mb {
@@ -186,7 +191,7 @@ func RefLogProbs(ref *model.Model, b *Batch, trajs []int, maxTok int) error {
 		maxTok = 8192
 	}
 	for _, i := range trajs {
-		lp, _, err := outputLogProbs(ref, b, b.Trajs[i].Samples, maxTok, false)
+		lp, _, err := outputLogProbs(ref, b, b.Trajs[i].Samples, maxTok, false, nil)
 		if err != nil {
 			return err
 		}
@@ -244,7 +249,19 @@ type Trainer struct {
 	// MemPO loss (Step and Grad dispatch on it).
 	SFT bool
 
+	// OnMicro, when set, is called as micro-batches of a step start:
+	// phase "forward" (log-probs) or "backward", done of total finished.
+	OnMicro func(phase string, done, total int)
+
 	dev *deviceOpt // the optimizer on the GPU (UseDeviceOptimizer), or nil
+}
+
+// onMicro is OnMicro bound to a phase, or nil.
+func (t *Trainer) onMicro(phase string) func(done, total int) {
+	if t.OnMicro == nil {
+		return nil
+	}
+	return func(done, total int) { t.OnMicro(phase, done, total) }
 }
 
 // UseDeviceOptimizer moves the optimizer to the GPU, starting from Opt's
@@ -324,7 +341,7 @@ func (t *Trainer) loss(mbTrajs, shard []int) (*rl.LossOutput, map[int][]float32,
 	b := t.Batch
 	den := t.denoms(mbTrajs)
 	samples := samplesOf(b, shard)
-	lp, ent, err := outputLogProbs(t.Model, b, samples, t.Cfg.micro(), t.Cfg.EntropyMetric)
+	lp, ent, err := outputLogProbs(t.Model, b, samples, t.Cfg.micro(), t.Cfg.EntropyMetric, t.onMicro("forward"))
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -391,7 +408,11 @@ func (t *Trainer) shardGrad(mbTrajs, shard []int, onDevice bool) (*ShardResult, 
 	}
 	m := t.Model
 	m.ZeroGrads()
-	for _, mb := range micros(b, samples, t.Cfg.micro()) {
+	mbs := micros(b, samples, t.Cfg.micro())
+	for n, mb := range mbs {
+		if t.OnMicro != nil {
+			t.OnMicro("backward", n, len(mbs))
+		}
 		seqs := seqsOf(b, mb)
 		w := make([][]float32, len(mb))
 		for k, s := range mb {

@@ -1,0 +1,51 @@
+package rollout
+
+import (
+	"testing"
+
+	"github.com/mempo/mempo/lib/agent"
+	"github.com/mempo/mempo/lib/model"
+	"github.com/mempo/mempo/lib/retrieval"
+)
+
+// Progress is called while a turn's generation runs, not only when whole
+// tasks finish: the first reports come with tokens pending, trajectories in
+// flight and no task done yet, and the estimated fraction done grows.
+func TestProgressWhileInFlight(t *testing.T) {
+	index, all := hotpot(t)
+	ts := all[3:5]
+	tok := smallTok(t)
+	m := tinyModel(t, tok)
+	ag := newAgent(t, tok, func(c *agent.Config) {
+		c.MaxTurns = 2
+		c.OnInvalid = agent.CorrectOnInvalid
+		c.TaskPrompt = shortPrompt
+	})
+	local, err := retrieval.NewLocal(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	var seen []Stats
+	e := &Engine{Agent: ag, Policy: m, Searcher: local, Opts: Options{Group: 2, Batch: 4, MaxStepTokens: 6, Decode: tok.Decode,
+		EOS: []int{eosID}, Seed: 5, Keep: "1", Sampling: model.SampleParams{Temperature: 1}}}
+	e.Progress = func(st Stats) { seen = append(seen, st) }
+	run(t, e, jobsOf(ts))
+	if len(seen) < 4 {
+		t.Fatalf("%d progress calls", len(seen))
+	}
+	first := seen[0]
+	if first.PendingTokens == 0 || first.InFlight != 4 || first.TasksDone != 0 || first.Group != 2 {
+		t.Errorf("first report %+v: want tokens pending, 4 in flight, no task done", first)
+	}
+	pending := 0
+	for _, st := range seen {
+		if st.PendingTokens > 0 {
+			pending++
+		}
+	}
+	last := seen[len(seen)-1]
+	if pending < len(seen)/2 || last.TasksDone != 2 || last.Fraction(2) != 1 || !(seen[len(seen)/2].Fraction(2) > 0) {
+		t.Errorf("%d of %d reports during generation; last %+v (fraction %v)", pending, len(seen), last, last.Fraction(2))
+	}
+}
