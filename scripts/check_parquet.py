@@ -54,6 +54,11 @@ pq.write_table(t, os.path.join(d, "rollouts-pyarrow.parquet"))
 m = pq.read_table(os.path.join(d, "metrics-go.parquet"))
 print(m.schema)
 print("metrics: %d rows" % m.num_rows, m.column("reward_task_mean").to_pylist())
+# Metrics a run did not compute are nulls, not zeros.
+for col in ("entropy", "reward_mem_mean", "adv_mem_mean"):
+    vals = m.column(col).to_pylist()
+    assert vals[-1] is None and vals[0] is not None, (col, vals)
+print("metrics: entropy, reward_mem_mean, adv_mem_mean null where not computed")
 pq.write_table(m, os.path.join(d, "metrics-pyarrow.parquet"))
 
 for extra in sys.argv[2:]:
