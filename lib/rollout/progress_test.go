@@ -3,29 +3,14 @@ package rollout
 import (
 	"testing"
 
-	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/model"
-	"github.com/mempo/mempo/lib/retrieval"
 )
 
 // Progress is called while a turn's generation runs, not only when whole
 // tasks finish: the first reports come with tokens pending, trajectories in
 // flight and no task done yet, and the estimated fraction done grows.
 func TestProgressWhileInFlight(t *testing.T) {
-	index, all := hotpot(t)
-	ts := all[3:5]
-	tok := smallTok(t)
-	m := tinyModel(t, tok)
-	ag := newAgent(t, tok, func(c *agent.Config) {
-		c.MaxTurns = 2
-		c.OnInvalid = agent.CorrectOnInvalid
-		c.TaskPrompt = shortPrompt
-	})
-	local, err := retrieval.NewLocal(index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer local.Close()
+	ts, tok, m, ag, local := tinyTwoTurnSetup(t, 3)
 	var seen []Stats
 	e := &Engine{Agent: ag, Policy: m, Searcher: local, Opts: Options{Group: 2, Batch: 4, MaxStepTokens: 6, Decode: tok.Decode,
 		EOS: []int{eosID}, Seed: 5, Keep: "1", Sampling: model.SampleParams{Temperature: 1}}}

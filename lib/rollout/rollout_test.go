@@ -581,9 +581,11 @@ func TestMemoryRewardAgainstModel(t *testing.T) {
 
 // A random-weight model sampling for real: the rows are well formed, and a
 // trajectory samples the same whichever other trajectories share its batch.
-func TestTinyModelSamplingIsBatchIndependent(t *testing.T) {
+// tinyTwoTurnSetup is two HotpotQA tasks from `from`, a random-weight model,
+// a two-turn agent that corrects invalid steps, and a local searcher (closed
+// with the test).
+func tinyTwoTurnSetup(t *testing.T, from int) ([]tasks.Task, Tok, *model.Model, *agent.Agent, retrieval.Searcher) {
 	index, all := hotpot(t)
-	ts := all[9:11]
 	tok := smallTok(t)
 	m := tinyModel(t, tok)
 	ag := newAgent(t, tok, func(c *agent.Config) {
@@ -595,7 +597,12 @@ func TestTinyModelSamplingIsBatchIndependent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer local.Close()
+	t.Cleanup(func() { local.Close() })
+	return all[from : from+2], tok, m, ag, local
+}
+
+func TestTinyModelSamplingIsBatchIndependent(t *testing.T) {
+	ts, tok, m, ag, local := tinyTwoTurnSetup(t, 9)
 	opts := Options{Group: 2, MaxStepTokens: 6, Decode: tok.Decode, EOS: []int{eosID}, Seed: 11, Keep: "1",
 		Sampling: model.SampleParams{Temperature: 1, TopP: 0.95}, MemoryReward: true}
 	var results [][]records.Rollout

@@ -2,6 +2,7 @@ package tbevent
 
 import (
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -19,7 +20,7 @@ func Fields(prefix string, row any, skip ...string) []Scalar {
 	for i := 0; i < v.NumField(); i++ {
 		f := v.Type().Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" || name == "-" || !f.IsExported() || contains(skip, name) {
+		if name == "" || name == "-" || !f.IsExported() || slices.Contains(skip, name) {
 			continue
 		}
 		x := v.Field(i)
@@ -43,13 +44,4 @@ func Fields(prefix string, row any, skip ...string) []Scalar {
 		out = append(out, Scalar{Tag: prefix + "/" + name, Value: val})
 	}
 	return out
-}
-
-func contains(xs []string, s string) bool {
-	for _, x := range xs {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
