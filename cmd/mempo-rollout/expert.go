@@ -67,11 +67,7 @@ func runExpert(c *ucli.Context) error {
 		return err
 	}
 	defer srch.Close()
-	keepWord := c.String("keep")
-	if keep == agent.KeepAll {
-		keepWord = "all"
-	}
-	ex := &world.Expert{Agent: ag, Tok: tok, Searcher: srch, Keep: keepWord}
+	ex := &world.Expert{Agent: ag, Tok: tok, Searcher: srch, Keep: keep.String()}
 	var all []tasks.Task
 	for _, f := range c.StringSlice("tasks") {
 		ts, err := tasks.ReadTasks(f)
@@ -106,6 +102,6 @@ func runExpert(c *ucli.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "%d demonstrations of %d tasks → %s (%d dropped: fact not retrieved); %.1f steps and %.0f peak tokens per trajectory, keep %s\n",
-		len(rows), len(all), c.String("out"), missed, float64(steps)/float64(len(rows)), float64(peak)/float64(len(rows)), keepWord)
+		len(rows), len(all), c.String("out"), missed, float64(steps)/float64(len(rows)), float64(peak)/float64(len(rows)), keep)
 	return nil
 }

@@ -133,10 +133,7 @@ func runRollout(c *ucli.Context) error {
 	if err != nil {
 		return fmt.Errorf("--keep: %w", err)
 	}
-	keepName := strconv.Itoa(keep)
-	if keep == agent.KeepAll {
-		keepName = "all"
-	}
+	keepName := keep.String()
 	onInvalid, err := agent.ParseInvalidPolicy(c.String("on-invalid"))
 	if err != nil {
 		return fmt.Errorf("--on-invalid: %w", err)

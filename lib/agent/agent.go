@@ -61,9 +61,22 @@ const (
 	CorrectOnInvalid
 )
 
+// Keep is how many previous steps a context holds: 1 is MemPO, K > 1 the
+// last K steps, KeepAll every step. Its text form ("1", "K" or "all") is what
+// the --keep flag takes and what the rollouts file's keep column holds.
+type Keep int
+
 // KeepAll as Config.Keep keeps every previous step: the full-history ReAct
 // baseline.
-const KeepAll = 0
+const KeepAll Keep = 0
+
+// String is "all" for KeepAll and the step count otherwise.
+func (k Keep) String() string {
+	if k == KeepAll {
+		return "all"
+	}
+	return strconv.Itoa(int(k))
+}
 
 // Config is the protocol. The zero value is not usable; start from
 // DefaultConfig.
@@ -87,7 +100,7 @@ type Config struct {
 	TopK int
 	// Keep is how many previous steps the context holds: 1 is MemPO, K > 1
 	// the last K steps, KeepAll (0) every step.
-	Keep int
+	Keep Keep
 	// TurnsHint prepends a turns-left line inside every observation.
 	TurnsHint bool
 	// OnInvalid is the invalid-step policy.
@@ -153,7 +166,7 @@ func DefaultConfig() Config {
 
 // ParseKeep reads a keep flag: "all" (or "0") is KeepAll, otherwise a
 // positive step count.
-func ParseKeep(s string) (int, error) {
+func ParseKeep(s string) (Keep, error) {
 	s = strings.TrimSpace(strings.ToLower(s))
 	if s == "all" {
 		return KeepAll, nil
@@ -162,7 +175,7 @@ func ParseKeep(s string) (int, error) {
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("keep %q: want a step count ≥ 1, or \"all\"", s)
 	}
-	return n, nil
+	return Keep(n), nil
 }
 
 // ParseInvalidPolicy reads "end" or "correct".

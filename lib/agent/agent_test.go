@@ -134,7 +134,7 @@ func containsRun(hay, needle []int) bool {
 // TestContextKeepAllAndK checks keep-all (every previous step) and K = 2
 // (the last two) against contexts assembled by hand.
 func TestContextKeepAllAndK(t *testing.T) {
-	for _, keep := range []int{KeepAll, 2, 3} {
+	for _, keep := range []Keep{KeepAll, 2, 3} {
 		cfg := DefaultConfig()
 		cfg.Keep = keep
 		a, tok := mustAgent(t, cfg)
@@ -148,8 +148,8 @@ func TestContextKeepAllAndK(t *testing.T) {
 		}
 		for i := range outs {
 			first := 0
-			if keep != KeepAll && i > keep {
-				first = i - keep
+			if keep != KeepAll && i > int(keep) {
+				first = i - int(keep)
 			}
 			want := prompt
 			for j := first; j < i; j++ {
@@ -693,7 +693,7 @@ func TestPrompt(t *testing.T) {
 }
 
 func TestConfigParsing(t *testing.T) {
-	for s, want := range map[string]int{"all": KeepAll, "ALL": KeepAll, "0": KeepAll, "1": 1, "3": 3} {
+	for s, want := range map[string]Keep{"all": KeepAll, "ALL": KeepAll, "0": KeepAll, "1": 1, "3": 3} {
 		if got, err := ParseKeep(s); err != nil || got != want {
 			t.Errorf("ParseKeep(%q) = %d, %v", s, got, err)
 		}

@@ -126,7 +126,7 @@ func (a *Agent) GenPrompt() []int { return append([]int(nil), a.asstOpen...) }
 // deliberately not imitated: the model sees its previous step verbatim.
 func (a *Agent) BuildContext(prompt []int, history []Turn) []int {
 	kept := history
-	if k := a.cfg.Keep; k != KeepAll && len(kept) > k {
+	if k := int(a.cfg.Keep); a.cfg.Keep != KeepAll && len(kept) > k {
 		kept = kept[len(kept)-k:]
 	}
 	return a.render(prompt, kept, true)

@@ -259,7 +259,7 @@ func TestExpert(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srch.Close()
-	for _, keep := range []int{1, agent.KeepAll} {
+	for _, keep := range []agent.Keep{1, agent.KeepAll} {
 		cfg := agent.DefaultConfig()
 		cfg.Keep = keep
 		ag, err := agent.New(cfg, tok)
