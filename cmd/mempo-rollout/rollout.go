@@ -16,6 +16,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/mempo/mempo/cmd/internal/flags"
 	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/cli"
 	"github.com/mempo/mempo/lib/fileio"
@@ -60,7 +61,7 @@ var rolloutFlags = []ucli.Flag{
 	&ucli.StringFlag{Name: "score-lead-in", Usage: "the text R^M's teacher-forced passes put between the memory and the gold answer, ending in <answer>; {k} is replaced by the number of questions (default: a final-answer thought, see docs/formats.md)"},
 	&ucli.StringFlag{Name: "score-gold-prefix", Usage: `text put before the gold answer in R^M's teacher-forced passes, to match how the policy writes answers (" " when it writes "<answer> Paris")`},
 	&ucli.StringFlag{Name: "task-reward", Value: "exact", Usage: "R^T: exact (1 when all k answers exact-match), or em / f1 (mean over objectives: partial credit)"},
-	&ucli.StringFlag{Name: "device", Usage: "cpu, cuda or cuda-bf16 (bf16 products and tensor-core attention; default: cuda when usable, else cpu)"},
+	flags.Device(""),
 	&ucli.IntFlag{Name: "limit", Usage: "run only the first N tasks (0: all)"},
 	&ucli.BoolFlag{Name: "overwrite", Usage: "run again even when --out already holds a finished run"},
 }

@@ -6,6 +6,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/mempo/mempo/cmd/internal/flags"
 	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/model"
 	"github.com/mempo/mempo/lib/tokenizer"
@@ -28,7 +29,7 @@ Example:
 		&ucli.StringFlag{Name: "in", Value: "-", Usage: "input JSONL (- for stdin)"},
 		&ucli.StringFlag{Name: "out", Value: "-", Usage: "output JSONL (- for stdout), written atomically"},
 		&ucli.StringFlag{Name: "tokenizer", Usage: "tokenizer.json or its directory (default: the model directory)"},
-		&ucli.StringFlag{Name: "device", Usage: "cpu, cuda or cuda-bf16 (bf16 products and tensor-core attention; default: cuda when usable, else cpu)"},
+		flags.Device(""),
 		&ucli.IntFlag{Name: "batch-tokens", Value: 4096, Usage: "tokens per forward batch"},
 	},
 	Action: runLogprobs,

@@ -10,6 +10,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/mempo/mempo/cmd/internal/flags"
 	"github.com/mempo/mempo/lib/cli"
 	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/model"
@@ -63,7 +64,7 @@ func planFlags() []ucli.Flag {
 		&ucli.IntFlag{Name: "micro-tokens", Value: 8192, Usage: "most tokens per forward/backward call (memory bound)"},
 		&ucli.BoolFlag{Name: "recompute", Usage: "recompute layer activations in the backward (less memory, more compute)"},
 		&ucli.StringFlag{Name: "tb", Usage: "also write every step's metrics as TensorBoard scalars (update/<column>) into `DIR`"},
-		&ucli.StringFlag{Name: "device", Usage: "cpu, cuda or cuda-bf16 (bf16 products and tensor-core attention; default: cuda when usable, else cpu); bit-identical resume and shards are tested on the cpu"},
+		flags.Device("bit-identical resume and shards are tested on the cpu"),
 	}
 }
 

@@ -34,5 +34,5 @@ func NewBackend(device string) (Backend, error) {
 		}
 		return be, nil
 	}
-	return nil, fmt.Errorf("device %q: want cpu, cuda or cuda-bf16", device)
+	return nil, fmt.Errorf("device %q: want cpu, cuda, cuda-bf16 or auto", device)
 }

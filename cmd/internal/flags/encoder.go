@@ -23,7 +23,7 @@ func EncoderFlags() []ucli.Flag {
 		&ucli.StringFlag{Name: "passage-prefix", Usage: "text put before each passage (default: the family's, \"passage: \" for e5)"},
 		&ucli.IntFlag{Name: "max-length", Value: 256, Usage: "tokens per text, [CLS]/[SEP] included"},
 		&ucli.IntFlag{Name: "encode-batch", Usage: "texts per encoder forward pass (default 32 on the CPU, 128 on a GPU)"},
-		&ucli.StringFlag{Name: "device", Value: "auto", Usage: "where --encoder runs: cpu, cuda, or auto (cuda when usable, else the CPU, saying why)"},
+		Device("where --encoder runs (auto: cuda when usable, else the CPU, saying why)"),
 		&ucli.StringFlag{Name: "encoder-precision", Value: "fp16", Usage: "number format of the encoder on a GPU: fp16 (half weights and GEMM operands, fp32 accumulation) or fp32"},
 	}
 }
@@ -42,10 +42,8 @@ func LoadEncoder(c *ucli.Context) (*encoder.Encoder, error) {
 	}
 	opt := encoder.Options{Family: c.String("encoder-family"), Pooling: encoder.Pooling(c.String("pooling")),
 		MaxLength: c.Int("max-length"), BatchSize: c.Int("encode-batch"), Device: c.String("device")}
-	switch d := opt.Device; d {
-	case "cpu", "cuda", "auto":
-	default:
-		return nil, fmt.Errorf("--device %q: want cpu, cuda or auto", d)
+	if opt.Device == "cuda-bf16" {
+		return nil, fmt.Errorf("--device cuda-bf16: the encoder has no bf16 mode; use cuda (its GPU format is --encoder-precision)")
 	}
 	switch p := c.String("encoder-precision"); {
 	case p != "fp16" && p != "fp32":

@@ -22,7 +22,8 @@ func TestEncoderDeviceFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--encoder", model, "--device", "tpu"}, `--device "tpu": want cpu, cuda or auto`},
+		{[]string{"--encoder", model, "--device", "tpu"}, `--device "tpu": want cpu, cuda, cuda-bf16 or auto`},
+		{[]string{"--encoder", model, "--device", "cuda-bf16"}, "--device cuda-bf16: the encoder has no bf16 mode"},
 		{[]string{"--encoder", model, "--encoder-precision", "bf16"}, `--encoder-precision "bf16": want fp16 or fp32`},
 		{[]string{"--encoder", model, "--device", "cpu", "--encoder-precision", "fp16"}, "--encoder-precision fp16 needs a GPU"},
 		{[]string{"--device", "cuda"}, "--device needs --encoder"},
