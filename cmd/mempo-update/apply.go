@@ -6,6 +6,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/mempo/mempo/cmd/internal/flags"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/update"
 )
@@ -22,7 +23,7 @@ var applyCommand = &ucli.Command{
 		&ucli.StringFlag{Name: "out", Usage: "checkpoint directory to write"},
 		&ucli.StringFlag{Name: "metrics", Usage: "also write the metrics rows of this plan so far here"},
 		&ucli.StringFlag{Name: "optimizer", Usage: "optimizer state of --model (default: its optimizer.safetensors when present)"},
-	}, optimFlags(1e-6)),
+	}, flags.Optim(update.DefaultConfig().Schedule.PeakLR)),
 	Action: runApply,
 }
 

@@ -7,6 +7,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/mempo/mempo/cmd/internal/flags"
 	"github.com/mempo/mempo/lib/update"
 )
 
@@ -28,7 +29,7 @@ var gradCommand = &ucli.Command{
 		&ucli.StringFlag{Name: "shard", Usage: "i/n: this shard's index and the shard count"},
 		&ucli.IntFlag{Name: "plan-step", Usage: "optimizer step of the plan (epochs × mini-batches) to compute"},
 		&ucli.StringFlag{Name: "optimizer", Usage: "optimizer state of --model (default: its optimizer.safetensors when present)"},
-	}, rlFlags(), planFlags(), optimFlags(1e-6)),
+	}, flags.RL(), planFlags(), flags.Optim(update.DefaultConfig().Schedule.PeakLR)),
 	Action: runGrad,
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/mempo/mempo/cmd/internal/flags"
 	"github.com/mempo/mempo/lib/update"
 )
 
@@ -21,7 +22,7 @@ var sftCommand = &ucli.Command{
 		&ucli.IntFlag{Name: "batch-size", Usage: "trajectories per optimizer step (0 = all)"},
 		&ucli.StringFlag{Name: "golden", Usage: "write logits of the written checkpoint on a few sequences here"},
 		&ucli.IntFlag{Name: "stop-after", Usage: "stop after this many optimizer steps with a resumable checkpoint"},
-	}, optimFlags(1e-5), planFlags()),
+	}, flags.Optim(1e-5), planFlags()), // SFT: a larger peak rate than the RL update
 	Action: runSFT,
 }
 

@@ -23,39 +23,6 @@ import (
 
 // The root command: one MemPO/GRPO update over a rollout batch.
 
-func rlFlags() []ucli.Flag {
-	return []ucli.Flag{
-		&ucli.Float64Flag{Name: "alpha", Value: 1, Usage: "weight α of the memory advantage A^M on <mem> tokens"},
-		&ucli.BoolFlag{Name: "no-std-norm", Usage: "center rewards without dividing by the group std (Dr.GRPO)"},
-		&ucli.StringFlag{Name: "std", Value: "unbiased", Usage: "std of the z-scores: unbiased (N−1, verl) or population"},
-		&ucli.BoolFlag{Name: "no-mem-adv", Usage: "plain GRPO: no A^M on <mem> tokens (ablation)"},
-		&ucli.StringFlag{Name: "mem-pool", Value: "task", Usage: "pool of the A^M z-score: task (all memory blocks of the task) or step (same step index)"},
-		&ucli.Float64Flag{Name: "clip-low", Value: 0.2, Usage: "ratio clip below 1"},
-		&ucli.Float64Flag{Name: "clip-high", Value: 0.2, Usage: "ratio clip above 1"},
-		&ucli.Float64Flag{Name: "dual-clip", Value: 3, Usage: "dual clip bound c for negative advantages (0 = off)"},
-		&ucli.StringFlag{Name: "kl", Value: "k3", Usage: "KL estimator: k1, k2 or k3 (low_var_kl)"},
-		&ucli.Float64Flag{Name: "kl-coef", Value: 0.001, Usage: "β of the KL term (0 = no KL, --ref not needed)"},
-		&ucli.StringFlag{Name: "agg", Value: "trajectory", Usage: "loss aggregation: trajectory (paper Eq. 10), token-mean, seq-mean-token-sum or seq-mean-token-mean"},
-		&ucli.Float64Flag{Name: "entropy-coef", Value: 0, Usage: "entropy bonus (must be 0: lib/model has no entropy gradient yet)"},
-		&ucli.BoolFlag{Name: "entropy-metric", Usage: "report the policy entropy (one more forward with full logits: small vocabularies only)"},
-	}
-}
-
-func optimFlags(lr float64) []ucli.Flag {
-	return []ucli.Flag{
-		&ucli.Float64Flag{Name: "lr", Value: lr, Usage: "peak learning rate"},
-		&ucli.StringFlag{Name: "schedule", Value: "constant", Usage: "learning-rate schedule: constant or cosine (linear warmup then cosine)"},
-		&ucli.Int64Flag{Name: "warmup", Usage: "warmup steps (global optimizer steps)"},
-		&ucli.Int64Flag{Name: "total-steps", Usage: "cosine: global step at which the decay ends"},
-		&ucli.Float64Flag{Name: "min-lr-ratio", Usage: "cosine: final rate as a fraction of --lr"},
-		&ucli.Float64Flag{Name: "weight-decay", Value: 0.01, Usage: "AdamW decoupled weight decay"},
-		&ucli.Float64Flag{Name: "beta1", Value: 0.9, Usage: "AdamW β1"},
-		&ucli.Float64Flag{Name: "beta2", Value: 0.999, Usage: "AdamW β2"},
-		&ucli.Float64Flag{Name: "adam-eps", Value: 1e-8, Usage: "AdamW ε"},
-		&ucli.Float64Flag{Name: "grad-clip", Value: 1, Usage: "clip the global gradient norm (≤ 0: measure only)"},
-	}
-}
-
 func planFlags() []ucli.Flag {
 	return []ucli.Flag{
 		&ucli.IntFlag{Name: "mini-batch", Usage: "trajectories per optimizer step (0 = all)"},
@@ -78,7 +45,7 @@ var updateFlags = concatFlags([]ucli.Flag{
 	&ucli.IntFlag{Name: "grad-shards", Value: 1, Usage: "accumulate each step's gradient as this many shards, summed in order exactly as apply sums the files of grad --shard i/n"},
 	&ucli.StringFlag{Name: "golden", Usage: "write logits of the written checkpoint on a few rollout sequences here (for scripts/check_update_hf.py)"},
 	&ucli.IntFlag{Name: "stop-after", Usage: "stop after this many optimizer steps and write a resumable checkpoint; rerunning the same command continues it"},
-}, rlFlags(), optimFlags(1e-6), planFlags())
+}, flags.RL(), flags.Optim(update.DefaultConfig().Schedule.PeakLR), planFlags())
 
 func concatFlags(fs ...[]ucli.Flag) []ucli.Flag {
 	var out []ucli.Flag
@@ -97,53 +64,13 @@ func required(c *ucli.Context, names ...string) error {
 	return nil
 }
 
-// knobs reads the loss, optimizer and advantage flags.
+// knobs reads the loss, optimizer and advantage flags, and the plan's
+// micro-batch bound where the command has one.
 func knobs(c *ucli.Context, withRL bool) (update.Config, rl.AdvConfig, error) {
-	cfg := update.DefaultConfig()
-	acfg := rl.DefaultAdvConfig()
-	var err error
-	if withRL {
-		acfg.Alpha = c.Float64("alpha")
-		acfg.NormStd = !c.Bool("no-std-norm")
-		acfg.MemAdv = !c.Bool("no-mem-adv")
-		switch c.String("std") {
-		case "unbiased":
-			acfg.Std = rl.StdUnbiased
-		case "population":
-			acfg.Std = rl.StdPopulation
-		default:
-			return cfg, acfg, fmt.Errorf("--std %q: want unbiased or population", c.String("std"))
-		}
-		switch c.String("mem-pool") {
-		case "task":
-			acfg.MemPool = rl.PoolTask
-		case "step":
-			acfg.MemPool = rl.PoolStep
-		default:
-			return cfg, acfg, fmt.Errorf("--mem-pool %q: want task or step", c.String("mem-pool"))
-		}
-		cfg.Loss.ClipLow, cfg.Loss.ClipHigh, cfg.Loss.ClipC = c.Float64("clip-low"), c.Float64("clip-high"), c.Float64("dual-clip")
-		if cfg.Loss.KL, err = rl.ParseKLType(c.String("kl")); err != nil {
-			return cfg, acfg, err
-		}
-		cfg.Loss.KLCoef = c.Float64("kl-coef")
-		if cfg.Loss.Agg, err = rl.ParseAggMode(c.String("agg")); err != nil {
-			return cfg, acfg, err
-		}
-		cfg.Loss.EntropyCoef = c.Float64("entropy-coef")
-		cfg.EntropyMetric = c.Bool("entropy-metric")
+	cfg, acfg, err := flags.Train(c, withRL)
+	if err != nil {
+		return cfg, acfg, err
 	}
-	cfg.AdamW = optim.AdamWConfig{Beta1: c.Float64("beta1"), Beta2: c.Float64("beta2"), Eps: c.Float64("adam-eps"), WeightDecay: c.Float64("weight-decay")}
-	cfg.Schedule = optim.Schedule{PeakLR: c.Float64("lr"), WarmupSteps: c.Int64("warmup"), TotalSteps: c.Int64("total-steps"), MinRatio: c.Float64("min-lr-ratio")}
-	switch c.String("schedule") {
-	case "constant":
-		cfg.Schedule.Kind = optim.Constant
-	case "cosine":
-		cfg.Schedule.Kind = optim.WarmupCosine
-	default:
-		return cfg, acfg, fmt.Errorf("--schedule %q: want constant or cosine", c.String("schedule"))
-	}
-	cfg.MaxGradNorm = c.Float64("grad-clip")
 	if c.IsSet("micro-tokens") || c.Int("micro-tokens") > 0 {
 		cfg.MicroTokens = c.Int("micro-tokens")
 	}
