@@ -7,6 +7,7 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/mempo/mempo/cmd/internal/flags"
 	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/retrieval"
@@ -29,35 +30,26 @@ var expertCommand = &ucli.Command{
 		"passages; a task whose fact is not retrieved gets no row (counted on stderr). Every row is checked against\n" +
 		"the protocol (agent.CheckRecord) before it is written. The protocol flags are mempo-rollout's, with the same\n" +
 		"defaults: give both commands the same values, so that SFT trains on the contexts rollouts will show.",
-	Flags: []ucli.Flag{
+	Flags: append([]ucli.Flag{
 		&ucli.StringSliceFlag{Name: "tasks", Required: true, Usage: "tasks file(s) of world questions"},
 		&ucli.StringFlag{Name: "index", Required: true, Usage: "index directory of the world corpus (mempo-index)"},
 		&ucli.StringFlag{Name: "tokenizer", Required: true, Usage: "tokenizer.json or a model directory"},
 		&ucli.StringFlag{Name: "out", Required: true, Usage: "demonstrations (.parquet or .jsonl, rollouts schema)"},
-		&ucli.StringFlag{Name: "keep", Value: "1", Usage: "context: previous steps kept (1 = MemPO, all = ReAct full history)"},
-		&ucli.IntFlag{Name: "max-turns", Value: 16, Usage: "turn limit"},
-		&ucli.IntFlag{Name: "topk", Value: 3, Usage: "passages per search"},
-		&ucli.StringFlag{Name: "tool-tag", Value: "search", Usage: "search action tag: search or tool_call"},
-		&ucli.IntFlag{Name: "obs-tokens", Value: 1000, Usage: "cap on the ids of one observation, tags kept (0: none)"},
-		&ucli.BoolFlag{Name: "hint", Value: true, Usage: "show the turns left inside every observation (--hint=false: off)"},
-		&ucli.BoolFlag{Name: "chat", Value: true, Usage: "ChatML turns (instruct checkpoints); --chat=false renders raw text (base checkpoints)"},
-	},
+	}, flags.Agent()...),
 	Action: runExpert,
 }
 
 func runExpert(c *ucli.Context) error {
-	keep, err := agent.ParseKeep(c.String("keep"))
+	cfg, err := flags.ParseAgent(c)
 	if err != nil {
-		return fmt.Errorf("--keep: %w", err)
+		return err
 	}
+	keep := cfg.Keep
 	tk, err := tokenizer.Load(c.String("tokenizer"))
 	if err != nil {
 		return err
 	}
 	tok := rollout.Tok{T: tk}
-	cfg := agent.DefaultConfig()
-	cfg.Keep, cfg.MaxTurns, cfg.TopK, cfg.ToolTag = keep, c.Int("max-turns"), c.Int("topk"), c.String("tool-tag")
-	cfg.ObsMaxTokens, cfg.TurnsHint, cfg.Chat = c.Int("obs-tokens"), c.Bool("hint"), c.Bool("chat")
 	ag, err := agent.New(cfg, tok)
 	if err != nil {
 		return err

@@ -30,7 +30,7 @@ import (
 )
 
 // rolloutFlags are the root command's flags.
-var rolloutFlags = []ucli.Flag{
+var rolloutFlags = slices.Concat([]ucli.Flag{
 	&ucli.StringFlag{Name: "model", Usage: "Hugging Face model directory of the policy (required)"},
 	&ucli.StringFlag{Name: "tokenizer", Usage: "tokenizer.json or its directory (default: the model directory)"},
 	&ucli.StringFlag{Name: "tasks", Usage: "tasks file (from `mempo-rollout tasks`, or Search-R1 rows) (required)"},
@@ -39,16 +39,10 @@ var rolloutFlags = []ucli.Flag{
 	&ucli.IntFlag{Name: "group", Value: 16, Usage: "trajectories per task (G)"},
 	&ucli.StringFlag{Name: "out", Usage: "rollouts file, .parquet or .jsonl (required); resumable through OUT.partial/"},
 	&ucli.StringFlag{Name: "jsonl", Usage: "also write a readable JSONL copy with the decoded text of every step"},
-	&ucli.StringFlag{Name: "keep", Value: "1", Usage: "previous steps kept in the context: 1 (MemPO), K, or all (full history)"},
-	&ucli.IntFlag{Name: "max-turns", Value: 16, Usage: "steps a trajectory may take"},
 	&ucli.StringFlag{Name: "tb", Usage: "also write throughput and reward scalars (rollout/*, one event per engine turn) as TensorBoard event files into `DIR`"},
-	&ucli.IntFlag{Name: "max-step-tokens", Value: 1024, Usage: "generation budget of one step"},
-	&ucli.IntFlag{Name: "obs-tokens", Value: 1000, Usage: "cap on the ids of one observation, tags kept (0: none)"},
-	&ucli.IntFlag{Name: "topk", Value: 3, Usage: "passages per search"},
-	&ucli.StringFlag{Name: "tool-tag", Value: "search", Usage: "search action tag: search or tool_call"},
-	&ucli.BoolFlag{Name: "hint", Value: true, Usage: "show the turns left inside every observation (--hint=false: off)"},
+}, flags.Agent(), []ucli.Flag{
+	&ucli.IntFlag{Name: "max-step-tokens", Value: agent.DefaultConfig().MaxStepTokens, Usage: "generation budget of one step"},
 	&ucli.StringFlag{Name: "on-invalid", Value: "end", Usage: "after a badly formatted step: end (MEM1) or correct (Search-R1's corrective message)"},
-	&ucli.BoolFlag{Name: "chat", Value: true, Usage: "ChatML turns (instruct checkpoints); --chat=false renders raw text (base checkpoints)"},
 	&ucli.Float64Flag{Name: "temperature", Value: 1, Usage: "sampling temperature; 0 is greedy"},
 	&ucli.Float64Flag{Name: "top-p", Value: 1, Usage: "nucleus sampling mass (1: off)"},
 	&ucli.IntFlag{Name: "top-k", Value: 0, Usage: "keep the k most likely tokens (0: off)"},
@@ -64,7 +58,7 @@ var rolloutFlags = []ucli.Flag{
 	flags.Device(""),
 	&ucli.IntFlag{Name: "limit", Usage: "run only the first N tasks (0: all)"},
 	&ucli.BoolFlag{Name: "overwrite", Usage: "run again even when --out already holds a finished run"},
-}
+})
 
 // policyInfo is an opened policy with what the run needs to know of it.
 type policyInfo struct {
@@ -130,11 +124,11 @@ func runRollout(c *ucli.Context) error {
 	case !slices.Contains(rollout.TaskRewards, c.String("task-reward")):
 		return fmt.Errorf("--task-reward: %q, want one of %s", c.String("task-reward"), strings.Join(rollout.TaskRewards, ", "))
 	}
-	keep, err := agent.ParseKeep(c.String("keep"))
+	cfg, err := flags.ParseAgent(c)
 	if err != nil {
-		return fmt.Errorf("--keep: %w", err)
+		return err
 	}
-	keepName := keep.String()
+	keepName := cfg.Keep.String()
 	onInvalid, err := agent.ParseInvalidPolicy(c.String("on-invalid"))
 	if err != nil {
 		return fmt.Errorf("--on-invalid: %w", err)
@@ -194,10 +188,7 @@ func runRollout(c *ucli.Context) error {
 	if tk.VocabSize() > pol.Vocab {
 		return fmt.Errorf("tokenizer %s has %d ids but the model only %d", tokPath, tk.VocabSize(), pol.Vocab)
 	}
-	cfg := agent.DefaultConfig()
-	cfg.ToolTag, cfg.MaxTurns, cfg.MaxStepTokens = c.String("tool-tag"), c.Int("max-turns"), c.Int("max-step-tokens")
-	cfg.ObsMaxTokens, cfg.TopK, cfg.Keep = c.Int("obs-tokens"), c.Int("topk"), keep
-	cfg.TurnsHint, cfg.OnInvalid, cfg.Chat = c.Bool("hint"), onInvalid, c.Bool("chat")
+	cfg.MaxStepTokens, cfg.OnInvalid = c.Int("max-step-tokens"), onInvalid
 	cfg.ScoreGoldPrefix = c.String("score-gold-prefix")
 	cfg.ScoreGoldNumbered = c.Bool("score-gold-numbered")
 	if c.IsSet("score-lead-in") {
