@@ -12,6 +12,7 @@ import (
 
 	"github.com/mempo/mempo/cmd/internal/flags"
 	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/model"
 	"github.com/mempo/mempo/lib/optim"
@@ -289,7 +290,7 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 	}
 	// On a GPU, one process: the optimizer runs there too (weights,
 	// gradients and moments stay on the device between steps).
-	if _, gpu := m.Backend().(*model.CUDA); gpu && j.shards <= 1 && os.Getenv("MEMPO_HOST_OPTIMIZER") != "1" {
+	if _, gpu := m.Backend().(*model.CUDA); gpu && j.shards <= 1 && !envconfig.HostOptimizer.On() {
 		if err := t.UseDeviceOptimizer(); err != nil {
 			return err
 		}

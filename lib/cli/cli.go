@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
+
+	"github.com/mempo/mempo/lib/envconfig"
 )
 
 // Exit statuses shared by all commands.
@@ -40,8 +42,23 @@ var Version = "dev"
 
 // Main runs app on os.Args and exits: status 0 on success, otherwise one line
 // "name: message" on stderr and the status carried by the error (1 by default).
+// Every command gets the env subcommand, which lists the MEMPO_* variables.
 func Main(app *ucli.App) {
+	app.Commands = append(app.Commands, EnvCommand())
 	os.Exit(run(app, os.Args, os.Stderr))
+}
+
+// EnvCommand is the env subcommand every command has: the MEMPO_*
+// environment variables, their values here and what each does.
+func EnvCommand() *ucli.Command {
+	return &ucli.Command{
+		Name:  "env",
+		Usage: "list the MEMPO_* environment variables, their values here and what each does",
+		Action: func(c *ucli.Context) error {
+			_, err := io.WriteString(c.App.Writer, envconfig.Table())
+			return err
+		},
+	}
 }
 
 func run(app *ucli.App, args []string, stderr io.Writer) int {

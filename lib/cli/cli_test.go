@@ -36,3 +36,16 @@ func TestNotBuiltYetExits2(t *testing.T) {
 		t.Fatalf("stderr %q", stderr.String())
 	}
 }
+
+func TestEnvCommand(t *testing.T) {
+	app := App("mempo-x", "test", "mempo-x")
+	app.Commands = append(app.Commands, EnvCommand())
+	var out bytes.Buffer
+	app.Writer = &out
+	if err := app.Run([]string{"mempo-x", "env"}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "MEMPO_CUDA_LIB_DIR") || !strings.Contains(out.String(), "MEMPO_HOST_OPTIMIZER") {
+		t.Errorf("env:\n%s", out.String())
+	}
+}

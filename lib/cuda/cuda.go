@@ -25,6 +25,8 @@ import (
 	"strings"
 	"sync"
 	"unsafe"
+
+	"github.com/mempo/mempo/lib/envconfig"
 )
 
 // Error is a failed CUDA, NVRTC or cuBLAS call: the call and the library's
@@ -81,7 +83,7 @@ func cublasStatusName(s int) string {
 // the pip nvidia-* wheels, where PyTorch keeps its CUDA libraries.
 func libDirs() []string {
 	var dirs []string
-	if v := os.Getenv("MEMPO_CUDA_LIB_DIR"); v != "" {
+	if v := envconfig.CUDALibDir.Get(); v != "" {
 		dirs = append(dirs, filepath.SplitList(v)...)
 	}
 	dirs = append(dirs, "/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/local/nvidia/lib64", "/usr/lib/x86_64-linux-gnu")
@@ -138,7 +140,7 @@ func load() error {
 		dirs := libDirs()
 		// The driver comes from the system (ldconfig), not a wheel.
 		drv := "libcuda.so.1"
-		if v := os.Getenv("MEMPO_CUDA_LIB_DIR"); v != "" {
+		if v := envconfig.CUDALibDir.Get(); v != "" {
 			for _, d := range filepath.SplitList(v) {
 				if _, err := os.Stat(filepath.Join(d, "libcuda.so.1")); err == nil {
 					drv = filepath.Join(d, "libcuda.so.1")
@@ -199,9 +201,9 @@ func load() error {
 
 // Available reports whether a CUDA GPU can be used here; when it cannot, the
 // reason is one line (no driver, no NVRTC, no cuBLAS, no device, …).
-// MEMPO_DEVICE=cpu or MEMPO_CUDA_DISABLE=1 switch the GPU off.
+// MEMPO_CUDA_DISABLE=1 switches the GPU off.
 func Available() (bool, string) {
-	if os.Getenv("MEMPO_CUDA_DISABLE") == "1" {
+	if envconfig.CUDADisable.On() {
 		return false, "MEMPO_CUDA_DISABLE=1"
 	}
 	if err := load(); err != nil {
@@ -224,7 +226,7 @@ func LibPaths() map[string]string {
 
 // Debug is MEMPO_CUDA_DEBUG=1: synchronize and check after every launch, so a
 // failing kernel is named at its own launch.
-var Debug = os.Getenv("MEMPO_CUDA_DEBUG") == "1"
+var Debug = envconfig.CUDADebug.On()
 
 // Ptr is a device address.
 type Ptr uint64
@@ -280,7 +282,7 @@ func Default() (*Device, error) {
 			return
 		}
 		ord := 0
-		if v := os.Getenv("MEMPO_CUDA_DEVICE"); v != "" {
+		if v := envconfig.CUDADevice.Get(); v != "" {
 			fmt.Sscan(v, &ord)
 		}
 		defDev, defErr = open(ord)
@@ -338,7 +340,7 @@ func open(ord int) (*Device, error) {
 	if err := check("cuStreamCreate", C.mcuStreamCreate(&d.stream, 1 /* CU_STREAM_NON_BLOCKING */)); err != nil {
 		return nil, err
 	}
-	d.async = C.mcuHasAsyncAlloc() != 0 && os.Getenv("MEMPO_CUDA_SYNC_ALLOC") != "1"
+	d.async = C.mcuHasAsyncAlloc() != 0 && !envconfig.CUDASyncAlloc.On()
 	if d.async {
 		if err := check("cuMemPoolSetAttribute(RELEASE_THRESHOLD)", C.mcuSetPoolThresholdMax(d.dev)); err != nil {
 			return nil, err

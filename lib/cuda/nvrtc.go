@@ -15,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"unsafe"
+
+	"github.com/mempo/mempo/lib/envconfig"
 )
 
 //go:embed kernels/*.cu
@@ -42,7 +44,7 @@ func NVRTCVersion() (int, int, error) {
 // CacheDir is where compiled kernels are kept: $MEMPO_CUDA_CACHE,
 // $XDG_CACHE_HOME/mempo/cuda or ~/.cache/mempo/cuda.
 func CacheDir() string {
-	if v := os.Getenv("MEMPO_CUDA_CACHE"); v != "" {
+	if v := envconfig.CUDACache.Get(); v != "" {
 		return v
 	}
 	if v := os.Getenv("XDG_CACHE_HOME"); v != "" {
@@ -63,7 +65,7 @@ func (d *Device) compile(name, src string) ([]byte, error) {
 		return nil, err
 	}
 	opts := []string{"--gpu-architecture=" + d.Arch(), "-default-device", "--std=c++17", "-lineinfo"}
-	if os.Getenv("MEMPO_CUDA_FAST_MATH") == "1" {
+	if envconfig.CUDAFastMath.On() {
 		opts = append(opts, "--use_fast_math")
 	}
 	h := sha256.New()

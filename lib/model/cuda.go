@@ -3,7 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-	"os"
 	"runtime"
 	"slices"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/mempo/mempo/lib/cuda"
+	"github.com/mempo/mempo/lib/envconfig"
 )
 
 // CUDA is the GPU backend: fp32 tensors in device memory, matrix products
@@ -160,10 +160,10 @@ func NewCUDA() (*CUDA, error) {
 	be := &CUDA{dev: d, cpu: NewCPU(), rope: map[ropeKey]*cudaRope{}}
 	be.gcTrigger = max(d.TotalMem/8, 1<<30)
 	be.pool.limit = d.TotalMem / 4
-	be.bf16 = os.Getenv("MEMPO_CUDA_BF16") == "1"
-	be.attnV1 = os.Getenv("MEMPO_CUDA_ATTN") == "v1"
-	be.attnKernelsOnly = be.attnV1 || os.Getenv("MEMPO_CUDA_ATTN") == "kernel"
-	be.attnNoMMA = os.Getenv("MEMPO_CUDA_ATTN") == "gemm"
+	be.bf16 = envconfig.CUDABF16.On()
+	be.attnV1 = envconfig.CUDAAttn.Get() == "v1"
+	be.attnKernelsOnly = be.attnV1 || envconfig.CUDAAttn.Get() == "kernel"
+	be.attnNoMMA = envconfig.CUDAAttn.Get() == "gemm"
 	return be, nil
 }
 
