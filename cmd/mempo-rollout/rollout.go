@@ -83,7 +83,13 @@ var loadPolicy = func(dir, device string, tok agent.Tokenizer) (policyInfo, erro
 
 func runRollout(c *ucli.Context) error {
 	if c.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q (subcommands: tasks, generate, tokenize)", c.Args().First())
+		var names []string
+		for _, sc := range c.App.Commands {
+			if !sc.Hidden && sc.Name != "help" {
+				names = append(names, sc.Name)
+			}
+		}
+		return fmt.Errorf("unexpected argument %q (subcommands: %s)", c.Args().First(), strings.Join(names, ", "))
 	}
 	for _, f := range []string{"model", "tasks", "out"} {
 		if c.String(f) == "" {
