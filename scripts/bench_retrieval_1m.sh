@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 N=${1:-1000000}
 WORK=${2:-}
 DATA=../shared/data
-[ -d "$DATA/hotpotqa" ] || { echo "needs $DATA (see DESIGN.md)" >&2; exit 1; }
+[ -d "$DATA/hotpotqa" ] || { echo "needs $DATA (the shared QA data; see README.md, set-up)" >&2; exit 1; }
 if [ -z "$WORK" ]; then WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT; fi
 mkdir -p "$WORK" bin
 go build -o bin/ ./cmd/mempo-index ./cmd/mempo-serve

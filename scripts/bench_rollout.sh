@@ -16,7 +16,7 @@ TASKS=${1:-2}
 WORK=${2:-}
 DATA=../shared/data/hotpotqa
 TOK=${QWEN_TOKENIZER:-testdata/qwen3/tokenizer.json}
-[ -f "$DATA/dev-with-paragraphs-a.jsonl" ] || { echo "needs $DATA (see DESIGN.md)" >&2; exit 1; }
+[ -f "$DATA/dev-with-paragraphs-a.jsonl" ] || { echo "needs $DATA (the shared QA data; see README.md, set-up)" >&2; exit 1; }
 [ -f "$TOK" ] || { echo "needs the Qwen tokenizer at $TOK (make fixtures-tokenizer)" >&2; exit 1; }
 if [ -z "$WORK" ]; then WORK=$(mktemp -d); trap 'rm -rf "$WORK"' EXIT; fi
 mkdir -p "$WORK" bin

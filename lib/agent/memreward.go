@@ -7,7 +7,7 @@ import (
 )
 
 // MemorySeqs are the two teacher-forcing sequences of the memory reward of
-// one step (DESIGN §4, mempo-paper §2.2):
+// one step (docs/ARCHITECTURE.md, "Memory reward"; mempo-paper §2.2):
 //
 //	R^M_t = P(gold | q, mem_t) − P(gold | q, s_<t)
 //

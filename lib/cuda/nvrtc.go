@@ -22,8 +22,8 @@ import (
 //go:embed kernels/*.cu
 var kernelFS embed.FS
 
-// Source returns the embedded CUDA C source of a module ("elementwise" for
-// kernels/elementwise.cu).
+// Source returns the embedded CUDA C source of a module ("model" for
+// kernels/model.cu).
 func Source(module string) (string, error) {
 	b, err := kernelFS.ReadFile("kernels/" + module + ".cu")
 	return string(b), err

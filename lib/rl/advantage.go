@@ -56,7 +56,7 @@ type AdvConfig struct {
 	NonFinite NonFinitePolicy // NaN/Inf rewards: error or replace by 0
 }
 
-// DefaultAdvConfig returns the defaults of DESIGN.md §4: ε = 1e-6, std
+// DefaultAdvConfig returns the defaults docs/ARCHITECTURE.md lists: ε = 1e-6, std
 // normalization on with the unbiased std, memory advantage on with α = 1,
 // pooled per task, non-finite rewards are an error.
 func DefaultAdvConfig() AdvConfig {

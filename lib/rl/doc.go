@@ -1,7 +1,7 @@
 // Package rl is the pure math of MemPO's learning stage, on plain Go slices:
 // trajectory and memory advantages (GRPO group z-scores, paper Eq. 9 and
-// DESIGN.md §4), the memory reward helper (Eq. 4–5), verl's clipped policy
-// loss with dual clip, the KL estimators k1/k2/k3, and the loss aggregation
+// docs/ARCHITECTURE.md), the memory reward helper (Eq. 4–5), verl's clipped
+// policy loss with dual clip, the KL estimators k1/k2/k3, and the loss aggregation
 // modes (Eq. 10 and verl's agg_loss) with the per-token derivatives
 // dL/dlogp that the update stage feeds back through the model.
 //

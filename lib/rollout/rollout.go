@@ -672,7 +672,7 @@ var TaskRewards = []string{"exact", "em", "f1"}
 // r.Finish: "" and "exact" keep Finish's (1 when every objective
 // exact-matches and the format is valid, else 0); "em" and "f1" give the
 // mean over objectives of the exact match or the token F1 (partial credit,
-// DESIGN §4's fractional variant), 0 when the format is not valid. A
+// the fractional variant of docs/ARCHITECTURE.md), 0 when the format is not valid. A
 // fractional reward gives a group variance when some of its trajectories
 // answer part of a task, where the all-or-nothing reward is 0 for every one.
 func SetTaskReward(r *records.Rollout, kind string) {

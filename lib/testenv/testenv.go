@@ -35,7 +35,7 @@ func SharedData(t testing.TB) string {
 	t.Helper()
 	d := filepath.Join(RepoRoot(t), "..", "shared", "data")
 	if _, err := os.Stat(d); err != nil {
-		t.Skipf("real QA data not present at %s (DESIGN.md §6): %v", d, err)
+		t.Skipf("real QA data not present at %s (README.md, set-up): %v", d, err)
 	}
 	return d
 }

@@ -2,7 +2,7 @@
 // clipped loss, KL, aggregation), lib/model (log-probs and backward) and
 // lib/optim (AdamW, clipping, schedules).
 //
-// One optimizer step, as DESIGN.md §4 and mempo-paper §9 describe it:
+// One optimizer step, as docs/ARCHITECTURE.md and mempo-paper §9 describe it:
 //
 //  1. Prepare turns rollouts into step samples: each step of each trajectory
 //     is one sequence context ⊕ output, where the context is exactly the

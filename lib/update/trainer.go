@@ -27,7 +27,7 @@ type Config struct {
 	EntropyMetric bool
 }
 
-// DefaultConfig returns DESIGN.md §4's defaults: rl.DefaultLossConfig (ε 0.2,
+// DefaultConfig returns the defaults docs/ARCHITECTURE.md lists: rl.DefaultLossConfig (ε 0.2,
 // dual clip 3, k3 KL with β = 0.001, trajectory aggregation), AdamW with
 // lr 1e-6 constant and weight decay 0.01, grad clip 1.0.
 func DefaultConfig() Config {
