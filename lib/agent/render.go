@@ -169,3 +169,19 @@ func (a *Agent) appendTurn(out []int, t Turn) []int {
 	}
 	return out
 }
+
+// FormatStep is the text of one step in the protocol's format:
+// <mem>…</mem><think>…</think> then <{tool}>query</{tool}> when query is not
+// empty, else <answer>answer</answer>. tool "" means "search". The scripted
+// expert and imported trajectories write their steps with it, so that Parse
+// reads them back as the policy's own.
+func FormatStep(tool, mem, think, query, answer string) string {
+	if tool == "" {
+		tool = "search"
+	}
+	t := "<mem>" + mem + "</mem><think>" + think + "</think>"
+	if query != "" {
+		return t + "<" + tool + ">" + query + "</" + tool + ">"
+	}
+	return t + "<answer>" + answer + "</answer>"
+}

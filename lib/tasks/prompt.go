@@ -25,17 +25,17 @@ var promptMarkers = []string{
 // bare question; a template without any of promptMarkers cannot be read.
 var protocolTags = []string{"<search>", "<answer>", "<think>", "<information>", "<tool_call>", "<mem>"}
 
-// promptLookedFor says in an error what questionFromPrompt looks for.
+// promptLookedFor says in an error what QuestionFromPrompt looks for.
 const promptLookedFor = `want a top-level "question", an "extra_info.question", or a prompt whose last user message ends in ` +
 	`"Question: …" (Search-R1's make_prefix), "Questions: …" or "Answer the following questions: …" (MEM1), ` +
 	`or is the bare question`
 
-// questionFromPrompt takes the question out of a row's prompt field: a chat
+// QuestionFromPrompt takes the question out of a row's prompt field: a chat
 // list of {role, content} messages (the last user message is read; the last
 // message when none has a role) or a plain string. A prompt holding no
 // marker is taken whole when it is not an instruction template (rows whose
 // user message is just the question).
-func questionFromPrompt(p any) (string, error) {
+func QuestionFromPrompt(p any) (string, error) {
 	text, err := promptText(p)
 	if err != nil {
 		return "", err

@@ -84,7 +84,7 @@ func TestQuestionFromPrompt(t *testing.T) {
 		// The Agentic-RAG rows: the user message is the question itself.
 		{chat([2]string{"user", "Were Scott Derrickson and Ed Wood of the same nationality?"}), "Were Scott Derrickson and Ed Wood of the same nationality?"},
 	} {
-		got, err := questionFromPrompt(c.prompt)
+		got, err := QuestionFromPrompt(c.prompt)
 		if err != nil || got != c.want {
 			t.Errorf("prompt %q: got %q, %v; want %q", c.prompt, got, err, c.want)
 		}
@@ -96,7 +96,7 @@ func TestQuestionFromPrompt(t *testing.T) {
 		[]any{"not a message"},
 		3.0,
 	} {
-		if q, err := questionFromPrompt(bad); err == nil {
+		if q, err := QuestionFromPrompt(bad); err == nil {
 			t.Errorf("prompt %q: got %q, want an error", bad, q)
 		}
 	}

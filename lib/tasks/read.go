@@ -137,7 +137,7 @@ func fromRow(m map[string]any, from, source, file string, row int) (Question, *T
 	}
 	if q.Question == "" && m["prompt"] != nil {
 		// Search-R1's own rows keep the question only inside the prompt.
-		pq, err := questionFromPrompt(m["prompt"])
+		pq, err := QuestionFromPrompt(m["prompt"])
 		if err != nil {
 			return bad("prompt", "no question found: the row has no \"question\" and the prompt is %v", err)
 		}

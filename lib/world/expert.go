@@ -11,6 +11,7 @@ import (
 	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/retrieval"
+	"github.com/mempo/mempo/lib/rollout"
 	"github.com/mempo/mempo/lib/tasks"
 )
 
@@ -25,15 +26,7 @@ type Step struct {
 // StepText renders a step in the protocol's format:
 // <mem>…</mem><think>…</think> then <search>q</search> or <answer>a</answer>.
 func StepText(s Step) string {
-	tool := s.Tool
-	if tool == "" {
-		tool = "search"
-	}
-	t := "<mem>" + s.Mem + "</mem><think>" + s.Think + "</think>"
-	if s.Query != "" {
-		return t + "<" + tool + ">" + s.Query + "</" + tool + ">"
-	}
-	return t + "<answer>" + s.Answer + "</answer>"
+	return agent.FormatStep(s.Tool, s.Mem, s.Think, s.Query, s.Answer)
 }
 
 // MemEntry is how the expert remembers the answer of question i: "[2]
@@ -202,52 +195,5 @@ func (e *Expert) Run(ctx context.Context, t tasks.Task, group int64) (records.Ro
 	if !tr.Done() || !tr.FormatOK {
 		return records.Rollout{}, fmt.Errorf("world: task %s: expert trajectory ended without a well-formed answer (%s)", t.TaskID, tr.Failure)
 	}
-	return Record(tr, t, group, e.Keep, "expert", time.Since(start)), nil
-}
-
-// Record turns a finished trajectory into a rollouts row (docs/formats.md),
-// filled the way the rollout stage fills its rows: ids as stored, no
-// log-probs (a demonstration was not sampled), greedy sampling settings.
-func Record(tr *agent.Trajectory, t tasks.Task, group int64, keep, policy string, wall time.Duration) records.Rollout {
-	r := records.Rollout{
-		TaskID: t.TaskID, DataSource: t.DataSource, K: int32(len(t.Questions)), Prompt: t.Prompt,
-		Questions: append([]string(nil), t.Questions...), Golds: t.Golds,
-		Group: group, Policy: policy, Keep: keep, TopP: 1,
-		Answer: tr.AnswerText, FormatOK: tr.FormatOK, WallS: max(wall.Seconds(), 1e-9),
-	}
-	if r.Prompt == "" {
-		r.Prompt = strings.Join(t.Questions, "; ")
-	}
-	switch tr.Failure {
-	case agent.FailMaxTurns:
-		r.Failure = "no_answer"
-	case agent.FailFormat:
-		r.Failure = "bad_format"
-	}
-	for i, s := range tr.Steps {
-		st := records.Step{
-			Index: int32(i), ContextIDs: to32(s.ContextIDs), OutputIDs: to32(s.OutputIDs),
-			MemStart: int32(s.MemStart), MemEnd: int32(s.MemEnd),
-			Action: s.Action, Query: s.Query, DocIDs: s.DocIDs, Finish: "stop",
-			ContextTokens: int32(s.ContextTokens), OutputTokens: int32(s.OutputTokens),
-			ObsIDs: to32(s.ObsIDs), InfoText: s.ObsText, OutputText: s.Text,
-		}
-		if !s.Valid {
-			st.Action = "invalid"
-		}
-		if st.DocIDs == nil {
-			st.DocIDs = []string{}
-		}
-		r.Steps = append(r.Steps, st)
-	}
-	r.Finish()
-	return r
-}
-
-func to32(ids []int) []int32 {
-	out := make([]int32, len(ids))
-	for i, id := range ids {
-		out[i] = int32(id)
-	}
-	return out
+	return rollout.Record(tr, t, group, e.Keep, "expert", time.Since(start)), nil
 }
