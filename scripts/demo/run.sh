@@ -10,9 +10,9 @@
 #
 # Every knob is a variable below; override any of them from the environment
 # (SEED=2 ITERS=6 bash scripts/demo/run.sh). docs/DEMO.md walks through what
-# each stage reads and writes. The same stages run on a real checkpoint and
-# corpus by pointing MODEL_INIT, CORPUS and the task files elsewhere (see
-# docs/DEMO.md, "Running the loop on real data").
+# each stage reads and writes. The world's stages (its expert, its
+# evaluation) are specific to it: the RL loop on a real checkpoint, retriever
+# and QA data is scripts/train/run.sh (make train, docs/TRAINING.md).
 set -euo pipefail
 
 BIN=${BIN:-bin}                       # where make build puts the commands
