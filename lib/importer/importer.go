@@ -31,6 +31,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"regexp"
 	"strings"
 	"time"
@@ -280,18 +281,11 @@ func taskOf(ln *Line) (tasks.Task, error) {
 	t.Prompt = strings.Join(t.Questions, "; ")
 	t.TaskID = ln.TaskID
 	if t.TaskID == "" {
-		t.TaskID = t.DataSource + "/k" + fmt.Sprint(t.K) + "/" + fmt.Sprintf("%016x", fnv64(t.Prompt))
+		h := fnv.New64a()
+		h.Write([]byte(t.Prompt))
+		t.TaskID = fmt.Sprintf("%s/k%d/%016x", t.DataSource, t.K, h.Sum64())
 	}
 	return t, nil
-}
-
-func fnv64(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	return h
 }
 
 // stepsOfMessages turns the messages form into steps whose text is the
