@@ -215,12 +215,12 @@ func TestBadLinesNameLineAndField(t *testing.T) {
 	im := &Importer{Agent: ag, Tok: tok, Keep: "1"}
 	good := string(stepsLine(t))
 	for body, want := range map[string]string{
-		good + "\n" + strings.Replace(good, `,"think":"now question 2"`, "", 1): `row 2: field "steps[1].think": missing`,
-		strings.Replace(good, `"search":"hamlet author",`, `"answer":"x","search":"hamlet author",`, 1): `row 1: field "steps[0]": want exactly one of "search" and "answer"`,
+		good + "\n" + strings.Replace(good, `,"think":"now question 2"`, "", 1):                                      `row 2: field "steps[1].think": missing`,
+		strings.Replace(good, `"search":"hamlet author",`, `"answer":"x","search":"hamlet author",`, 1):              `row 1: field "steps[0]": want exactly one of "search" and "answer"`,
 		strings.Replace(good, `"golds":[["William Shakespeare","Shakespeare"],["Paris"]]`, `"golds":[["Paris"]]`, 1): `row 1: field "golds": 1 gold lists for 2 questions`,
-		strings.Replace(good, `"mem":"nothing found yet"`, `"mem":"a <think> inside"`, 1): `row 1: field "steps[0]": the step does not follow the protocol`,
-		strings.Replace(good, `"search":"capital of france"`, `"query":"capital of france"`, 1): `row 1: not a trajectory object`,
-		`{"questions":["q?"],"golds":["a"],"steps":[{"mem":"m","think":"t","search":"s"}]}`: `row 1: field "steps[0]": the trajectory ends with a search`,
+		strings.Replace(good, `"mem":"nothing found yet"`, `"mem":"a <think> inside"`, 1):                            `row 1: field "steps[0]": the step does not follow the protocol`,
+		strings.Replace(good, `"search":"capital of france"`, `"query":"capital of france"`, 1):                      `row 1: not a trajectory object`,
+		`{"questions":["q?"],"golds":["a"],"steps":[{"mem":"m","think":"t","search":"s"}]}`:                          `row 1: field "steps[0]": the trajectory ends with a search`,
 	} {
 		path := filepath.Join(t.TempDir(), "trajectories.jsonl")
 		os.WriteFile(path, []byte(body+"\n"), 0o644)
