@@ -36,8 +36,8 @@
 #   final            a link to the last iteration's ckpt
 #   timings.tsv      wall seconds of every stage of every iteration
 #   report/          scores.md (the evaluation table), scores.jsonl, F1 and peak tokens
-#                    against k as PNGs; report/train/: reward.png, memory_reward.png,
-#                    peak_tokens_updates.png
+#                    against k as PNGs; report/train/: reward.png, peak_tokens_updates.png,
+#                    memory_reward.png (when some step wrote a <mem> block)
 #
 # Killed at any point, the same command resumes at the stage it was in: a stage
 # whose marker is written is skipped, a rollout continues from its journal, an

@@ -262,8 +262,20 @@ wait:
 	if err != nil || !strings.Contains(string(table), "| iter-2 |") || !strings.Contains(string(table), "k=2 F1") {
 		t.Fatalf("report/scores.md: %v\n%s", err, table)
 	}
-	for _, f := range []string{"report/f1_vs_k.png", "report/peak_tokens_vs_k.png", "report/train/reward.png",
-		"report/train/memory_reward.png", "report/train/peak_tokens_updates.png"} {
+	plots := []string{"report/f1_vs_k.png", "report/peak_tokens_vs_k.png", "report/train/reward.png", "report/train/peak_tokens_updates.png"}
+	// The memory-reward curve has points only where a step wrote a <mem>
+	// block (a random model rarely does): then it must be there.
+	ms, err := records.ReadFile[records.Update](filepath.Join(out, "report", "train", "train.jsonl"))
+	if err != nil || len(ms) != 4 {
+		t.Fatalf("report/train/train.jsonl: %d rows (want 2 steps × 2 iterations), %v", len(ms), err)
+	}
+	for _, m := range ms {
+		if m.RewardMemMean != nil {
+			plots = append(plots, "report/train/memory_reward.png")
+			break
+		}
+	}
+	for _, f := range plots {
 		fh, err := os.Open(filepath.Join(out, f))
 		if err != nil {
 			t.Fatal(err)
