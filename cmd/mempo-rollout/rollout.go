@@ -81,7 +81,31 @@ var loadPolicy = func(dir, device string, tok agent.Tokenizer) (policyInfo, erro
 	return policyInfo{Policy: m, EOS: m.EOS(), Vocab: m.VocabSize(), MaxPositions: m.Config().MaxPositions}, nil
 }
 
+// runRollout is the root command: parse the flags, open what the run needs,
+// run it.
 func runRollout(c *ucli.Context) error {
+	a, err := parseRollout(c)
+	if err != nil || a == nil {
+		return err // a == nil: the output already holds a finished run
+	}
+	r, err := openRollout(c, a)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	return r.execute(c, a)
+}
+
+// rolloutArgs are the checked flags of a run.
+type rolloutArgs struct {
+	out, jsonl, journal string
+	groupSize           int // G
+	agent               agent.Config
+}
+
+// parseRollout checks the flags; it returns nil args (and no error) when
+// --out already holds a finished run and there is nothing to do.
+func parseRollout(c *ucli.Context) (*rolloutArgs, error) {
 	if c.NArg() > 0 {
 		var names []string
 		for _, sc := range c.App.Commands {
@@ -89,79 +113,119 @@ func runRollout(c *ucli.Context) error {
 				names = append(names, sc.Name)
 			}
 		}
-		return fmt.Errorf("unexpected argument %q (subcommands: %s)", c.Args().First(), strings.Join(names, ", "))
+		return nil, fmt.Errorf("unexpected argument %q (subcommands: %s)", c.Args().First(), strings.Join(names, ", "))
 	}
 	for _, f := range []string{"model", "tasks", "out"} {
 		if c.String(f) == "" {
-			return fmt.Errorf("--%s is required", f)
+			return nil, fmt.Errorf("--%s is required", f)
 		}
 	}
 	out, jsonl := c.String("out"), c.String("jsonl")
 	if out == "-" {
-		return fmt.Errorf("--out: a file is needed (the run is journaled beside it)")
+		return nil, fmt.Errorf("--out: a file is needed (the run is journaled beside it)")
 	}
 	if _, err := fileio.Format(out); err != nil {
-		return fmt.Errorf("--out: %w", err)
+		return nil, fmt.Errorf("--out: %w", err)
 	}
 	if jsonl != "" {
 		if f, err := fileio.Format(jsonl); err != nil || f != "jsonl" {
-			return fmt.Errorf("--jsonl %s: want a .jsonl file", jsonl)
+			return nil, fmt.Errorf("--jsonl %s: want a .jsonl file", jsonl)
 		}
 	}
 	if (c.String("retriever") == "") == (c.String("index") == "") {
-		return fmt.Errorf("give exactly one of --retriever URL and --index DIR")
+		return nil, fmt.Errorf("give exactly one of --retriever URL and --index DIR")
 	}
 	G := c.Int("group")
 	switch {
 	case G < 1:
-		return fmt.Errorf("--group: must be at least 1, got %d", G)
+		return nil, fmt.Errorf("--group: must be at least 1, got %d", G)
 	case c.Int("max-step-tokens") < 1:
-		return fmt.Errorf("--max-step-tokens: must be at least 1")
+		return nil, fmt.Errorf("--max-step-tokens: must be at least 1")
 	case c.Float64("temperature") < 0:
-		return fmt.Errorf("--temperature: must not be negative")
+		return nil, fmt.Errorf("--temperature: must not be negative")
 	case c.Float64("top-p") < 0 || c.Float64("top-p") > 1:
-		return fmt.Errorf("--top-p: must be in [0, 1]")
+		return nil, fmt.Errorf("--top-p: must be in [0, 1]")
 	case c.Int("top-k") < 0:
-		return fmt.Errorf("--top-k: must not be negative")
+		return nil, fmt.Errorf("--top-k: must not be negative")
 	case c.Int("limit") < 0:
-		return fmt.Errorf("--limit: must not be negative")
+		return nil, fmt.Errorf("--limit: must not be negative")
 	case c.Int("max-batch-tokens") < 0:
-		return fmt.Errorf("--max-batch-tokens: must not be negative")
+		return nil, fmt.Errorf("--max-batch-tokens: must not be negative")
 	case !slices.Contains(rollout.TaskRewards, c.String("task-reward")):
-		return fmt.Errorf("--task-reward: %q, want one of %s", c.String("task-reward"), strings.Join(rollout.TaskRewards, ", "))
+		return nil, fmt.Errorf("--task-reward: %q, want one of %s", c.String("task-reward"), strings.Join(rollout.TaskRewards, ", "))
 	}
 	cfg, err := flags.ParseAgent(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	keepName := cfg.Keep.String()
 	onInvalid, err := agent.ParseInvalidPolicy(c.String("on-invalid"))
 	if err != nil {
-		return fmt.Errorf("--on-invalid: %w", err)
+		return nil, fmt.Errorf("--on-invalid: %w", err)
 	}
-	journal := out + ".partial"
+	cfg.MaxStepTokens, cfg.OnInvalid = c.Int("max-step-tokens"), onInvalid
+	cfg.ScoreGoldPrefix = c.String("score-gold-prefix")
+	cfg.ScoreGoldNumbered = c.Bool("score-gold-numbered")
+	if c.IsSet("score-lead-in") {
+		cfg.ScoreLeadIn = c.String("score-lead-in")
+	}
+	a := &rolloutArgs{out: out, jsonl: jsonl, journal: out + ".partial", groupSize: G, agent: cfg}
 	if _, err := os.Stat(out); err == nil && !c.Bool("overwrite") {
-		if _, err := os.Stat(journal); errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(a.journal); errors.Is(err, os.ErrNotExist) {
 			fmt.Fprintf(os.Stderr, "mempo-rollout: %s already holds a finished run; nothing to do (--overwrite runs again)\n", out)
-			return nil
+			return nil, nil
 		}
 	}
+	return a, nil
+}
 
+// rolloutRun is an opened run: tasks, tokenizer, policy, agent, searcher and
+// journal, with the tasks still to do.
+type rolloutRun struct {
+	run      []tasks.Task
+	jobs     []rollout.Job
+	resumed  int
+	cfg      agent.Config
+	tok      rollout.Tok
+	pol      policyInfo
+	ag       *agent.Agent
+	searcher retrieval.Searcher
+	jr       *rollout.Journal
+	policyID string
+	eos      []int
+	closers  []func() error
+}
+
+func (r *rolloutRun) close() {
+	for _, f := range r.closers {
+		f()
+	}
+}
+
+// openRollout reads the tasks, loads the tokenizer and the policy, builds
+// the agent, reaches the searcher and opens the journal.
+func openRollout(c *ucli.Context, a *rolloutArgs) (_ *rolloutRun, err error) {
+	cfg := a.agent
+	r := &rolloutRun{}
+	defer func() {
+		if err != nil {
+			r.close() // what was opened before the error
+		}
+	}()
 	// Tasks.
 	tasksPath := c.String("tasks")
 	all, err := tasks.ReadTasks(tasksPath)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i := range all {
 		// ReadTasks reads and checks every row itself and names the row;
 		// this is a second guard, naming the task (ReadTasks may reorder).
 		if err := all[i].Check(); err != nil {
-			return fmt.Errorf("%s: task %q: %v", tasksPath, all[i].TaskID, err)
+			return nil, fmt.Errorf("%s: task %q: %v", tasksPath, all[i].TaskID, err)
 		}
 	}
 	if len(all) == 0 {
-		return fmt.Errorf("%s: no tasks", tasksPath)
+		return nil, fmt.Errorf("%s: no tasks", tasksPath)
 	}
 	taskHash := fnv.New64a()
 	for _, t := range all {
@@ -175,7 +239,7 @@ func runRollout(c *ucli.Context) error {
 	// Tokenizer, policy, agent.
 	dir := c.String("model")
 	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return fmt.Errorf("--model %s: not a model directory", dir)
+		return nil, fmt.Errorf("--model %s: not a model directory", dir)
 	}
 	tokPath := c.String("tokenizer")
 	if tokPath == "" {
@@ -183,22 +247,16 @@ func runRollout(c *ucli.Context) error {
 	}
 	tk, err := tokenizer.Load(tokPath)
 	if err != nil {
-		return fmt.Errorf("tokenizer: %w", err)
+		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
 	tok := rollout.Tok{T: tk}
 	pol, err := loadPolicy(dir, c.String("device"), tok)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	eos := pol.EOS
 	if tk.VocabSize() > pol.Vocab {
-		return fmt.Errorf("tokenizer %s has %d ids but the model only %d", tokPath, tk.VocabSize(), pol.Vocab)
-	}
-	cfg.MaxStepTokens, cfg.OnInvalid = c.Int("max-step-tokens"), onInvalid
-	cfg.ScoreGoldPrefix = c.String("score-gold-prefix")
-	cfg.ScoreGoldNumbered = c.Bool("score-gold-numbered")
-	if c.IsSet("score-lead-in") {
-		cfg.ScoreLeadIn = c.String("score-lead-in")
+		return nil, fmt.Errorf("tokenizer %s has %d ids but the model only %d", tokPath, tk.VocabSize(), pol.Vocab)
 	}
 	if cfg.Chat {
 		// A chat model ends its turn with <|im_end|>, whatever the
@@ -210,41 +268,22 @@ func runRollout(c *ucli.Context) error {
 	cfg.EOSIDs = eos
 	ag, err := agent.New(cfg, tok)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	policyID := c.String("policy")
 	if policyID == "" {
 		policyID = defaultPolicyID(dir)
 	}
 
-	// Searcher.
-	var searcher retrieval.Searcher
-	if ix := c.String("index"); ix != "" {
-		l, err := retrieval.NewLocal(ix)
-		if err != nil {
-			return fmt.Errorf("--index %s: %w", ix, err)
-		}
-		defer l.Close()
-		searcher = l
-	} else {
-		url := c.String("retriever")
-		cl := retrieval.NewClient(url)
-		// One probe, so an unreachable or wrong server is one clear line
-		// before any model time is spent.
-		pctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		probe := *cl
-		probe.Retries = 1
-		_, err := probe.Search(pctx, []string{"probe"}, 1)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("--retriever %s: %v", url, err)
-		}
-		searcher = cl
+	searcher, closeSearcher, err := openSearcher(c)
+	if err != nil {
+		return nil, err
 	}
+	r.closers = append(r.closers, closeSearcher)
 
 	set := rollout.Settings{
-		"tasks": fmt.Sprintf("%x", taskHash.Sum64()), "policy": policyID, "group": strconv.Itoa(G),
-		"seed": strconv.FormatUint(c.Uint64("seed"), 10), "keep": keepName, "max_turns": strconv.Itoa(cfg.MaxTurns),
+		"tasks": fmt.Sprintf("%x", taskHash.Sum64()), "policy": policyID, "group": strconv.Itoa(a.groupSize),
+		"seed": strconv.FormatUint(c.Uint64("seed"), 10), "keep": cfg.Keep.String(), "max_turns": strconv.Itoa(cfg.MaxTurns),
 		"max_step_tokens": strconv.Itoa(cfg.MaxStepTokens), "obs_tokens": strconv.Itoa(cfg.ObsMaxTokens),
 		"topk": strconv.Itoa(cfg.TopK), "tool_tag": cfg.ToolTag, "hint": strconv.FormatBool(cfg.TurnsHint),
 		"on_invalid": c.String("on-invalid"), "chat": strconv.FormatBool(cfg.Chat),
@@ -266,9 +305,9 @@ func runRollout(c *ucli.Context) error {
 		// earlier runs still resume.
 		set["task_reward"] = tr
 	}
-	jr, done, err := rollout.OpenJournal(journal, set, G, all)
+	jr, done, err := rollout.OpenJournal(a.journal, set, a.groupSize, all)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var jobs []rollout.Job
 	for i, t := range run {
@@ -276,13 +315,21 @@ func runRollout(c *ucli.Context) error {
 			jobs = append(jobs, rollout.Job{Group: int64(i), Task: t})
 		}
 	}
-	resumed := len(run) - len(jobs)
 
-	eng := &rollout.Engine{Agent: ag, Policy: pol.Policy, Searcher: searcher, Opts: rollout.Options{
-		Group: G, Batch: c.Int("batch"), MaxStepTokens: cfg.MaxStepTokens, MaxContext: pol.MaxPositions,
+	r.run, r.jobs, r.resumed = run, jobs, len(run)-len(jobs)
+	r.cfg = cfg
+	r.tok, r.pol, r.ag, r.searcher, r.jr, r.policyID, r.eos = tok, pol, ag, searcher, jr, policyID, eos
+	return r, nil
+}
+
+// execute runs the engine over the tasks not yet journaled, then merges the
+// journal into the output.
+func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
+	eng := &rollout.Engine{Agent: r.ag, Policy: r.pol.Policy, Searcher: r.searcher, Opts: rollout.Options{
+		Group: a.groupSize, Batch: c.Int("batch"), MaxStepTokens: r.cfg.MaxStepTokens, MaxContext: r.pol.MaxPositions,
 		GenTokensPerCall: c.Int("max-batch-tokens"),
 		Sampling:         model.SampleParams{Temperature: c.Float64("temperature"), TopP: c.Float64("top-p"), TopK: c.Int("top-k")},
-		EOS:              eos, Decode: tok.Decode, Seed: c.Uint64("seed"), PolicyID: policyID, Keep: keepName,
+		EOS:              r.eos, Decode: r.tok.Decode, Seed: c.Uint64("seed"), PolicyID: r.policyID, Keep: r.cfg.Keep.String(),
 		MemoryReward: !c.Bool("no-memory-reward"), TaskReward: c.String("task-reward"),
 	}}
 	prog := cli.NewProgress()
@@ -293,7 +340,7 @@ func runRollout(c *ucli.Context) error {
 	defer tb.Close()
 	lastTurn := -1
 	eng.Progress = func(st rollout.Stats) {
-		prog.Printf("%s", progressLine(st, resumed, len(run), cfg.MaxTurns))
+		prog.Printf("%s", progressLine(st, r.resumed, len(r.run), r.cfg.MaxTurns))
 		if st.Turns != lastTurn && st.PendingTokens == 0 { // once per finished turn
 			lastTurn = st.Turns
 			tb.Add(int64(st.Turns), rolloutScalars(st)...)
@@ -301,17 +348,17 @@ func runRollout(c *ucli.Context) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	st, err := eng.Run(ctx, jobs, func(j rollout.Job, rows []records.Rollout) error { return jr.Put(j.Group, rows) })
+	st, err := eng.Run(ctx, r.jobs, func(j rollout.Job, rows []records.Rollout) error { return r.jr.Put(j.Group, rows) })
 	if err != nil {
 		if ctx.Err() != nil {
-			err = fmt.Errorf("interrupted after %d of %d tasks; they are kept in %s, rerun the same command to resume", resumed+st.TasksDone, len(run), journal)
+			err = fmt.Errorf("interrupted after %d of %d tasks; they are kept in %s, rerun the same command to resume", r.resumed+st.TasksDone, len(r.run), a.journal)
 		} else {
-			err = fmt.Errorf("%v (%d of %d tasks are kept in %s; rerun to resume)", err, resumed+st.TasksDone, len(run), journal)
+			err = fmt.Errorf("%v (%d of %d tasks are kept in %s; rerun to resume)", err, r.resumed+st.TasksDone, len(r.run), a.journal)
 		}
 		prog.Done("")
 		return err
 	}
-	n, rt, err := jr.Merge(out, jsonl, len(run), tok)
+	n, rt, err := r.jr.Merge(a.out, a.jsonl, len(r.run), r.tok)
 	if err != nil {
 		return err
 	}
@@ -320,9 +367,33 @@ func runRollout(c *ucli.Context) error {
 		reward = 100 * st.Reward.Seconds() / st.Wall.Seconds()
 	}
 	summary := fmt.Sprintf("mempo-rollout: %d tasks (%d resumed), %d trajectories, mean R^T %.3f; %s, memory-reward passes %.1f%%; wall %.1fs → %s",
-		len(run), resumed, n, rt, rates(st), reward, st.Wall.Seconds(), out)
+		len(r.run), r.resumed, n, rt, rates(st), reward, st.Wall.Seconds(), a.out)
 	prog.Done("%s", summary)
 	return tb.Add(int64(st.Turns), tbevent.Scalar{Tag: "rollout/final_reward_task_mean", Value: rt})
+}
+
+// openSearcher reaches --index in process or probes --retriever, so an
+// unreachable or wrong server is one clear line before any model time is
+// spent; the second result closes it.
+func openSearcher(c *ucli.Context) (retrieval.Searcher, func() error, error) {
+	if ix := c.String("index"); ix != "" {
+		l, err := retrieval.NewLocal(ix)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--index %s: %w", ix, err)
+		}
+		return l, l.Close, nil
+	}
+	url := c.String("retriever")
+	cl := retrieval.NewClient(url)
+	pctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	probe := *cl
+	probe.Retries = 1
+	_, err := probe.Search(pctx, []string{"probe"}, 1)
+	cancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("--retriever %s: %v", url, err)
+	}
+	return cl, func() error { return nil }, nil
 }
 
 // rates is the throughput part of the progress and summary lines.
