@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mempo/mempo/lib/testenv"
 )
 
 const encoderModel = "../../testdata/encoder/model"
@@ -111,8 +112,7 @@ func TestEncoderKillAndResume(t *testing.T) {
 		return []string{"--corpus", corpus, "--out", out, "--encoder", encoderModel, "--encoder-family", "e5", "--device", "cpu",
 			"--max-length", "64", "--embed-chunk", "32", "--embeddings-out", filepath.Join(dir, "emb.npy")}
 	}
-	cmd := exec.Command(bin, args(filepath.Join(dir, "ix"))...)
-	cmd.Env = append(os.Environ(), "MEMPO_INDEX_AS_MAIN=1")
+	cmd := testenv.Command(asMain, args(filepath.Join(dir, "ix"))...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,54 +1,28 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/parquet-go/parquet-go"
+
+	"github.com/mempo/mempo/lib/testenv"
 )
 
-var bin string
+// asMain makes the test binary act as mempo-index (testenv.CommandMain).
+const asMain = "MEMPO_INDEX_AS_MAIN"
 
-// TestMain lets the test binary act as mempo-index itself (when
-// MEMPO_INDEX_AS_MAIN is set), so the tests run the real command without a
-// separate build.
-func TestMain(m *testing.M) {
-	if os.Getenv("MEMPO_INDEX_AS_MAIN") == "1" {
-		os.Args = append([]string{"mempo-index"}, os.Args[1:]...)
-		main()
-		os.Exit(0)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		panic(err)
-	}
-	bin = exe
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { testenv.CommandMain(m, "mempo-index", asMain, main) }
 
 const fixture = "../../testdata/retrieval/faiss"
 
 func run(t *testing.T, args ...string) (int, string) {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "MEMPO_INDEX_AS_MAIN=1")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	cmd.Stdout = &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return code, stderr.String()
+	return testenv.RunCommand(t, asMain, args...)
 }
 
 // oneLine checks a failure: exit 1 and exactly one stderr line holding every

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -17,32 +16,13 @@ import (
 	"time"
 
 	"github.com/mempo/mempo/lib/retrieval"
+	"github.com/mempo/mempo/lib/testenv"
 )
 
-var bin string
+// TestMain lets the test binary act as mempo-serve (testenv.CommandMain).
+func TestMain(m *testing.M) { testenv.CommandMain(m, "mempo-serve", "MEMPO_SERVE_AS_MAIN", main) }
 
-// TestMain lets the test binary act as mempo-serve itself (when
-// MEMPO_SERVE_AS_MAIN is set), so the tests run the real command without a
-// separate build.
-func TestMain(m *testing.M) {
-	if os.Getenv("MEMPO_SERVE_AS_MAIN") == "1" {
-		os.Args = append([]string{"mempo-serve"}, os.Args[1:]...)
-		main()
-		os.Exit(0)
-	}
-	exe, err := os.Executable()
-	if err != nil {
-		panic(err)
-	}
-	bin = exe
-	os.Exit(m.Run())
-}
-
-func command(args ...string) *exec.Cmd {
-	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "MEMPO_SERVE_AS_MAIN=1")
-	return cmd
-}
+func command(args ...string) *exec.Cmd { return testenv.Command("MEMPO_SERVE_AS_MAIN", args...) }
 
 var addrRe = regexp.MustCompile(`on http://(\S+)`)
 
