@@ -135,6 +135,12 @@ type Backend interface {
 	// from dout and the forward's q, k, v, out and lse. Past must be 0.
 	AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seqs []AttnSeq, shape AttnShape)
 
+	// Dropout sets dst = src·keep/(1−p) elementwise, where keep of element
+	// i (row-major index) is a function of (seed, i) alone (see
+	// dropoutKeep), identical on every backend: the same call on the
+	// gradient is the dropout's backward. dst may alias src.
+	Dropout(dst, src Tensor, p float32, seed uint64)
+
 	// SwiGLU computes out = silu(gate)·up elementwise.
 	SwiGLU(out, gate, up Tensor)
 	// SwiGLUBackward computes dgate and dup (overwritten) from dout.

@@ -715,3 +715,18 @@ func sampleRow(z []float32, p SampleParams, u float64) Sampled {
 	}
 	return pick(cand, mass)
 }
+
+func (*CPU) Dropout(dst, src Tensor, p float32, seed uint64) {
+	d, s := ct(dst), ct(src)
+	sameShape("Dropout", d, s)
+	inv := 1 / (1 - p)
+	tensor.Parallel(d.r*d.c, 1<<14, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if dropoutKeep(seed, int64(i), p) {
+				d.d[i] = s.d[i] * inv
+			} else {
+				d.d[i] = 0
+			}
+		}
+	})
+}

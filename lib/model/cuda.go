@@ -84,7 +84,10 @@ type devBuf struct {
 	// productOnly (ProductOnly): the next dual op writes only w16, and
 	// f32stale then says the fp32 values were never written.
 	productOnly, f32stale bool
-	w16                   cuda.Ptr
+	// frozen: the buffer has no fp32 storage at all, only w16
+	// (FromHostFrozen); p is unset.
+	frozen bool
+	w16    cuda.Ptr
 	w16sz                 int
 	w16ok                 bool
 }
@@ -92,8 +95,12 @@ type devBuf struct {
 // release frees the buffer's device memory (now, or stream-ordered later).
 func (d *devBuf) release(later bool) {
 	d.freed = true
-	d.be.live.Add(-int64(d.bytes))
-	d.be.rawFree(d.p, d.size, later)
+	if d.frozen {
+		d.be.live.Add(-int64(d.w16sz))
+	} else {
+		d.be.live.Add(-int64(d.bytes))
+		d.be.rawFree(d.p, d.size, later)
+	}
 	if d.w16 != 0 {
 		d.be.rawFree(d.w16, d.w16sz, later)
 		d.w16 = 0
@@ -123,6 +130,9 @@ func (t *cudaTensor) n() int { return t.r * t.c }
 
 func gt(t Tensor) *cudaTensor {
 	c := gtAny(t)
+	if c.buf.frozen {
+		panic("model: a frozen bf16 weight (LoadFrozen) has no fp32 values; only MatMul may read it")
+	}
 	if c.buf.f32stale {
 		panic("model: a ProductOnly tensor's fp32 values were never written; only MatMul may read it")
 	}
@@ -293,7 +303,7 @@ func (b *CUDA) Free(t Tensor) {
 // (SetParam after an optimizer step), read by many products. In bf16 mode
 // its bf16 rounding is kept between products (see devBuf.w16).
 func (b *CUDA) MarkWeight(t Tensor) {
-	s := gt(t)
+	s := gtAny(t)
 	if s.own && s.off == 0 {
 		s.buf.weight = true
 	}

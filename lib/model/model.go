@@ -133,13 +133,28 @@ type Model struct {
 	Recompute bool
 
 	headRows int // rows per LM-head chunk; 0: by vocabulary size (tests set it)
+
+	lora   *loraState // the attached adapter (lora.go), or nil
+	frozen bool       // no gradients into the base weights (FreezeBase)
+
+	// DropoutSeed seeds the adapter's dropout masks of the next Backward
+	// (lora.go): the update sets it per micro-batch.
+	DropoutSeed uint64
 }
 
-func newModel(a arch, be Backend, tensors map[string][]float32) (*Model, error) {
+// frozenStore is a backend that can keep a weight that is never written
+// again, and read only by MatMul, in a compact form (CUDA in bf16 mode: the
+// bf16 rounding alone).
+type frozenStore interface {
+	FromHostFrozen(data []float32, rows, cols int) Tensor
+}
+
+func newModel(a arch, be Backend, tensors map[string][]float32, frozen bool) (*Model, error) {
 	if err := a.validate(); err != nil {
 		return nil, err
 	}
-	m := &Model{a: a, be: be, specs: a.paramSpecs()}
+	m := &Model{a: a, be: be, specs: a.paramSpecs(), frozen: frozen}
+	fs, compact := be.(frozenStore)
 	byName := map[string]Tensor{}
 	for _, s := range m.specs {
 		data, ok := tensors[s.name]
@@ -148,6 +163,12 @@ func newModel(a arch, be Backend, tensors map[string][]float32) (*Model, error) 
 		}
 		if len(data) != s.rows*s.cols {
 			return nil, fmt.Errorf("model: parameter %s has %d values, want %d×%d", s.name, len(data), s.rows, s.cols)
+		}
+		// The embedding table is gathered from, not multiplied: it keeps
+		// its fp32 values.
+		if frozen && compact && s.rows > 1 && s.cols > 1 && s.name != "model.embed_tokens.weight" {
+			byName[s.name] = fs.FromHostFrozen(data, s.rows, s.cols)
+			continue
 		}
 		byName[s.name] = be.FromHost(data, s.rows, s.cols)
 	}
@@ -188,6 +209,11 @@ func (m *Model) ParamNames() []string {
 
 // ParamShape is the Hugging Face shape of a parameter ([n] for vectors).
 func (m *Model) ParamShape(name string) []int {
+	if m.lora != nil {
+		if s, ok := m.lora.shapes[name]; ok {
+			return []int{s[0], s[1]}
+		}
+	}
 	for _, s := range m.specs {
 		if s.name == name {
 			if s.rows == 1 {
@@ -201,7 +227,7 @@ func (m *Model) ParamShape(name string) []int {
 
 // Param copies a parameter to host memory.
 func (m *Model) Param(name string) []float32 {
-	t := m.params.byName[name]
+	t := m.ParamTensor(name)
 	if t == nil {
 		return nil
 	}
@@ -210,7 +236,7 @@ func (m *Model) Param(name string) []float32 {
 
 // SetParam replaces a parameter's values (after an optimizer step).
 func (m *Model) SetParam(name string, data []float32) error {
-	t := m.params.byName[name]
+	t := m.ParamTensor(name)
 	if t == nil {
 		return fmt.Errorf("model: no parameter %s", name)
 	}
@@ -239,18 +265,26 @@ func (m *Model) Params() map[string][]float32 {
 func (m *Model) Grads() map[string][]float32 {
 	m.ensureGrads()
 	out := map[string][]float32{}
-	for _, s := range m.specs {
-		out[s.name] = m.be.ToHost(m.grads.byName[s.name], nil)
+	for _, name := range m.TrainableNames() {
+		out[name] = m.be.ToHost(m.GradTensor(name), nil)
 	}
 	return out
 }
 
 // ParamTensor is the backend tensor of a parameter (nil if there is none),
 // for optimizers that run on the backend's device.
-func (m *Model) ParamTensor(name string) Tensor { return m.params.byName[name] }
+func (m *Model) ParamTensor(name string) Tensor {
+	if t := m.loraTensor(name, false); t != nil {
+		return t
+	}
+	return m.params.byName[name]
+}
 
 // GradTensor is the backend tensor that accumulates a parameter's gradient.
 func (m *Model) GradTensor(name string) Tensor {
+	if t := m.loraTensor(name, true); t != nil {
+		return t
+	}
 	m.ensureGrads()
 	return m.grads.byName[name]
 }
@@ -263,17 +297,37 @@ func (m *Model) ZeroGrads() {
 	for _, t := range m.grads.byName {
 		m.be.Fill(t, 0)
 	}
+	if m.lora != nil {
+		for _, t := range m.lora.gradBy {
+			m.be.Fill(t, 0)
+		}
+	}
 }
 
+// ensureGrads allocates the gradients: of every parameter, or with a frozen
+// base of the vectors only (the backward's norm and bias gradients land
+// there unread; the matrices, nil, get no weight-gradient products), and of
+// the adapter's factors.
 func (m *Model) ensureGrads() {
-	if m.grads != nil {
-		return
+	if m.grads == nil {
+		byName := map[string]Tensor{}
+		for _, s := range m.specs {
+			if m.frozen && s.rows > 1 && s.cols > 1 {
+				continue
+			}
+			byName[s.name] = m.be.Zeros(s.rows, s.cols)
+		}
+		m.grads = m.a.bind(byName)
 	}
-	byName := map[string]Tensor{}
-	for _, s := range m.specs {
-		byName[s.name] = m.be.Zeros(s.rows, s.cols)
+	m.ensureLoRAGrads()
+}
+
+// wgrad accumulates a weight gradient dW += dyᵀ·x unless the weight is
+// frozen (dW nil).
+func (m *Model) wgrad(dW, dy, x Tensor) {
+	if dW != nil {
+		m.be.MatMul(dW, dy, x, true, false, 1, 1)
 	}
-	m.grads = m.a.bind(byName)
 }
 
 func (m *Model) attnShape() AttnShape {
@@ -287,6 +341,7 @@ type batch struct {
 	ids, pos []int
 	seqs     []AttnSeq
 	cache    *kvCache // nil: attend within the packed k, v (training)
+	train    bool     // the training forward of Backward (adapter dropout on)
 
 	cacheRowsDone bool
 	cacheRowsMap  []int
@@ -337,6 +392,7 @@ type acts struct {
 	q, k, v, att, lse   Tensor
 	h, xn2, rstd2       Tensor
 	gate, up, act, outp Tensor
+	lora                [nTargets]loraActs // the adapter's, by target (lora.go)
 }
 
 func (m *Model) free(ts ...Tensor) {
@@ -349,6 +405,9 @@ func (m *Model) free(ts ...Tensor) {
 
 func (a *acts) release(m *Model, keepInput bool) {
 	m.free(a.xn1, a.rstd1, a.qPre, a.kPre, a.rstdQ, a.rstdK, a.q, a.k, a.v, a.att, a.lse, a.h, a.xn2, a.rstd2, a.gate, a.up, a.act)
+	for t := range a.lora {
+		a.lora[t].release(m)
+	}
 	if !keepInput {
 		m.free(a.x)
 	}
@@ -363,15 +422,16 @@ func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
 	a := &acts{x: x}
 	a.xn1, a.rstd1 = be.Empty(R, H), be.Empty(R, 1)
 	be.RMSNorm(a.xn1, a.rstd1, x, W.inNorm, A.eps)
-	proj := func(w, bias Tensor, cols int) Tensor {
+	proj := func(w, bias Tensor, cols, target int) Tensor {
 		t := be.Empty(R, cols)
 		be.MatMul(t, a.xn1, w, false, true, 1, 0)
 		if bias != nil {
 			be.AddBias(t, bias)
 		}
+		m.loraForward(l, target, a.xn1, t, a, b)
 		return t
 	}
-	a.q, a.k, a.v = proj(W.wq, W.bq, qd), proj(W.wk, W.bk, kvd), proj(W.wv, W.bv, kvd)
+	a.q, a.k, a.v = proj(W.wq, W.bq, qd, tQ), proj(W.wk, W.bk, kvd, tK), proj(W.wv, W.bv, kvd, tV)
 	if A.qkNorm {
 		// Qwen3 normalizes each head's q and k over head_dim before RoPE.
 		a.qPre, a.kPre = a.q, a.k
@@ -404,16 +464,22 @@ func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
 	if W.bo != nil {
 		be.AddBias(a.h, W.bo)
 	}
+	m.loraForward(l, tO, a.att, a.h, a, b)
 	be.Add(a.h, x)
 	a.xn2, a.rstd2 = be.Empty(R, H), be.Empty(R, 1)
 	be.RMSNorm(a.xn2, a.rstd2, a.h, W.postNorm, A.eps)
 	a.gate, a.up, a.act = be.Empty(R, A.inter), be.Empty(R, A.inter), be.Empty(R, A.inter)
 	be.MatMul(a.gate, a.xn2, W.wg, false, true, 1, 0)
+	m.loraForward(l, tGate, a.xn2, a.gate, a, b)
 	be.MatMul(a.up, a.xn2, W.wu, false, true, 1, 0)
-	m.productOnly(a.act) // read by the down projection and its weight gradient only
+	m.loraForward(l, tUp, a.xn2, a.up, a, b)
+	if !m.needsF32Input(tDown) {
+		m.productOnly(a.act) // read by the down projection and its weight gradient only
+	}
 	be.SwiGLU(a.act, a.gate, a.up)
 	a.outp = be.Empty(R, H)
 	be.MatMul(a.outp, a.act, W.wd, false, true, 1, 0)
+	m.loraForward(l, tDown, a.act, a.outp, a, b)
 	be.Add(a.outp, a.h)
 	return a
 }
@@ -428,7 +494,8 @@ func (m *Model) layerBackward(l int, dy Tensor, a *acts, b *batch) Tensor {
 	// MLP: out = h + down(silu(gate)·up), gate/up = xn2·Wᵀ.
 	dact := be.Empty(R, A.inter)
 	be.MatMul(dact, dy, W.wd, false, false, 1, 0)
-	be.MatMul(G.wd, dy, a.act, true, false, 1, 1)
+	m.wgrad(G.wd, dy, a.act)
+	m.loraBackward(l, tDown, dy, a.act, dact, a)
 	dgate, dup := be.Empty(R, A.inter), be.Empty(R, A.inter)
 	m.productOnly(dgate)
 	m.productOnly(dup)
@@ -437,8 +504,10 @@ func (m *Model) layerBackward(l int, dy Tensor, a *acts, b *batch) Tensor {
 	dxn2 := be.Empty(R, H)
 	be.MatMul(dxn2, dgate, W.wg, false, false, 1, 0)
 	be.MatMul(dxn2, dup, W.wu, false, false, 1, 1)
-	be.MatMul(G.wg, dgate, a.xn2, true, false, 1, 1)
-	be.MatMul(G.wu, dup, a.xn2, true, false, 1, 1)
+	m.wgrad(G.wg, dgate, a.xn2)
+	m.wgrad(G.wu, dup, a.xn2)
+	m.loraBackward(l, tGate, dgate, a.xn2, dxn2, a)
+	m.loraBackward(l, tUp, dup, a.xn2, dxn2, a)
 	m.free(dgate, dup)
 	dh := be.Empty(R, H)
 	be.RMSNormBackward(dh, G.postNorm, dxn2, a.h, W.postNorm, a.rstd2)
@@ -451,7 +520,8 @@ func (m *Model) layerBackward(l int, dy Tensor, a *acts, b *batch) Tensor {
 	}
 	datt := be.Empty(R, qd)
 	be.MatMul(datt, dh, W.wo, false, false, 1, 0)
-	be.MatMul(G.wo, dh, a.att, true, false, 1, 1)
+	m.wgrad(G.wo, dh, a.att)
+	m.loraBackward(l, tO, dh, a.att, datt, a)
 	dq, dk, dv := be.Zeros(R, qd), be.Zeros(R, kvd), be.Zeros(R, kvd)
 	be.AttentionBackward(dq, dk, dv, datt, a.q, a.k, a.v, a.att, a.lse, b.seqs, m.attnShape())
 	m.free(datt)
@@ -471,9 +541,12 @@ func (m *Model) layerBackward(l int, dy Tensor, a *acts, b *batch) Tensor {
 	be.MatMul(dxn1, dq, W.wq, false, false, 1, 0)
 	be.MatMul(dxn1, dk, W.wk, false, false, 1, 1)
 	be.MatMul(dxn1, dv, W.wv, false, false, 1, 1)
-	be.MatMul(G.wq, dq, a.xn1, true, false, 1, 1)
-	be.MatMul(G.wk, dk, a.xn1, true, false, 1, 1)
-	be.MatMul(G.wv, dv, a.xn1, true, false, 1, 1)
+	m.wgrad(G.wq, dq, a.xn1)
+	m.wgrad(G.wk, dk, a.xn1)
+	m.wgrad(G.wv, dv, a.xn1)
+	m.loraBackward(l, tQ, dq, a.xn1, dxn1, a)
+	m.loraBackward(l, tK, dk, a.xn1, dxn1, a)
+	m.loraBackward(l, tV, dv, a.xn1, dxn1, a)
 	m.free(dq, dk, dv)
 	dx := be.Empty(R, H)
 	be.RMSNormBackward(dx, G.inNorm, dxn1, a.x, W.inNorm, a.rstd1)
@@ -622,7 +695,7 @@ func (m *Model) tokenLogProbs(xn Tensor, tg []int, dlp []float32, dxn Tensor) []
 			m.productOnly(logits)
 			be.TokenLogProbsBackward(logits, logits, lse, tg[r0:r0+n], dlp[r0:r0+n])
 			be.MatMul(be.View(dxn, r0, n), logits, m.params.head, false, false, 1, 0)
-			be.MatMul(m.grads.head, logits, xc, true, false, 1, 1)
+			m.wgrad(m.grads.head, logits, xc)
 		}
 		m.free(logits, lp, lse)
 	}
@@ -748,6 +821,7 @@ func (m *Model) Backward(seqs [][]int, weights [][]float32) (float64, [][]float3
 		return 0, nil, err
 	}
 	m.ensureGrads()
+	b.train = true
 	be := m.be
 	x, saved := m.trunk(b, true)
 	xn, rstd := m.finalNorm(x)
@@ -779,7 +853,9 @@ func (m *Model) Backward(seqs [][]int, weights [][]float32) (float64, [][]float3
 		a.release(m, false)
 		dx = ndx
 	}
-	be.EmbeddingBackward(m.grads.embed, dx, b.ids)
+	if m.grads.embed != nil {
+		be.EmbeddingBackward(m.grads.embed, dx, b.ids)
+	}
 	m.free(dx)
 	return loss, logProbsOut(b, rows), nil
 }
