@@ -88,8 +88,8 @@ type devBuf struct {
 	// (FromHostFrozen); p is unset.
 	frozen bool
 	w16    cuda.Ptr
-	w16sz                 int
-	w16ok                 bool
+	w16sz  int
+	w16ok  bool
 }
 
 // release frees the buffer's device memory (now, or stream-ordered later).
