@@ -38,6 +38,7 @@ Example:
 		&ucli.StringFlag{Name: "out", Value: "-", Usage: "output JSONL (- for stdout), written atomically"},
 		&ucli.StringFlag{Name: "tokenizer", Usage: "tokenizer.json or its directory (default: the model directory)"},
 		flags.Device(""),
+		flags.Adapter(""),
 		&ucli.IntFlag{Name: "max-tokens", Required: true, Usage: "most tokens to generate per row"},
 		&ucli.Float64Flag{Name: "temperature", Value: 1, Usage: "sampling temperature; 0 is greedy"},
 		&ucli.Float64Flag{Name: "top-p", Value: 1, Usage: "nucleus sampling mass (1: off)"},
@@ -73,7 +74,7 @@ func runGenerate(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := model.Load(dir, be)
+	m, err := model.LoadAdapted(dir, c.String("adapter"), be)
 	if err != nil {
 		return err
 	}

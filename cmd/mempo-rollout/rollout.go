@@ -56,6 +56,7 @@ var rolloutFlags = slices.Concat([]ucli.Flag{
 	&ucli.StringFlag{Name: "score-gold-prefix", Usage: `text put before the gold answer in R^M's teacher-forced passes, to match how the policy writes answers (" " when it writes "<answer> Paris")`},
 	&ucli.StringFlag{Name: "task-reward", Value: "exact", Usage: "R^T: exact (1 when all k answers exact-match), or em / f1 (mean over objectives: partial credit)"},
 	flags.Device(""),
+	flags.Adapter(""),
 	&ucli.IntFlag{Name: "limit", Usage: "run only the first N tasks (0: all)"},
 	&ucli.BoolFlag{Name: "overwrite", Usage: "run again even when --out already holds a finished run"},
 })
@@ -69,12 +70,12 @@ type policyInfo struct {
 }
 
 // loadPolicy opens the policy. Tests replace it with a scripted policy.
-var loadPolicy = func(dir, device string, tok agent.Tokenizer) (policyInfo, error) {
+var loadPolicy = func(dir, adapter, device string, tok agent.Tokenizer) (policyInfo, error) {
 	be, err := model.NewBackend(device)
 	if err != nil {
 		return policyInfo{}, fmt.Errorf("--device: %w", err)
 	}
-	m, err := model.Load(dir, be)
+	m, err := model.LoadAdapted(dir, adapter, be)
 	if err != nil {
 		return policyInfo{}, err
 	}
@@ -250,7 +251,7 @@ func openRollout(c *ucli.Context, a *rolloutArgs) (_ *rolloutRun, err error) {
 		return nil, fmt.Errorf("tokenizer: %w", err)
 	}
 	tok := rollout.Tok{T: tk}
-	pol, err := loadPolicy(dir, c.String("device"), tok)
+	pol, err := loadPolicy(dir, c.String("adapter"), c.String("device"), tok)
 	if err != nil {
 		return nil, err
 	}
@@ -273,6 +274,9 @@ func openRollout(c *ucli.Context, a *rolloutArgs) (_ *rolloutRun, err error) {
 	policyID := c.String("policy")
 	if policyID == "" {
 		policyID = defaultPolicyID(dir)
+		if a := c.String("adapter"); a != "" {
+			policyID = defaultPolicyID(a)
+		}
 	}
 
 	searcher, closeSearcher, err := openSearcher(c)
@@ -290,6 +294,9 @@ func openRollout(c *ucli.Context, a *rolloutArgs) (_ *rolloutRun, err error) {
 		"temperature": strconv.FormatFloat(c.Float64("temperature"), 'g', -1, 64),
 		"top_p":       strconv.FormatFloat(c.Float64("top-p"), 'g', -1, 64), "top_k": strconv.Itoa(c.Int("top-k")),
 		"memory_reward": strconv.FormatBool(!c.Bool("no-memory-reward")),
+	}
+	if a := c.String("adapter"); a != "" {
+		set["adapter"] = a // only when set: earlier journals resume
 	}
 	if p := cfg.ScoreGoldPrefix; p != "" {
 		set["score_gold_prefix"] = strconv.Quote(p) // only when set: earlier journals resume

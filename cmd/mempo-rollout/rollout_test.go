@@ -71,7 +71,7 @@ func roScript(prompt string, sample int, seed uint64) string {
 }
 
 func useScripted(delay time.Duration) {
-	loadPolicy = func(dir, device string, tok agent.Tokenizer) (policyInfo, error) {
+	loadPolicy = func(dir, adapter, device string, tok agent.Tokenizer) (policyInfo, error) {
 		if _, err := os.Stat(filepath.Join(dir, "config.json")); err != nil {
 			return policyInfo{}, fmt.Errorf("%s: no config.json", dir)
 		}

@@ -31,6 +31,7 @@ Example:
 		&ucli.StringFlag{Name: "tokenizer", Usage: "tokenizer.json or its directory (default: the model directory)"},
 		flags.Device(""),
 		&ucli.IntFlag{Name: "batch-tokens", Value: 4096, Usage: "tokens per forward batch"},
+		flags.Adapter(""),
 	},
 	Action: runLogprobs,
 }
@@ -47,7 +48,7 @@ func runLogprobs(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	m, err := model.Load(dir, be)
+	m, err := model.LoadAdapted(dir, c.String("adapter"), be)
 	if err != nil {
 		return err
 	}

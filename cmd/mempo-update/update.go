@@ -46,7 +46,7 @@ var updateFlags = concatFlags([]ucli.Flag{
 	&ucli.IntFlag{Name: "grad-shards", Value: 1, Usage: "accumulate each step's gradient as this many shards, summed in order exactly as apply sums the files of grad --shard i/n"},
 	&ucli.StringFlag{Name: "golden", Usage: "write logits of the written checkpoint on a few rollout sequences here (for scripts/check_update_hf.py)"},
 	&ucli.IntFlag{Name: "stop-after", Usage: "stop after this many optimizer steps and write a resumable checkpoint; rerunning the same command continues it"},
-}, flags.RL(), flags.Optim(update.DefaultConfig().Schedule.PeakLR), planFlags())
+}, flags.RL(), flags.Optim(update.DefaultConfig().Schedule.PeakLR), planFlags(), flags.LoRA())
 
 func concatFlags(fs ...[]ucli.Flag) []ucli.Flag {
 	var out []ucli.Flag
@@ -193,6 +193,29 @@ type job struct {
 	batch   *update.Batch
 	rolls   []records.Rollout
 	prepRef func(*update.Batch) error // loads the reference and fills its log-probs (nil: no KL)
+	lora    *loraRun                  // a LoRA update (lora.go), or nil
+}
+
+// stateDir is where the optimizer state to resume is looked for by default:
+// the policy's directory (the adapter's, for LoRA; none for a fresh adapter).
+func (j *job) stateDir() string {
+	if j.lora != nil {
+		return j.lora.adapter
+	}
+	return j.modelD
+}
+
+// reload returns the policy saved in a partial --out: the checkpoint there,
+// or for LoRA m with the adapter factors read from it (m nil: base and
+// adapter loaded afresh).
+func (j *job) reload(m *model.Model, recompute bool) (*model.Model, error) {
+	if j.lora == nil {
+		return loadModel(j.out, "out", recompute, j.c.String("device"))
+	}
+	if m == nil {
+		return loadAdapted(j.modelD, j.out, j.c.String("device"))
+	}
+	return m, j.lora.reload(j.out, m)
 }
 
 func runUpdate(c *ucli.Context) error {
@@ -207,7 +230,15 @@ func runUpdate(c *ucli.Context) error {
 		return fmt.Errorf("--grad-shards must be ≥ 1")
 	}
 	j := &job{c: c, cfg: cfg, shards: c.Int("grad-shards"), modelD: c.String("model"), out: c.String("out")}
-	m, err := loadModel(j.modelD, "model", c.Bool("recompute"), c.String("device"))
+	if j.lora, err = loraSetup(c); err != nil {
+		return err
+	}
+	var m *model.Model
+	if j.lora != nil {
+		m, err = j.lora.model(j.modelD, c.Bool("recompute"), c.Int64("seed"))
+	} else {
+		m, err = loadModel(j.modelD, "model", c.Bool("recompute"), c.String("device"))
+	}
 	if err != nil {
 		return err
 	}
@@ -219,7 +250,13 @@ func runUpdate(c *ucli.Context) error {
 		return err
 	}
 	j.rolls = rolls
-	if cfg.Loss.KLCoef != 0 {
+	switch {
+	case cfg.Loss.KLCoef != 0 && j.lora != nil:
+		if c.IsSet("ref") {
+			return fmt.Errorf("--ref: with a LoRA adapter the KL reference is the frozen base --model itself (adapter off); drop --ref")
+		}
+		j.prepRef = func(b *update.Batch) error { return update.BaseRefLogProbs(m, b, nil, cfg.MicroTokens) }
+	case cfg.Loss.KLCoef != 0:
 		if !c.IsSet("ref") {
 			return fmt.Errorf("flag --ref is required when --kl-coef is not 0")
 		}
@@ -235,7 +272,11 @@ func runUpdate(c *ucli.Context) error {
 		}
 	}
 	j.plan = update.Plan{NTraj: len(j.batch.Trajs), MiniBatch: c.Int("mini-batch"), Epochs: c.Int("epochs"), Seed: c.Int64("seed")}
-	return j.run(m, fmt.Sprint(acfg))
+	knobs := fmt.Sprint(acfg)
+	if j.lora != nil {
+		knobs += fmt.Sprintf("|lora %+v from %q", j.lora.cfg, j.lora.adapter)
+	}
+	return j.run(m, knobs)
 }
 
 // run trains from the policy m (or resumes a partial --out), writes --out,
@@ -245,9 +286,13 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 	if err := j.plan.Validate(); err != nil {
 		return err
 	}
-	st, rs, err := startState(c.String("optimizer"), j.modelD, m)
-	if err != nil {
-		return err
+	var st *optim.State
+	var rs *update.RunState
+	var err error
+	if c.String("optimizer") != "" || j.stateDir() != "" {
+		if st, rs, err = startState(c.String("optimizer"), j.stateDir(), m); err != nil {
+			return err
+		}
 	}
 	var startGlobal int64
 	if rs != nil {
@@ -264,7 +309,7 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 			fmt.Fprintf(c.App.Writer, "%s: already holds the result of this run (%d steps); nothing to do\n", j.out, ors.PlanSteps)
 			return j.finish(nil, nil)
 		}
-		pm, err := loadModel(j.out, "out", m.Recompute, c.String("device"))
+		pm, err := j.reload(m, m.Recompute)
 		if err != nil {
 			return err
 		}
@@ -341,7 +386,12 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 	prog.Done("%d steps", stop-from)
 	nrs := update.RunState{GlobalStep: t.StepCount(), Seed: j.plan.Seed, PlanStep: stop, PlanSteps: total,
 		Fingerprint: fp, Schedule: j.cfg.Schedule, AdamW: j.cfg.AdamW}
-	if err := update.SaveCheckpoint(j.out, t.Model, j.modelD, t.OptimizerState(), nrs, rows); err != nil {
+	if j.lora != nil {
+		err = update.SaveAdapterCheckpoint(j.out, t.Model, j.modelD, t.OptimizerState(), nrs, rows)
+	} else {
+		err = update.SaveCheckpoint(j.out, t.Model, j.modelD, t.OptimizerState(), nrs, rows)
+	}
+	if err != nil {
 		return err
 	}
 	if stop < total {
@@ -368,7 +418,7 @@ func (j *job) finish(m *model.Model, rows []records.Update) error {
 	}
 	if p := c.String("golden"); p != "" {
 		if m == nil {
-			if m, err = loadModel(j.out, "out", false, c.String("device")); err != nil {
+			if m, err = j.reload(nil, false); err != nil {
 				return err
 			}
 		}

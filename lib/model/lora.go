@@ -175,6 +175,20 @@ func (m *Model) Adapter() *peft.Adapter {
 	return a
 }
 
+// SetAdapterDropout changes the attached adapter's dropout rate.
+func (m *Model) SetAdapterDropout(p float64) error {
+	if m.lora == nil {
+		return fmt.Errorf("model: no adapter attached")
+	}
+	c := m.lora.cfg
+	c.Dropout = p
+	if err := c.Validate(); err != nil {
+		return fmt.Errorf("model: %v", err)
+	}
+	m.lora.cfg = c
+	return nil
+}
+
 // HasAdapter reports whether an adapter is attached.
 func (m *Model) HasAdapter() bool { return m.lora != nil }
 
@@ -344,4 +358,26 @@ func splitmix64(x uint64) uint64 {
 func dropoutKeep(seed uint64, i int64, p float32) bool {
 	u := float32(splitmix64(seed+uint64(i))>>40) * (1.0 / (1 << 24))
 	return u >= p
+}
+
+// LoadAdapted loads the model in dir with the peft adapter in adapterDir
+// applied unmerged: the base frozen (LoadFrozen: bf16 weights only on CUDA
+// in bf16 mode) under the adapter's fp32 factors. With adapterDir "" it is
+// Load.
+func LoadAdapted(dir, adapterDir string, be Backend) (*Model, error) {
+	if adapterDir == "" {
+		return Load(dir, be)
+	}
+	a, err := peft.Read(adapterDir)
+	if err != nil {
+		return nil, err
+	}
+	m, err := LoadFrozen(dir, be)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.LoadAdapter(a); err != nil {
+		return nil, fmt.Errorf("%s: %w", adapterDir, err)
+	}
+	return m, nil
 }

@@ -21,7 +21,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/safetensors"
 	"github.com/mempo/mempo/lib/tensor"
 )
@@ -296,7 +296,7 @@ func Write(dir string, a *Adapter, extra map[string]func(path string) error) err
 	if err := a.Config.Validate(); err != nil {
 		return err
 	}
-	tmp, err := cli.TempDirBeside(dir)
+	tmp, err := fileio.TempDirBeside(dir)
 	if err != nil {
 		return err
 	}
@@ -329,7 +329,7 @@ func Write(dir string, a *Adapter, extra map[string]func(path string) error) err
 			return err
 		}
 	}
-	return cli.ReplaceDir(built, dir)
+	return fileio.ReplaceDir(built, dir)
 }
 
 // Check verifies that the adapter has both factors of every targeted module

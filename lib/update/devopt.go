@@ -32,7 +32,7 @@ func newDeviceOpt(m *model.Model, cfg optim.AdamWConfig, st optim.State) (*devic
 		return nil, fmt.Errorf("update: the device optimizer needs the CUDA backend, the model is on %s", m.Backend().Name())
 	}
 	d := &deviceOpt{be: be, cfg: cfg, m: map[string]model.Tensor{}, v: map[string]model.Tensor{}, step: map[string]int64{}}
-	for _, name := range m.ParamNames() {
+	for _, name := range m.TrainableNames() {
 		p := m.ParamTensor(name)
 		r, c := p.Rows(), p.Cols()
 		if n, ok := st.Steps[name]; ok {
@@ -77,7 +77,7 @@ func (d *deviceOpt) stepCount() int64 {
 // optim.ClipGradNorm) and takes one AdamW step at rate lr. It returns the
 // norm before clipping; a non-finite norm is an error, and nothing changes.
 func (d *deviceOpt) apply(m *model.Model, maxNorm, lr float64) (float64, error) {
-	names := m.ParamNames()
+	names := m.TrainableNames()
 	var total float64
 	for _, name := range names {
 		total += d.be.SumSquares(m.GradTensor(name))

@@ -47,7 +47,7 @@ func WriteGrads(path string, r *ShardResult, gm GradMeta, m *model.Model) error 
 		"loss":         strconv.FormatFloat(r.Metrics.Loss, 'g', -1, 64),
 	}
 	ts := make([]safetensors.Tensor, 0, len(r.Grads))
-	for _, name := range m.ParamNames() {
+	for _, name := range m.TrainableNames() {
 		g, ok := r.Grads[name]
 		if !ok {
 			return fmt.Errorf("%s: no gradient for %s", path, name)

@@ -133,8 +133,8 @@ func ReadOptimizer(path string) (optim.State, RunState, error) {
 // names a parameter and has its size.
 func CheckState(path string, st optim.State, m *model.Model) error {
 	sizes := map[string]int{}
-	for _, name := range m.ParamNames() {
-		sizes[name] = len(m.Param(name))
+	for _, name := range m.TrainableNames() {
+		sizes[name] = int(safetensors.NumElements(m.ParamShape(name)))
 	}
 	names := make([]string, 0, len(st.ExpAvg))
 	for name := range st.ExpAvg {

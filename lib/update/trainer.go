@@ -414,6 +414,10 @@ func (t *Trainer) shardGrad(mbTrajs, shard []int, onDevice bool) (*ShardResult, 
 			t.OnMicro("backward", n, len(mbs))
 		}
 		seqs := seqsOf(b, mb)
+		// An adapter's dropout masks: a function of the step and the
+		// micro-batch's first sample, so shards and resumed runs draw the
+		// same ones.
+		m.DropoutSeed = uint64(t.StepCount())<<32 ^ uint64(mb[0])
 		w := make([][]float32, len(mb))
 		for k, s := range mb {
 			sm := &b.Samples[s]
@@ -460,7 +464,7 @@ func (t *Trainer) Apply(g *ShardResult) (*StepResult, error) {
 		return nil, fmt.Errorf("update: a host gradient given to the device optimizer")
 	}
 	m := t.Model
-	names := m.ParamNames()
+	names := m.TrainableNames() // the adapter's factors when the base is frozen
 	params := make([]optim.Param, len(names))
 	for i, name := range names {
 		gr, ok := g.Grads[name]
