@@ -77,7 +77,7 @@ func TestParseConfigRefuses(t *testing.T) {
 func TestMergeAndFiles(t *testing.T) {
 	a := &Adapter{Config: Config{R: 2, Alpha: 3, RSLoRA: true, Targets: []string{"q_proj"}}, Tensors: map[string][]float32{}, Shapes: map[string][]int{}}
 	mod := ModulePath(0, "q_proj")
-	A := []float32{1, 2, 3, 4, 5, 6}     // [2, 3]
+	A := []float32{1, 2, 3, 4, 5, 6}    // [2, 3]
 	B := []float32{1, -1, 0.5, 2, 0, 1} // [3, 2]
 	a.Tensors[TensorName(mod, "A")], a.Shapes[TensorName(mod, "A")] = A, []int{2, 3}
 	a.Tensors[TensorName(mod, "B")], a.Shapes[TensorName(mod, "B")] = B, []int{3, 2}
