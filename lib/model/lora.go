@@ -360,13 +360,14 @@ func dropoutKeep(seed uint64, i int64, p float32) bool {
 	return u >= p
 }
 
-// LoadAdapted loads the model in dir with the peft adapter in adapterDir
-// applied unmerged: the base frozen (LoadFrozen: bf16 weights only on CUDA
-// in bf16 mode) under the adapter's fp32 factors. With adapterDir "" it is
-// Load.
+// LoadAdapted loads the model in dir for inference (rollouts, generation,
+// scoring) with the peft adapter in adapterDir, if any, applied unmerged:
+// the base frozen (LoadFrozen: bf16 weights only on CUDA in bf16 mode, the
+// same values the products would round to) under the adapter's fp32
+// factors.
 func LoadAdapted(dir, adapterDir string, be Backend) (*Model, error) {
 	if adapterDir == "" {
-		return Load(dir, be)
+		return LoadFrozen(dir, be)
 	}
 	a, err := peft.Read(adapterDir)
 	if err != nil {
