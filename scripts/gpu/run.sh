@@ -34,7 +34,7 @@ if [[ $what == tests || $what == all ]]; then
 	s=${PIPESTATUS[0]}; [[ $s == 0 ]] || status=$s
 	# One process per test, so a crash in one kernel does not hide the others;
 	# MEMPO_CUDA_DEBUG=1 synchronizes after every launch to name a failing kernel.
-	for t in TestCUDAAvailableReason TestCUDAElementwiseOps TestCUDAMatMul TestCUDANormEmbedRoPE TestCUDATokenLogProbs TestCUDAAttention TestCUDAAttentionGemm TestCUDASample TestCUDAPool TestCUDADualBF16 TestCUDAParityWithTransformers TestCUDABF16; do
+	for t in TestCUDAAvailableReason TestCUDAElementwiseOps TestCUDAMatMul TestCUDANormEmbedRoPE TestCUDATokenLogProbs TestCUDAAttention TestCUDAAttentionGemm TestCUDASample TestCUDAPool TestCUDADualBF16 TestCUDAParityWithTransformers TestCUDABF16 TestCUDALoRADropout TestCUDALoRA TestCUDAFrozenBF16; do
 		(cd lib/model && MEMPO_REQUIRE_CUDA=1 MEMPO_CUDA_DEBUG=${MEMPO_CUDA_DEBUG:-1} timeout 300 "$B/model.test" -test.v -test.count=1 -test.run "^$t\$") >/tmp/mempo-test.log 2>&1
 		s=$?; [[ $s == 0 ]] || status=$s
 		{ echo "== $t exit $s"; cat /tmp/mempo-test.log; } >>"$OUT/tests.log"
