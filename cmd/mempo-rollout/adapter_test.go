@@ -2,15 +2,13 @@ package main
 
 import (
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 
-	"github.com/mempo/mempo/lib/checkpoint"
-	"github.com/mempo/mempo/lib/model"
 	"github.com/mempo/mempo/lib/peft"
+	"github.com/mempo/mempo/lib/peft/pefttest"
 )
 
 // TestGenerateAdapterEqualsMerged: `generate --adapter` samples what the
@@ -18,46 +16,7 @@ import (
 // something else than the base.
 func TestGenerateAdapterEqualsMerged(t *testing.T) {
 	dir := t.TempDir()
-	ck, err := checkpoint.Open(fixture)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, err := ck.LoadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := ck.Config
-	ck.Close()
-	m, err := model.New(cfg, base, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.AttachLoRA(peft.Config{R: 2, Alpha: 4, Targets: peft.AllTargets}, 1); err != nil {
-		t.Fatal(err)
-	}
-	r := rand.New(rand.NewPCG(5, 5))
-	for _, name := range m.TrainableNames() {
-		p := m.Param(name)
-		for i := range p {
-			p[i] = float32(0.5 * r.NormFloat64())
-		}
-		m.SetParam(name, p)
-	}
-	ad := m.Adapter()
-	adDir, merged := filepath.Join(dir, "adapter"), filepath.Join(dir, "merged")
-	if err := peft.Write(adDir, ad, nil); err != nil {
-		t.Fatal(err)
-	}
-	shapes := map[string][]int{}
-	for _, s := range cfg.Tensors() {
-		shapes[s.Name] = s.Shape
-	}
-	if err := ad.Merge(base, cfg.NumLayers, shapes); err != nil {
-		t.Fatal(err)
-	}
-	if err := checkpoint.Save(merged, cfg, base, checkpoint.SaveOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	adDir, merged := pefttest.AdapterAndMerged(t, fixture, dir, peft.Config{R: 2, Alpha: 4, Targets: peft.AllTargets}, 1, 0.5)
 	in := filepath.Join(dir, "in.jsonl")
 	os.WriteFile(in, []byte(`{"ids": [3, 17, 5, 9]}`+"\n"), 0o644)
 	gen := func(name string, args ...string) map[string]any {

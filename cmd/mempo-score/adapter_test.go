@@ -2,14 +2,12 @@ package main
 
 import (
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/mempo/mempo/lib/checkpoint"
-	"github.com/mempo/mempo/lib/model"
 	"github.com/mempo/mempo/lib/peft"
+	"github.com/mempo/mempo/lib/peft/pefttest"
 )
 
 // TestLogprobsAdapterEqualsMerged: `logprobs --adapter` (the adapter applied
@@ -17,46 +15,7 @@ import (
 // (peft.Merge written as a full checkpoint), and not those of the base.
 func TestLogprobsAdapterEqualsMerged(t *testing.T) {
 	dir := t.TempDir()
-	ck, err := checkpoint.Open(fixture)
-	if err != nil {
-		t.Fatal(err)
-	}
-	base, err := ck.LoadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := ck.Config
-	ck.Close()
-	m, err := model.New(cfg, base, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.AttachLoRA(peft.Config{R: 3, Alpha: 5, Targets: []string{"k_proj", "o_proj", "up_proj"}}, 1); err != nil {
-		t.Fatal(err)
-	}
-	r := rand.New(rand.NewPCG(3, 3))
-	for _, name := range m.TrainableNames() {
-		p := m.Param(name)
-		for i := range p {
-			p[i] = float32(0.3 * r.NormFloat64())
-		}
-		m.SetParam(name, p)
-	}
-	ad := m.Adapter()
-	adDir, merged := filepath.Join(dir, "adapter"), filepath.Join(dir, "merged")
-	if err := peft.Write(adDir, ad, nil); err != nil {
-		t.Fatal(err)
-	}
-	shapes := map[string][]int{}
-	for _, s := range cfg.Tensors() {
-		shapes[s.Name] = s.Shape
-	}
-	if err := ad.Merge(base, cfg.NumLayers, shapes); err != nil {
-		t.Fatal(err)
-	}
-	if err := checkpoint.Save(merged, cfg, base, checkpoint.SaveOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	adDir, merged := pefttest.AdapterAndMerged(t, fixture, dir, peft.Config{R: 3, Alpha: 5, Targets: []string{"k_proj", "o_proj", "up_proj"}}, 1, 0.3)
 	in := filepath.Join(dir, "in.jsonl")
 	os.WriteFile(in, []byte(`{"ids": [3, 17, 5, 9, 22, 1, 40, 7]}`+"\n"+`{"ids": [8, 8, 2, 31]}`+"\n"), 0o644)
 	run := func(name string, args ...string) [][]float64 {
