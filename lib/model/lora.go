@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/mempo/mempo/lib/peft"
 )
@@ -119,7 +120,7 @@ func (m *Model) setLoRA(cfg peft.Config, tensors map[string][]float32) error {
 		byName: map[string]Tensor{}, gradBy: map[string]Tensor{}, shapes: map[string][2]int{}}
 	for l := 0; l < m.a.layers; l++ {
 		for _, name := range peft.AllTargets {
-			if !containsStr(cfg.Targets, name) {
+			if !slices.Contains(cfg.Targets, name) {
 				continue
 			}
 			t := targetIdx[name]
@@ -149,15 +150,6 @@ func (m *Model) setLoRA(cfg peft.Config, tensors map[string][]float32) error {
 	}
 	m.lora = st
 	return nil
-}
-
-func containsStr(xs []string, x string) bool {
-	for _, v := range xs {
-		if v == x {
-			return true
-		}
-	}
-	return false
 }
 
 // Adapter returns the attached adapter's config and factors (copied to the
