@@ -70,8 +70,8 @@ func TestLoRAUpdate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 3 || rows[0].KL != 0 || rows[2].KL == 0 {
-		t.Errorf("metrics: %d rows, KL first %v last %v (want 3 rows, 0 then not 0)", len(rows), rows[0].KL, rows[len(rows)-1].KL)
+	if len(rows) != 3 || rows[0].KL == nil || rows[2].KL == nil || *rows[0].KL != 0 || *rows[2].KL == 0 {
+		t.Fatalf("metrics: %d rows, KL first %v last %v (want 3 rows, 0 then not 0)", len(rows), rows[0].KL, rows[len(rows)-1].KL)
 	}
 	for _, e := range []string{"model.safetensors", "config.json"} {
 		if _, err := os.Stat(filepath.Join(out, e)); err == nil {

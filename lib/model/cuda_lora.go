@@ -4,8 +4,8 @@ import (
 	"runtime"
 	"unsafe"
 
-	"github.com/mempo/mempo/lib/safetensors"
 	"github.com/mempo/mempo/lib/tensor"
+	"github.com/mempo/mempo/lib/tensor/half"
 )
 
 // The CUDA backend's share of adapters (lora.go): the dropout kernel
@@ -37,7 +37,7 @@ func (b *CUDA) FromHostFrozen(data []float32, rows, cols int) Tensor {
 	h := make([]uint16, max(n, 1))
 	tensor.Parallel(n, 1<<16, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			h[i] = safetensors.F32ToBF16(data[i])
+			h[i] = half.F32ToBF16(data[i])
 		}
 	})
 	p16, size := b.rawAlloc(2*n + 16)
