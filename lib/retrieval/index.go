@@ -174,7 +174,10 @@ func Build(ctx context.Context, opts BuildOptions) (*Manifest, error) {
 	if m.BM25Stats, err = bb.finish(); err != nil {
 		return nil, fmt.Errorf("bm25: %w", err)
 	}
-	opts.Progress.Done("indexed %d passages", m.Docs)
+	// The pass's status line is cleared here; the "indexed" line is printed
+	// only once the whole index is in place, so a failure in the dense stage
+	// still ends the run with its one error line.
+	opts.Progress.Done("")
 	logf("bm25: %d terms, %d postings, %d runs (%.1fs)", m.BM25Stats.Terms, m.BM25Stats.Postings, m.BM25Stats.Runs, time.Since(start).Seconds())
 
 	switch {
@@ -202,6 +205,7 @@ func Build(ctx context.Context, opts BuildOptions) (*Manifest, error) {
 		return nil, err
 	}
 	ok = true
+	opts.Progress.Done("indexed %d passages", m.Docs)
 	return m, nil
 }
 

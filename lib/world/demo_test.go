@@ -129,6 +129,7 @@ func TestShortDemo(t *testing.T) {
 	}
 	// RL rollouts: G samples per task, log-probs for the update, memory
 	// reward terms only where MemPO asked for them.
+	memScored, memCurve := false, false // a rollout step with R^M; an update row with mean R^M
 	for _, v := range []string{"mempo", "grpo"} {
 		rows := readRollouts(v+"/rollouts-1.parquet", 2*2)
 		for _, r := range rows {
@@ -142,6 +143,9 @@ func TestShortDemo(t *testing.T) {
 				if v == "mempo" && st.MemStart >= 0 && st.RMem == nil {
 					t.Fatalf("mempo rollouts: a step with <mem> has no memory reward")
 				}
+				if st.RMem != nil {
+					memScored = true
+				}
 			}
 		}
 		ms, err := records.ReadFile[records.Update](filepath.Join(out, v, v+"-train.jsonl"))
@@ -150,6 +154,11 @@ func TestShortDemo(t *testing.T) {
 		}
 		if len(ms) == 0 {
 			t.Fatalf("%s: no update metrics", v)
+		}
+		for _, m := range ms {
+			if m.RewardMemMean != nil {
+				memCurve = true
+			}
 		}
 	}
 	for _, name := range []string{"sft-metrics.jsonl", "sft-react-metrics.jsonl"} {
@@ -190,7 +199,17 @@ func TestShortDemo(t *testing.T) {
 			}
 		}
 	}
-	for _, f := range []string{"report/f1_vs_k.png", "report/peak_tokens_vs_k.png", "report/train/reward.png", "report/train/memory_reward.png"} {
+	plots := []string{"report/f1_vs_k.png", "report/peak_tokens_vs_k.png", "report/train/reward.png"}
+	// The memory-reward curve has points only where an update saw a <mem>
+	// block (the short run's barely trained policy may write none): then it
+	// must be drawn.
+	if memScored != memCurve {
+		t.Fatalf("rollouts with a memory reward: %v, update rows with one: %v", memScored, memCurve)
+	}
+	if memCurve {
+		plots = append(plots, "report/train/memory_reward.png")
+	}
+	for _, f := range plots {
 		fh, err := os.Open(filepath.Join(out, f))
 		if err != nil {
 			t.Fatal(err)
