@@ -11,6 +11,9 @@
 #      bytes written and the log-prob drift of each stage; the same update step in transformers + peft
 #      (scripts/gpu/lora7b.py peft-step) right after the first update.
 #   usage: scripts/gpu/lora.sh BUNDLE_DIR FIXTURE_DIR TOKENIZER_JSON [PROMPT_LEN NEW_TOKENS]
+# BUNDLE_DIR is scripts/gpu/bundle.sh's bin/gpu (this script uses mempo-update, mempo-rollout, model.test and lib/);
+# with this workplace's device tool it travels as a tarball (tar -czf; about 27 MB for those files, under the
+# 64 MB the tool carries) unpacked on the device, with the fixture and a gzipped tokenizer.json beside it.
 set -uo pipefail
 B=$1 FX=$2 TOK=$3 PLEN=${4:-256} NEW=${5:-256}
 S=$(cd "$(dirname "$0")/.." && pwd)
