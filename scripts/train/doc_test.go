@@ -118,6 +118,12 @@ func TestTrainingDoc(t *testing.T) {
 	if err != nil || len(rows) != 4 || rows[0].K != 2 {
 		t.Fatalf("iter-1 rollouts: %d rows, %v", len(rows), err)
 	}
+	// SAVE_EVERY=1: the update wrote a resumable checkpoint after its first
+	// of two steps and was run again to finish.
+	if ulog, err := os.ReadFile(filepath.Join(work, "run", "iter-1", "update.log")); err != nil ||
+		!strings.Contains(string(ulog), "after step 1 of 2; rerun the same command to continue") || !strings.Contains(string(ulog), "resuming at step 1 of 2") {
+		t.Fatalf("iter-1/update.log (SAVE_EVERY=1): %v\n%s", err, ulog)
+	}
 	ents, _ := os.ReadDir(filepath.Join(work, "run", "iter-1", "eval"))
 	if len(ents) != 9 {
 		t.Fatalf("iter-1/eval holds %d files, want the 9 evaluation sets", len(ents))
