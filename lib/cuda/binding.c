@@ -373,3 +373,53 @@ cublasStatus_t mcublasGemmStridedBatchedEx(cublasHandle_t h, int ta, int tb, int
 	                                    (const void *)B, Bt, ldb, sB, &beta, (void *)C, Ct, ldc, sC, batch,
 	                                    ct, -1);
 }
+
+// ---- CUDA graphs ----
+// Resolved from the driver already loaded (RTLD_GLOBAL) at first use, so
+// that a driver without them still loads.
+static CUresult (*p_cuStreamBeginCapture)(CUstream, int);
+static CUresult (*p_cuStreamEndCapture)(CUstream, CUgraph *);
+static CUresult (*p_cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+static CUresult (*p_cuGraphLaunch)(CUgraphExec, CUstream);
+static CUresult (*p_cuGraphExecDestroy)(CUgraphExec);
+static CUresult (*p_cuGraphDestroy)(CUgraph);
+static int g_graphs = -1;
+
+int mcuHasGraphs(void) {
+	if (g_graphs < 0) {
+		void *h = dlopen(NULL, RTLD_NOW); // searches the libraries loaded RTLD_GLOBAL
+		OPTSYM(h, p_cuStreamBeginCapture, "cuStreamBeginCapture_v2");
+		OPTSYM(h, p_cuStreamEndCapture, "cuStreamEndCapture");
+		OPTSYM(h, p_cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags");
+		OPTSYM(h, p_cuGraphLaunch, "cuGraphLaunch");
+		OPTSYM(h, p_cuGraphExecDestroy, "cuGraphExecDestroy");
+		OPTSYM(h, p_cuGraphDestroy, "cuGraphDestroy");
+		g_graphs = p_cuStreamBeginCapture && p_cuStreamEndCapture && p_cuGraphInstantiateWithFlags && p_cuGraphLaunch &&
+		           p_cuGraphExecDestroy && p_cuGraphDestroy;
+	}
+	return g_graphs;
+}
+CUresult mcuStreamBeginCapture(CUstream s, int mode) {
+	CTX();
+	return p_cuStreamBeginCapture(s, mode);
+}
+CUresult mcuStreamEndCapture(CUstream s, CUgraph *g) {
+	CTX();
+	return p_cuStreamEndCapture(s, g);
+}
+CUresult mcuGraphInstantiate(CUgraphExec *e, CUgraph g) {
+	CTX();
+	return p_cuGraphInstantiateWithFlags(e, g, 0);
+}
+CUresult mcuGraphLaunch(CUgraphExec e, CUstream s) {
+	CTX();
+	return p_cuGraphLaunch(e, s);
+}
+CUresult mcuGraphExecDestroy(CUgraphExec e) {
+	CTX();
+	return p_cuGraphExecDestroy(e);
+}
+CUresult mcuGraphDestroy(CUgraph g) {
+	CTX();
+	return p_cuGraphDestroy(g);
+}

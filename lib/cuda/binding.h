@@ -90,4 +90,15 @@ cublasStatus_t mcublasGemmStridedBatchedEx(cublasHandle_t h, int ta, int tb, int
                                            CUdeviceptr B, int Btype, int ldb, long long sB, float beta,
                                            CUdeviceptr C, int Ctype, int ldc, long long sC, int batch,
                                            int computeType);
+// CUDA graphs (stream capture), resolved at first use from the loaded driver;
+// mcuHasGraphs is 0 when the driver lacks them.
+typedef void *CUgraph;
+typedef void *CUgraphExec;
+int mcuHasGraphs(void);
+CUresult mcuStreamBeginCapture(CUstream s, int mode);
+CUresult mcuStreamEndCapture(CUstream s, CUgraph *g);
+CUresult mcuGraphInstantiate(CUgraphExec *e, CUgraph g);
+CUresult mcuGraphLaunch(CUgraphExec e, CUstream s);
+CUresult mcuGraphExecDestroy(CUgraphExec e);
+CUresult mcuGraphDestroy(CUgraph g);
 #endif

@@ -249,6 +249,8 @@ type Device struct {
 	blas   C.cublasHandle_t
 	async  bool
 
+	capturing bool // between BeginCapture and EndCapture (graph.go)
+
 	mu      sync.Mutex // guards staging and funcs
 	pinned  unsafe.Pointer
 	pinSize int
@@ -627,7 +629,7 @@ func (d *Device) Launch(f *Function, grid, block Dim3, shmem int, args ...any) e
 	if err := check("cuLaunchKernel("+f.name+")", r); err != nil {
 		return err
 	}
-	if Debug {
+	if Debug && !d.capturing {
 		if err := check("cuStreamSynchronize after "+f.name, C.mcuStreamSynchronize(d.stream)); err != nil {
 			return err
 		}
@@ -667,7 +669,7 @@ func (d *Device) Gemm(transA, transB bool, m, n, k int, alpha float32, a Ptr, at
 	if err := checkBlas("cublasGemmEx", r); err != nil {
 		return fmt.Errorf("%w (m=%d n=%d k=%d)", err, m, n, k)
 	}
-	if Debug {
+	if Debug && !d.capturing {
 		return check("cuStreamSynchronize after cublasGemmEx", C.mcuStreamSynchronize(d.stream))
 	}
 	return nil
@@ -693,7 +695,7 @@ func (d *Device) GemmStridedBatched(transA, transB bool, m, n, k int, alpha floa
 	if err := checkBlas("cublasGemmStridedBatchedEx", r); err != nil {
 		return fmt.Errorf("%w (m=%d n=%d k=%d batch=%d)", err, m, n, k, batch)
 	}
-	if Debug {
+	if Debug && !d.capturing {
 		return check("cuStreamSynchronize after cublasGemmStridedBatchedEx", C.mcuStreamSynchronize(d.stream))
 	}
 	return nil

@@ -53,6 +53,11 @@ type CUDA struct {
 
 	hostSamples int // filtered rows Sample drew on the host (tests read it)
 
+	decode   string // decoding step: graph, direct or generic (cuda_decode.go)
+	graphErr error  // why a capture failed (the step then runs direct)
+
+	graphReplays int // decoding steps replayed from a graph (tests read it)
+
 	live      atomic.Int64 // bytes of device memory held by tensors
 	sinceGC   atomic.Int64
 	gcTrigger int64
@@ -174,6 +179,7 @@ func NewCUDA() (*CUDA, error) {
 	be.attnV1 = envconfig.CUDAAttn.Get() == "v1"
 	be.attnKernelsOnly = be.attnV1 || envconfig.CUDAAttn.Get() == "kernel"
 	be.attnNoMMA = envconfig.CUDAAttn.Get() == "gemm"
+	be.decode = decodeModeFromEnv()
 	return be, nil
 }
 

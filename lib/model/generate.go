@@ -175,6 +175,7 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 		opts.OnTokens(len(rows))
 	}
 
+	var st stepper // the backend's own decoding step, if it has one
 	for {
 		var active []*genRow
 		for _, r := range rows {
@@ -184,6 +185,15 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 		}
 		if len(active) == 0 {
 			break
+		}
+		if st == nil {
+			if st = m.newStepper(cache, len(active)); st != nil {
+				defer st.free() // before the cache's free
+			}
+		}
+		if st != nil {
+			m.stepInto(active, st, opts)
+			continue
 		}
 		// One decoding step: each active row feeds its last token.
 		b := &batch{cache: cache}
@@ -225,13 +235,23 @@ func (m *Model) lastLogits(b *batch, rows []int) Tensor {
 // sampleInto draws the next token of each row from its row of logits and
 // marks rows that are finished.
 func (m *Model) sampleInto(rows []*genRow, logits Tensor, opts GenerateOptions) {
+	params, u := drawParams(rows, opts)
+	m.record(rows, m.be.Sample(logits, params, u), opts)
+}
+
+// drawParams is each row's sampling parameters and its next uniform number.
+func drawParams(rows []*genRow, opts GenerateOptions) ([]SampleParams, []float64) {
 	params := make([]SampleParams, len(rows))
 	u := make([]float64, len(rows))
 	for i, r := range rows {
 		params[i] = opts.Sampling
 		u[i] = r.rng.Float64() // drawn even when greedy, so the stream is the same either way
 	}
-	got := m.be.Sample(logits, params, u)
+	return params, u
+}
+
+// record appends each row's drawn token and marks rows that are finished.
+func (m *Model) record(rows []*genRow, got []Sampled, opts GenerateOptions) {
 	for i, r := range rows {
 		g := r.gen
 		g.IDs = append(g.IDs, got[i].ID)

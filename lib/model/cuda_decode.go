@@ -1,0 +1,373 @@
+package model
+
+import (
+	"fmt"
+	"unsafe"
+
+	"github.com/mempo/mempo/lib/cuda"
+	"github.com/mempo/mempo/lib/envconfig"
+)
+
+// The CUDA backend's decoding step (stepper.go): one token per row through
+// every layer, the LM head and the sampler, from buffers allocated once per
+// Generate, so that the whole step is captured in a CUDA graph and replayed
+// per token with one driver call. Rows are padded to a bucket (a power of
+// two); each bucket gets its own graph, captured at its second step (the
+// first runs the same launches directly, which also loads the kernels and
+// warms cuBLAS). Per token the host writes one small input block (ids,
+// positions, cache rows, the decode kernel's rows, temperatures, uniforms)
+// to pinned memory, queues its copy, the replay and the copy back of the
+// sampled ids and log-probs, and synchronizes once.
+//
+// The step computes what the model's op-by-op path (layerForward) computes,
+// with the same kernels or fused ones that keep their arithmetic
+// (kernels/decode.cu): per layer, residual add + RMSNorm, the q, k, v
+// products, bias + RoPE + KV-cache write, the decode attention kernel, the
+// output product, residual add + RMSNorm, the gate and up products, SwiGLU,
+// the down product: 13 launches instead of about 20 plus their host work.
+//
+// MEMPO_CUDA_DECODE selects it: "graph" (default), "direct" (the same step
+// without graphs), "generic" (the model's op-by-op path).
+
+// Decode modes of the CUDA backend (CUDA.decode).
+const (
+	decodeGraph   = "graph"
+	decodeDirect  = "direct"
+	decodeGeneric = "generic"
+)
+
+func decodeModeFromEnv() string {
+	switch v := envconfig.CUDADecode.Get(); v {
+	case decodeDirect, decodeGeneric:
+		return v
+	}
+	return decodeGraph
+}
+
+// stepBucket is the padded row count of a step with n rows.
+func stepBucket(n int) int {
+	b := 1
+	for b < n {
+		b *= 2
+	}
+	return b
+}
+
+// stepLayerW is one layer's operands: GEMM weights as the products read them
+// (bf16 roundings in bf16 mode), norms and biases in fp32 (0: absent).
+type stepLayerW struct {
+	wq, wk, wv, wo, wg, wu, wd   cuda.Ptr
+	inNorm, postNorm             cuda.Ptr
+	bq, bk, bv, bo, qNorm, kNorm cuda.Ptr
+	kc, vc                       cuda.Ptr // the KV cache of the layer
+}
+
+type cudaStepper struct {
+	b    *CUDA
+	a    *arch
+	cap  int // KV-cache rows per slot
+	maxB int
+	bf16 bool
+
+	layers             []stepLayerW
+	embed, normW, head cuda.Ptr
+	rope               *cudaRope
+	scale              float32
+
+	held                               []heldBuf
+	x, xn, q, k, v, att, att16, lse, o cuda.Ptr
+	gate, up, act, logits, res, rstd   cuda.Ptr
+	in                                 cuda.Ptr // input block (layout in stepInput)
+	host, out                          *cuda.Pinned
+	graphs                             map[int]*cuda.Graph
+	seen                               map[int]int
+	useGraphs                          bool
+}
+
+type heldBuf struct {
+	p    cuda.Ptr
+	size int
+}
+
+// Input block layout, in bytes from its start, for maxB rows: int32 ids,
+// positions, cache rows (−1: padding), decode-kernel rows (query row, first
+// key row, keys); float64 inverse temperatures and uniforms.
+func (s *cudaStepper) offIDs() int   { return 0 }
+func (s *cudaStepper) offPos() int   { return 4 * s.maxB }
+func (s *cudaStepper) offCRow() int  { return 8 * s.maxB }
+func (s *cudaStepper) offAttn() int  { return 12 * s.maxB }
+func (s *cudaStepper) offInvT() int  { return 24 * s.maxB }
+func (s *cudaStepper) offU() int     { return 32 * s.maxB }
+func (s *cudaStepper) inBytes() int  { return 40 * s.maxB }
+func (s *cudaStepper) resBytes() int { return 12 * s.maxB }
+
+// newStepper returns the decoding step for up to rows rows over cache c, or
+// nil where the op-by-op path must run (MEMPO_CUDA_DECODE=generic, forced
+// attention kernels, a head layout the decode kernel does not take).
+func (b *CUDA) newStepper(m *Model, c *kvCache, rows int) stepper {
+	A := &m.a
+	if b.decode == decodeGeneric || b.attnKernelsOnly || A.heads/A.kvHeads > 16 || A.headDim > 256 || rows == 0 {
+		return nil
+	}
+	s := &cudaStepper{b: b, a: A, cap: c.capacity, maxB: stepBucket(rows), bf16: b.bf16,
+		scale: m.attnShape().Scale, graphs: map[int]*cuda.Graph{}, seen: map[int]int{},
+		useGraphs: b.decode == decodeGraph && b.dev.GraphsAvailable()}
+	op := func(t Tensor) cuda.Ptr {
+		if t == nil {
+			return 0
+		}
+		g := gt(t)
+		if s.bf16 && g.r > 1 && g.c > 1 {
+			return b.bf16Operand(g)
+		}
+		return g.ptr()
+	}
+	for l := range m.params.layers {
+		W := &m.params.layers[l]
+		s.layers = append(s.layers, stepLayerW{
+			wq: op(W.wq), wk: op(W.wk), wv: op(W.wv), wo: op(W.wo), wg: op(W.wg), wu: op(W.wu), wd: op(W.wd),
+			inNorm: op(W.inNorm), postNorm: op(W.postNorm),
+			bq: op(W.bq), bk: op(W.bk), bv: op(W.bv), bo: op(W.bo), qNorm: op(W.qNorm), kNorm: op(W.kNorm),
+			kc: gt(c.k[l]).ptr(), vc: gt(c.v[l]).ptr(),
+		})
+	}
+	s.embed, s.normW, s.head = gt(m.params.embed).ptr(), op(m.params.norm), op(m.params.head)
+	s.rope = b.ropeTable(A.headDim, A.theta, c.capacity)
+
+	B, H, qd, kvd := s.maxB, A.hidden, A.heads*A.headDim, A.kvHeads*A.headDim
+	get := func(bytes int) cuda.Ptr {
+		p, size := b.rawAlloc(max(bytes, 16))
+		s.held = append(s.held, heldBuf{p, size})
+		return p
+	}
+	act := 4
+	if s.bf16 {
+		act = 2 // GEMM operands: xn, act (bf16 only)
+	}
+	s.x, s.xn = get(4*B*H), get(act*B*H)
+	s.q, s.k, s.v = get(4*B*qd), get(4*B*kvd), get(4*B*kvd)
+	s.att, s.lse = get(4*B*qd), get(4*B*A.heads)
+	if s.bf16 {
+		s.att16 = get(2 * B * qd)
+	}
+	s.o = get(4 * B * H)
+	s.gate, s.up, s.act = get(4*B*A.inter), get(4*B*A.inter), get(act*B*A.inter)
+	s.logits = get(4 * B * A.vocab)
+	s.res = get(s.resBytes())
+	s.rstd = get(4 * B * A.heads)
+	s.in = get(s.inBytes())
+	var err error
+	if s.host, err = b.dev.PinnedAlloc(s.inBytes()); err == nil {
+		s.out, err = b.dev.PinnedAlloc(s.resBytes())
+	}
+	must(err)
+	return s
+}
+
+func (s *cudaStepper) free() {
+	must(s.b.dev.Sync()) // nothing queued may still use the graphs or buffers
+	for _, g := range s.graphs {
+		g.Destroy()
+	}
+	s.graphs = nil
+	for _, h := range s.held {
+		s.b.rawFree(h.p, h.size, false)
+	}
+	s.held = nil
+	s.host.Free()
+	s.out.Free()
+}
+
+// step implements stepper.
+func (s *cudaStepper) step(ids, pos, slots []int, params []SampleParams, u []float64) []Sampled {
+	n := len(ids)
+	if n > s.maxB {
+		panic(fmt.Sprintf("model: decoding step of %d rows on a stepper of %d", n, s.maxB))
+	}
+	bk := min(stepBucket(n), s.maxB)
+	hb := s.host.Bytes()
+	i32 := unsafe.Slice((*int32)(unsafe.Pointer(&hb[0])), 6*s.maxB)
+	f64 := unsafe.Slice((*float64)(unsafe.Pointer(&hb[s.offInvT()])), 2*s.maxB)
+	P, C, R := s.maxB, 2*s.maxB, 3*s.maxB
+	filtered := false
+	for i := 0; i < bk; i++ {
+		if i < n {
+			base := slots[i] * s.cap
+			i32[i], i32[P+i], i32[C+i] = int32(ids[i]), int32(pos[i]), int32(base+pos[i])
+			i32[R+3*i], i32[R+3*i+1], i32[R+3*i+2] = int32(i), int32(base), int32(pos[i]+1)
+			p := params[i]
+			f64[i], f64[s.maxB+i] = 0, u[i]
+			if p.Temperature > 0 {
+				f64[i] = 1 / p.Temperature
+				if (p.TopK > 0 && p.TopK < s.a.vocab) || (p.TopP > 0 && p.TopP < 1) {
+					filtered = true
+				}
+			}
+			continue
+		}
+		// Padding: token 0 at position 0 of slot 0, no cache write, greedy.
+		i32[i], i32[P+i], i32[C+i] = 0, 0, -1
+		i32[R+3*i], i32[R+3*i+1], i32[R+3*i+2] = int32(i), 0, 1
+		f64[i], f64[s.maxB+i] = 0, 0
+	}
+	dev := s.b.dev
+	must(dev.CopyIn(s.in, s.host, s.inBytes()))
+	s.run(bk)
+	if filtered {
+		// Top-k / top-p rows: the backend's sampler over the step's logits.
+		z := &cudaTensor{buf: &devBuf{p: s.logits, bytes: 4 * n * s.a.vocab, be: s.b}, r: n, c: s.a.vocab}
+		return s.b.Sample(z, params, u)
+	}
+	must(dev.CopyOut(s.out, s.res, s.resBytes()))
+	must(dev.Sync())
+	ob := s.out.Bytes()
+	rid := unsafe.Slice((*int32)(unsafe.Pointer(&ob[0])), s.maxB)
+	rf := unsafe.Slice((*float32)(unsafe.Pointer(&ob[0])), 3*s.maxB)
+	got := make([]Sampled, n)
+	for i := range got {
+		got[i] = Sampled{ID: int(rid[i]), LogProb: rf[s.maxB+i], SampleLogProb: rf[2*s.maxB+i]}
+	}
+	return got
+}
+
+// run queues the step for bucket bk: replays its graph, captures it (the
+// bucket's second step), or launches directly (the first step, profiling,
+// graphs off or failed).
+func (s *cudaStepper) run(bk int) {
+	s.seen[bk]++
+	if !s.useGraphs || s.b.prof != nil || s.seen[bk] == 1 {
+		s.launchStep(bk)
+		return
+	}
+	g := s.graphs[bk]
+	if g == nil {
+		var err error
+		if g, err = s.capture(bk); err != nil {
+			s.useGraphs = false
+			s.b.graphErr = err
+			s.launchStep(bk)
+			return
+		}
+		s.graphs[bk] = g
+	}
+	must(g.Launch())
+	s.b.graphReplays++
+}
+
+// capture records the step of bucket bk in a graph.
+func (s *cudaStepper) capture(bk int) (g *cuda.Graph, err error) {
+	dev := s.b.dev
+	if err := dev.BeginCapture(); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			if dev.Capturing() {
+				dev.EndCapture()
+			}
+			g, err = nil, fmt.Errorf("model: capturing the decoding step: %v", r)
+		}
+	}()
+	s.launchStep(bk)
+	return dev.EndCapture()
+}
+
+func (s *cudaStepper) launch(module, name string, grid cuda.Dim3, block, shmem int, args ...any) {
+	b := s.b
+	f := b.fn(module, name)
+	if shmem > 48<<10 {
+		must(b.dev.SetMaxDynamicShared(f, shmem))
+	}
+	if !b.dev.Capturing() {
+		defer b.timed(name)()
+	}
+	must(b.dev.Launch(f, grid, cuda.Dim3{X: block}, shmem, args...))
+}
+
+// gemm is c[m×n] = a[m×k]·wᵀ (w [n×k]), fp32 out, as MatMul(c, a, w, false, true, 1, 0).
+func (s *cudaStepper) gemm(c, a, w cuda.Ptr, m, n, k int) {
+	b := s.b
+	dt, name := cuda.F32, "gemm"
+	if s.bf16 {
+		dt, name = cuda.BF16, "gemm_bf16"
+	}
+	if !b.dev.Capturing() {
+		defer b.timed(name)()
+	}
+	must(b.dev.Gemm(false, true, m, n, k, 1, a, dt, k, w, dt, k, 0, c, cuda.F32, n))
+}
+
+// norm is dec_add_rmsnorm: x += d (when d ≠ 0), xn = RMSNorm(x)·w, written
+// in the products' precision.
+func (s *cudaStepper) norm(bk int, d, w cuda.Ptr) {
+	var o32, o16 cuda.Ptr = s.xn, 0
+	if s.bf16 {
+		o32, o16 = 0, s.xn
+	}
+	H := s.a.hidden
+	s.launch("decode", "dec_add_rmsnorm", cuda.Dim3{X: min(bk, 65535*4)}, normBlock(H), 0, s.x, d, o32, o16, w, bk, H, s.a.eps)
+}
+
+// launchStep queues every launch of one step for bk rows.
+func (s *cudaStepper) launchStep(bk int) {
+	A := s.a
+	H, I, V, hd := A.hidden, A.inter, A.vocab, A.headDim
+	qd, kvd, g := A.heads*hd, A.kvHeads*hd, A.heads/A.kvHeads
+	in := s.in
+	ids, pos, crow, rows := in+cuda.Ptr(s.offIDs()), in+cuda.Ptr(s.offPos()), in+cuda.Ptr(s.offCRow()), in+cuda.Ptr(s.offAttn())
+	gridFor := func(n int) cuda.Dim3 { return cuda.Dim3{X: s.b.gridFor(int64(n), 256)} }
+
+	s.launch("model", "gather_rows_f32", cuda.Dim3{X: min(bk, 65535)}, 256, 0, s.x, s.embed, ids, bk, H)
+	attOp := s.att
+	if s.bf16 {
+		attOp = s.att16
+	}
+	for l := range s.layers {
+		W := &s.layers[l]
+		var d cuda.Ptr
+		if l > 0 {
+			d = s.o // the previous layer's MLP output
+		}
+		s.norm(bk, d, W.inNorm)
+		s.gemm(s.q, s.xn, W.wq, bk, qd, H)
+		s.gemm(s.k, s.xn, W.wk, bk, kvd, H)
+		s.gemm(s.v, s.xn, W.wv, bk, kvd, H)
+		bq, bkk := W.bq, W.bk
+		if A.qkNorm {
+			// Qwen3: bias, then each head's norm, then RoPE (as layerForward).
+			if bq != 0 {
+				s.launch("model", "add_bias_f32", gridFor(bk*qd), 256, 0, s.q, bq, int64(bk*qd), qd, cuda.Ptr(0))
+				s.launch("model", "add_bias_f32", gridFor(bk*kvd), 256, 0, s.k, bkk, int64(bk*kvd), kvd, cuda.Ptr(0))
+			}
+			bq, bkk = 0, 0
+			s.launch("model", "rmsnorm_f32", cuda.Dim3{X: min(bk*A.heads, 65535*4)}, normBlock(hd), 0, s.q, s.rstd, s.q, W.qNorm, bk*A.heads, hd, A.eps, cuda.Ptr(0))
+			s.launch("model", "rmsnorm_f32", cuda.Dim3{X: min(bk*A.kvHeads, 65535*4)}, normBlock(hd), 0, s.k, s.rstd, s.k, W.kNorm, bk*A.kvHeads, hd, A.eps, cuda.Ptr(0))
+		}
+		s.launch("decode", "dec_rope_kv", cuda.Dim3{X: bk}, 128, 0, s.q, s.k, s.v, bq, bkk, W.bv, W.kc, W.vc, pos, crow,
+			s.rope.cos, s.rope.sin, A.heads, A.kvHeads, hd)
+		shmem := 4 * (32*(hd+1) + 32*hd + g*hd)
+		s.launch("attndecode", "attn_decode", cuda.Dim3{X: bk, Y: A.kvHeads}, 32*g, shmem,
+			s.att, s.lse, s.q, W.kc, W.vc, rows, A.heads, A.kvHeads, hd, s.scale)
+		if s.bf16 {
+			s.launch("model", "cast_bf16", gridFor(bk*qd), 256, 0, s.att16, s.att, int64(bk*qd))
+		}
+		s.gemm(s.o, attOp, W.wo, bk, H, qd)
+		if W.bo != 0 {
+			s.launch("model", "add_bias_f32", gridFor(bk*H), 256, 0, s.o, W.bo, int64(bk*H), H, cuda.Ptr(0))
+		}
+		s.norm(bk, s.o, W.postNorm)
+		s.gemm(s.gate, s.xn, W.wg, bk, I, H)
+		s.gemm(s.up, s.xn, W.wu, bk, I, H)
+		var a32, a16 cuda.Ptr = s.act, 0
+		if s.bf16 {
+			a32, a16 = 0, s.act
+		}
+		s.launch("model", "swiglu_f32", gridFor(bk*I), 256, 0, a32, s.gate, s.up, int64(bk*I), a16)
+		s.gemm(s.o, s.act, W.wd, bk, H, I)
+	}
+	s.norm(bk, s.o, s.normW)
+	s.gemm(s.logits, s.xn, s.head, bk, V, H)
+	res := s.res
+	s.launch("sample", "sample_f32", cuda.Dim3{X: bk}, 1024, 0, res, res+cuda.Ptr(4*s.maxB), res+cuda.Ptr(8*s.maxB),
+		s.logits, int64(V), in+cuda.Ptr(s.offInvT()), in+cuda.Ptr(s.offU()))
+}

@@ -1,0 +1,139 @@
+package model
+
+import (
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mempo/mempo/lib/checkpoint"
+	"github.com/mempo/mempo/lib/cuda"
+)
+
+// TestCUDADecodeBenchmarks measures greedy batched decoding (prompts of
+// 128 tokens, 128 new tokens, random weights, bf16 mode) on the Qwen2.5
+// shapes of MEMPO_CUDA_DECODE_BENCH_MODELS (default 0.5B, 1.5B, 7B) at batch
+// 1, 32 and 256, for each decoding path (MEMPO_CUDA_DECODE_BENCH_MODES,
+// default generic,direct,graph: the op-by-op path, the fused step launched
+// directly, the fused step replayed from CUDA graphs), next to the HBM bound
+// measured in the same process: the bytes a step must read (every GEMM
+// weight in bf16 once, an untied embedding table not counted, and the fp32
+// KV cache of 192 positions on average) over the device-to-device copy
+// bandwidth (bytes read + written). Two rates: the whole Generate (prefill
+// of 128 included, as TestCUDABenchmarks reports), and the decoding steps
+// alone, (t(128 tokens) − t(1 token)) over 127 steps. Runs when
+// MEMPO_CUDA_BENCH=1; lines starting with BENCH are the results.
+func TestCUDADecodeBenchmarks(t *testing.T) {
+	if cudaEnvOr("MEMPO_CUDA_BENCH", "") != "1" {
+		t.Skip("set MEMPO_CUDA_BENCH=1 to run the CUDA benchmarks")
+	}
+	be := cudaOrSkip(t)
+	bw := copyBandwidth(t, be.Device())
+	fmt.Printf("BENCH device %s, copy bandwidth %.2f TB/s (read + write, 1 GiB device to device, median of 20)\n", be.Device(), bw/1e12)
+	models := strings.Split(cudaEnvOr("MEMPO_CUDA_DECODE_BENCH_MODELS", "qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-7b"), ",")
+	modes := strings.Split(cudaEnvOr("MEMPO_CUDA_DECODE_BENCH_MODES", "generic,direct,graph"), ",")
+	be.SetBF16(true)
+	for _, name := range models {
+		cfg, err := checkpoint.Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t0 := time.Now()
+		tensors := checkpoint.RandomInit(cfg, 1)
+		m, err := New(cfg, tensors, be)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tensors = nil
+		runtime.GC()
+		var wBytes float64
+		for _, sp := range m.specs {
+			if sp.rows > 1 && sp.cols > 1 && !(sp.name == "model.embed_tokens.weight" && !m.a.tied) {
+				wBytes += 2 * float64(sp.rows*sp.cols)
+			}
+		}
+		fmt.Printf("BENCH %s loaded in %.1fs; a step reads %.3f GB of bf16 weights\n", name, time.Since(t0).Seconds(), wBytes/1e9)
+		for _, B := range []int{1, 32, 256} {
+			reqs := make([]Request, B)
+			for i := range reqs {
+				p := make([]int, 128)
+				for j := range p {
+					p[j] = (j*31 + i*17 + 1) % m.a.vocab
+				}
+				reqs[i] = Request{Prompt: p}
+			}
+			kvBytes := float64(2*m.a.layers*m.a.kvHeads*m.a.headDim*4) * float64(B) * 192
+			bound := float64(B) * bw / (wBytes + kvBytes)
+			gen := func(n int) float64 {
+				s := time.Now()
+				if _, err := m.Generate(reqs, GenerateOptions{MaxTokens: n, IgnoreEOS: true}); err != nil {
+					t.Fatal(err)
+				}
+				return time.Since(s).Seconds()
+			}
+			for _, mode := range modes {
+				be.decode = mode
+				be.graphErr = nil
+				gen(4) // warm-up: kernels, cuBLAS heuristics, the pool
+				t1 := min(gen(1), gen(1))
+				t128 := gen(128)
+				if t := gen(128); t < t128 {
+					t128 = t
+				}
+				if be.graphErr != nil {
+					fmt.Printf("BENCH %s decode %s: graph capture failed: %v\n", name, mode, be.graphErr)
+				}
+				whole := float64(B*128) / t128
+				steps := float64(B*127) / (t128 - t1)
+				fmt.Printf("BENCH %s decode B=%d %-7s: %7.0f tokens/s = %5.1f%% of bound (incl. prefill); steps alone %7.0f tokens/s = %5.1f%% (%.3f ms/step); HBM bound %.0f tokens/s\n",
+					name, B, mode, whole, 100*whole/bound, steps, 100*steps/bound, 1000*(t128-t1)/127, bound)
+			}
+			if B == 1 || B == 256 {
+				be.decode = decodeGraph // profiling runs the fused step directly, with events
+				be.StartProfile()
+				d := gen(128)
+				ms, calls := be.StopProfile()
+				printProfile(fmt.Sprintf("%s decode B=%d fused step", name, B), ms, calls, d)
+			}
+		}
+		m = nil
+		runtime.GC()
+		be.Sync()
+	}
+}
+
+// copyBandwidth is the device's copy rate in bytes moved (read + write) per
+// second: the median of 20 device-to-device copies of 1 GiB.
+func copyBandwidth(t *testing.T, d *cuda.Device) float64 {
+	const n = 1 << 30
+	a, err := d.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := d.Alloc(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(a)
+	defer d.Free(b)
+	must(d.Memset32(a, 0x3f800000, n/4))
+	var ts []float64
+	for i := 0; i < 21; i++ {
+		e0, err := d.Record()
+		must(err)
+		must(d.DtoD(b, a, n))
+		e1, err := d.Record()
+		must(err)
+		ms, err := d.Elapsed(e0, e1)
+		must(err)
+		e0.Destroy()
+		e1.Destroy()
+		if i > 0 {
+			ts = append(ts, ms)
+		}
+	}
+	sort.Float64s(ts)
+	return 2 * n / (ts[len(ts)/2] / 1e3)
+}
