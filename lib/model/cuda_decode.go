@@ -19,12 +19,19 @@ import (
 // to pinned memory, queues its copy, the replay and the copy back of the
 // sampled ids and log-probs, and synchronizes once.
 //
-// The step computes what the model's op-by-op path (layerForward) computes,
-// with the same kernels or fused ones that keep their arithmetic
-// (kernels/decode.cu): per layer, residual add + RMSNorm, the q, k, v
-// products, bias + RoPE + KV-cache write, the decode attention kernel, the
-// output product, residual add + RMSNorm, the gate and up products, SwiGLU,
-// the down product: 13 launches instead of about 20 plus their host work.
+// The step computes what the model's op-by-op path (layerForward) computes.
+// Per layer: residual add + RMSNorm, the q, k, v products, bias + RoPE +
+// KV-cache write, attention, the output product, residual add + RMSNorm,
+// the gate and up products, SwiGLU, the down product: 13 launches (15 with
+// split attention's merge) instead of about 20 plus their host work. The
+// fused elementwise kernels (kernels/decode.cu) keep the arithmetic of the
+// kernels they replace. Two do not, where a step has few rows: attention
+// with the keys split across blocks (attn_split; the op-by-op decode kernel
+// runs one block per row and kv head, 2 to 8 blocks for a batch-1 step,
+// about 50–80 µs a layer on the H200), and, in bf16 mode, the products of
+// steps of at most four rows (gemv_bf16: cuBLAS reads the weights at about
+// two thirds of the copy bandwidth there). Their sums run in another order,
+// so log-probs differ from the op-by-op path's in the last bits.
 //
 // MEMPO_CUDA_DECODE selects it: "graph" (default), "direct" (the same step
 // without graphs), "generic" (the model's op-by-op path).
@@ -53,6 +60,23 @@ func stepBucket(n int) int {
 	return b
 }
 
+// gemvMaxRows is the most rows gemv_bf16 takes (GEMV_MAXM in decode.cu).
+const gemvMaxRows = 4
+
+// splitMinChunk is the fewest keys per block of attn_split.
+const splitMinChunk = 16
+
+// splitPlan is attn_split's keys per block and number of splits for rows
+// decode rows over up to maxKeys keys: enough splits for about two blocks
+// per multiprocessor, chunks of at least splitMinChunk keys (a multiple of
+// it). The plan depends on the shapes only, so a captured graph keeps it.
+func (b *CUDA) splitPlan(rows, kvHeads, maxKeys int) (chunk, nsplit int) {
+	want := max(1, (2*b.dev.SMs+rows*kvHeads-1)/(rows*kvHeads))
+	chunk = (maxKeys + want - 1) / want
+	chunk = max(splitMinChunk, (chunk+splitMinChunk-1)/splitMinChunk*splitMinChunk)
+	return chunk, (maxKeys + chunk - 1) / chunk
+}
+
 // stepLayerW is one layer's operands: GEMM weights as the products read them
 // (bf16 roundings in bf16 mode), norms and biases in fp32 (0: absent).
 type stepLayerW struct {
@@ -77,6 +101,7 @@ type cudaStepper struct {
 	held                               []heldBuf
 	x, xn, q, k, v, att, att16, lse, o cuda.Ptr
 	gate, up, act, logits, res, rstd   cuda.Ptr
+	part                               cuda.Ptr // attn_split's partials
 	in                                 cuda.Ptr // input block (layout in stepInput)
 	host, out                          *cuda.Pinned
 	graphs                             map[int]*cuda.Graph
@@ -155,6 +180,7 @@ func (b *CUDA) newStepper(m *Model, c *kvCache, rows int) stepper {
 	s.logits = get(4 * B * A.vocab)
 	s.res = get(s.resBytes())
 	s.rstd = get(4 * B * A.heads)
+	s.part = get(4 * B * A.heads * (A.headDim + 2) * ((c.capacity + splitMinChunk - 1) / splitMinChunk))
 	s.in = get(s.inBytes())
 	var err error
 	if s.host, err = b.dev.PinnedAlloc(s.inBytes()); err == nil {
@@ -284,9 +310,15 @@ func (s *cudaStepper) launch(module, name string, grid cuda.Dim3, block, shmem i
 	must(b.dev.Launch(f, grid, cuda.Dim3{X: block}, shmem, args...))
 }
 
-// gemm is c[m×n] = a[m×k]·wᵀ (w [n×k]), fp32 out, as MatMul(c, a, w, false, true, 1, 0).
+// gemm is c[m×n] = a[m×k]·wᵀ (w [n×k]), fp32 out, as MatMul(c, a, w, false,
+// true, 1, 0): decode.cu's gemv_bf16 for the few rows of a small bf16 step,
+// cuBLAS otherwise.
 func (s *cudaStepper) gemm(c, a, w cuda.Ptr, m, n, k int) {
 	b := s.b
+	if s.gemv(m, k) {
+		s.launch("decode", "gemv_bf16", cuda.Dim3{X: (n + 7) / 8}, 256, 0, c, a, w, m, n, k)
+		return
+	}
 	dt, name := cuda.F32, "gemm"
 	if s.bf16 {
 		dt, name = cuda.BF16, "gemm_bf16"
@@ -296,6 +328,9 @@ func (s *cudaStepper) gemm(c, a, w cuda.Ptr, m, n, k int) {
 	}
 	must(b.dev.Gemm(false, true, m, n, k, 1, a, dt, k, w, dt, k, 0, c, cuda.F32, n))
 }
+
+// gemv says whether products of m rows over k take decode.cu's gemv kernels.
+func (s *cudaStepper) gemv(m, k int) bool { return s.bf16 && m <= gemvMaxRows && k%8 == 0 }
 
 // norm is dec_add_rmsnorm: x += d (when d ≠ 0), xn = RMSNorm(x)·w, written
 // in the products' precision.
@@ -329,9 +364,14 @@ func (s *cudaStepper) launchStep(bk int) {
 			d = s.o // the previous layer's MLP output
 		}
 		s.norm(bk, d, W.inNorm)
-		s.gemm(s.q, s.xn, W.wq, bk, qd, H)
-		s.gemm(s.k, s.xn, W.wk, bk, kvd, H)
-		s.gemm(s.v, s.xn, W.wv, bk, kvd, H)
+		if s.gemv(bk, H) {
+			s.launch("decode", "gemv3_bf16", cuda.Dim3{X: (qd + 2*kvd + 7) / 8}, 256, 0,
+				s.q, W.wq, qd, s.k, W.wk, kvd, s.v, W.wv, kvd, s.xn, bk, H)
+		} else {
+			s.gemm(s.q, s.xn, W.wq, bk, qd, H)
+			s.gemm(s.k, s.xn, W.wk, bk, kvd, H)
+			s.gemm(s.v, s.xn, W.wv, bk, kvd, H)
+		}
 		bq, bkk := W.bq, W.bk
 		if A.qkNorm {
 			// Qwen3: bias, then each head's norm, then RoPE (as layerForward).
@@ -345,24 +385,28 @@ func (s *cudaStepper) launchStep(bk int) {
 		}
 		s.launch("decode", "dec_rope_kv", cuda.Dim3{X: bk}, 128, 0, s.q, s.k, s.v, bq, bkk, W.bv, W.kc, W.vc, pos, crow,
 			s.rope.cos, s.rope.sin, A.heads, A.kvHeads, hd)
-		shmem := 4 * (32*(hd+1) + 32*hd + g*hd)
-		s.launch("attndecode", "attn_decode", cuda.Dim3{X: bk, Y: A.kvHeads}, 32*g, shmem,
-			s.att, s.lse, s.q, W.kc, W.vc, rows, A.heads, A.kvHeads, hd, s.scale)
-		if s.bf16 {
-			s.launch("model", "cast_bf16", gridFor(bk*qd), 256, 0, s.att16, s.att, int64(bk*qd))
+		chunk, nsp := s.b.splitPlan(bk, A.kvHeads, s.cap)
+		s.launch("decode", "attn_split", cuda.Dim3{X: bk, Y: A.kvHeads, Z: nsp}, 32*g, 0,
+			s.att, s.att16, s.lse, s.part, s.q, W.kc, W.vc, rows, A.heads, A.kvHeads, hd, s.scale, chunk)
+		if nsp > 1 {
+			s.launch("decode", "attn_split_combine", cuda.Dim3{X: bk, Y: A.heads}, 32, 0, s.att, s.att16, s.lse, s.part, rows, A.heads, hd, nsp)
 		}
 		s.gemm(s.o, attOp, W.wo, bk, H, qd)
 		if W.bo != 0 {
 			s.launch("model", "add_bias_f32", gridFor(bk*H), 256, 0, s.o, W.bo, int64(bk*H), H, cuda.Ptr(0))
 		}
 		s.norm(bk, s.o, W.postNorm)
-		s.gemm(s.gate, s.xn, W.wg, bk, I, H)
-		s.gemm(s.up, s.xn, W.wu, bk, I, H)
-		var a32, a16 cuda.Ptr = s.act, 0
-		if s.bf16 {
-			a32, a16 = 0, s.act
+		if s.gemv(bk, H) {
+			s.launch("decode", "gemv_swiglu_bf16", cuda.Dim3{X: (I + 7) / 8}, 256, 0, s.act, s.xn, W.wg, W.wu, bk, I, H)
+		} else {
+			s.gemm(s.gate, s.xn, W.wg, bk, I, H)
+			s.gemm(s.up, s.xn, W.wu, bk, I, H)
+			var a32, a16 cuda.Ptr = s.act, 0
+			if s.bf16 {
+				a32, a16 = 0, s.act
+			}
+			s.launch("model", "swiglu_f32", gridFor(bk*I), 256, 0, a32, s.gate, s.up, int64(bk*I), a16)
 		}
-		s.launch("model", "swiglu_f32", gridFor(bk*I), 256, 0, a32, s.gate, s.up, int64(bk*I), a16)
 		s.gemm(s.o, s.act, W.wd, bk, H, I)
 	}
 	s.norm(bk, s.o, s.normW)

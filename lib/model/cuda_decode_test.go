@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"math"
 	"testing"
+	"unsafe"
+
+	"github.com/mempo/mempo/lib/cuda"
 )
 
 // TestStepBucket: rows are padded to powers of two.
@@ -113,4 +116,110 @@ func equalF32(a, b []float32) bool {
 		}
 	}
 	return true
+}
+
+// TestCUDADecodeKernels checks the decoding step's own kernels alone, on
+// fresh random inputs and the model shapes (head dims 64 and 128, groups of
+// 7 and 6 query heads) besides small odd ones, outputs poisoned with NaN:
+// attn_split (with its merge, several splits, splits past the keys, one
+// split) against the CPU backend's attention over the same KV-cache slots,
+// and gemv_bf16 against cuBLAS's bf16 product of the same operands.
+func TestCUDADecodeKernels(t *testing.T) {
+	p := newOpPair(t, 21)
+	b := p.gpu
+	const cap = 256
+	for _, sh := range []AttnShape{{14, 2, 64, 0.125}, {28, 4, 128, 0.088}, {12, 2, 128, 0.088}, {4, 4, 16, 0.25}, {6, 2, 8, 0.35}} {
+		qd, kvd := sh.Heads*sh.HeadDim, sh.KVHeads*sh.HeadDim
+		keys := []int{1, 37, 200, 256}
+		R := len(keys)
+		q, k, v := p.rnd(R, qd, 1), p.rnd(R*cap, kvd, 1), p.rnd(R*cap, kvd, 1)
+		var seqs []AttnSeq
+		var rows []int
+		for i, n := range keys {
+			// Row i is the last query of slot i: keys [0, n) of the slot.
+			seqs = append(seqs, AttnSeq{Q: i, N: 1, K: i * cap, Past: n - 1})
+			rows = append(rows, i, i*cap, n)
+		}
+		ref, refLse := p.cpu.Zeros(R, qd), p.cpu.Zeros(R, sh.Heads)
+		p.cpu.Attention(ref, refLse, q.c, k.c, v.c, seqs, sh)
+		rp := b.uploadInts(rows)
+		for _, chunk := range []int{16, 48, 256} {
+			nsp := (cap + chunk - 1) / chunk
+			out, lse := p.out(R, qd), p.out(R, sh.Heads)
+			p.cpu.Copy(out.c, ref)
+			p.cpu.Copy(lse.c, refLse)
+			part, size := b.rawAlloc(4 * R * sh.Heads * nsp * (sh.HeadDim + 2))
+			O, L := gt(out.g), gt(lse.g)
+			b.launch2("decode", "attn_split", cuda.Dim3{X: R, Y: sh.KVHeads, Z: nsp}, 32*sh.Heads/sh.KVHeads, 0,
+				O.ptr(), cuda.Ptr(0), L.ptr(), part, gt(q.g).ptr(), gt(k.g).ptr(), gt(v.g).ptr(), rp, sh.Heads, sh.KVHeads, sh.HeadDim, sh.Scale, chunk)
+			if nsp > 1 {
+				b.launch2("decode", "attn_split_combine", cuda.Dim3{X: R, Y: sh.Heads}, 32, 0, O.ptr(), cuda.Ptr(0), L.ptr(), part, rp, sh.Heads, sh.HeadDim, nsp)
+			}
+			what := fmt.Sprintf("attn_split heads %d/%d hd %d chunk %d", sh.Heads, sh.KVHeads, sh.HeadDim, chunk)
+			p.check(what+" out", out, 1e-5)
+			p.checkAbs(what+" lse", lse, 1e-5)
+			b.rawFree(part, size, false)
+		}
+	}
+	b.SetBF16(true)
+	defer b.SetBF16(false)
+	for _, s := range [][3]int{{1, 896, 896}, {4, 4864, 896}, {3, 896, 4864}, {2, 13, 64}, {1, 151936, 896}, {4, 3584, 8}} {
+		m, n, k := s[0], s[1], s[2]
+		x, w := p.rnd(m, k, 1), p.rnd(n, k, 0.05)
+		b.MarkWeight(w.g)
+		ref := b.Zeros(m, n)
+		b.MatMul(ref, x.g, w.g, false, true, 1, 0) // bf16 operands, fp32 sums (cuBLAS)
+		y := b.Zeros(m, n)
+		b.Fill(y, float32(math.NaN()))
+		x16, w16 := b.activationBF16(gt(x.g)), b.bf16Operand(gt(w.g))
+		b.launch("decode", "gemv_bf16", (n+7)/8, 256, 0, gt(y).ptr(), x16, w16, m, n, k)
+		got, want := b.ToHost(y, nil), b.ToHost(ref, nil)
+		if e := maxRelErr(got, want); !(e <= 1e-5) {
+			t.Errorf("gemv_bf16 %d×%d×%d: relative error %.3g against cuBLAS", m, n, k, e)
+		}
+	}
+	// q, k, v in one launch; gate, up and SwiGLU in one launch.
+	for m := 1; m <= gemvMaxRows; m++ {
+		const H, qd, kvd, I = 896, 896, 128, 4864
+		x := p.rnd(m, H, 1)
+		ws := []pair{p.rnd(qd, H, 0.05), p.rnd(kvd, H, 0.05), p.rnd(kvd, H, 0.05), p.rnd(I, H, 0.05), p.rnd(I, H, 0.05)}
+		var w16 []cuda.Ptr
+		for _, w := range ws {
+			b.MarkWeight(w.g)
+			w16 = append(w16, b.bf16Operand(gt(w.g)))
+		}
+		x16 := b.activationBF16(gt(x.g))
+		var ys []Tensor
+		for i, n := range []int{qd, kvd, kvd} {
+			ref := b.Zeros(m, n)
+			b.MatMul(ref, x.g, ws[i].g, false, true, 1, 0)
+			y := b.Zeros(m, n)
+			b.Fill(y, float32(math.NaN()))
+			ys = append(ys, y, ref)
+		}
+		b.launch("decode", "gemv3_bf16", (qd+2*kvd+7)/8, 256, 0, gt(ys[0]).ptr(), w16[0], qd, gt(ys[2]).ptr(), w16[1], kvd,
+			gt(ys[4]).ptr(), w16[2], kvd, x16, m, H)
+		for i := 0; i < 3; i++ {
+			if e := maxRelErr(b.ToHost(ys[2*i], nil), b.ToHost(ys[2*i+1], nil)); !(e <= 1e-5) {
+				t.Errorf("gemv3_bf16 m=%d output %d: relative error %.3g against cuBLAS", m, i, e)
+			}
+		}
+		gate, up, act := b.Zeros(m, I), b.Zeros(m, I), b.Zeros(m, I)
+		b.MatMul(gate, x.g, ws[3].g, false, true, 1, 0)
+		b.MatMul(up, x.g, ws[4].g, false, true, 1, 0)
+		b.SwiGLU(act, gate, up)
+		a16, size := b.rawAlloc(2*m*I + 16)
+		b.launch("decode", "gemv_swiglu_bf16", (I+7)/8, 256, 0, a16, x16, w16[3], w16[4], m, I, H)
+		raw := make([]uint16, m*I)
+		must(b.dev.DtoH(unsafe.Pointer(&raw[0]), a16, 2*m*I))
+		got := make([]float32, m*I)
+		for i, h := range raw {
+			got[i] = math.Float32frombits(uint32(h) << 16)
+		}
+		// bf16 output: within its rounding (2^-8 relative) of the fp32 SwiGLU.
+		if e := maxRelErr(got, b.ToHost(act, nil)); !(e <= 1e-2) {
+			t.Errorf("gemv_swiglu_bf16 m=%d: relative error %.3g against cuBLAS + SwiGLU", m, e)
+		}
+		b.rawFree(a16, size, false)
+	}
 }

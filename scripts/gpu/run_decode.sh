@@ -29,7 +29,7 @@ status=0
 } 2>&1 | tee "$OUT/decode-tests.log"
 if [[ $what == tests || $what == all ]]; then
 	(cd lib/model && MEMPO_REQUIRE_CUDA=1 MEMPO_CUDA_DEBUG=${MEMPO_CUDA_DEBUG:-1} timeout "${TEST_TIMEOUT:-120}" "$B/model.test" -test.v -test.count=1 \
-		-test.run '^(TestCUDADecodeStep|TestCUDAParityWithTransformers|TestCUDABF16|TestCUDAPool)$') >>"$OUT/decode-tests.log" 2>&1
+		-test.run '^(TestCUDADecodeKernels|TestCUDADecodeStep|TestCUDAParityWithTransformers|TestCUDABF16|TestCUDAPool)$') >>"$OUT/decode-tests.log" 2>&1
 	status=$?
 	grep -E "^(--- |FAIL|ok|PASS)|decode_test|panic" "$OUT/decode-tests.log" | grep -v "^--- PASS: TestCUDADecodeStep/" | head -60
 	echo "tests exit status: $status"

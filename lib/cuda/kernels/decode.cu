@@ -101,3 +101,226 @@ extern "C" __global__ void dec_rope_kv(float *q, const float *k, const float *v,
 		vd[j] = x;
 	}
 }
+
+#define DEC_INF __int_as_float(0x7f800000)
+#define SPL_MAXNT 8 // head dims up to 256
+
+__device__ __forceinline__ float dec_warp_sum(float v) {
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+// attn_split: decode attention with the keys split across blocks, so that
+// a step with few rows still spreads over the chip (attndecode.cu's kernel
+// gives a row and kv head one block, 2 to 8 blocks for a whole batch-1
+// step). Block (row, kv head, split) holds one warp per query head of the
+// group (blockDim = 32·g); the warps read the same key and value rows
+// (once from memory, then from L1), lane d of a warp holding dims d, d+32, …
+// of q and of its output. Split s covers keys [s·chunk, (s+1)·chunk) of the
+// row's nkeys, four at a time with their loads issued together; online
+// softmax. With one split the block writes out (and its bf16 rounding o16,
+// when not null: the output product's operand) and lse; otherwise each warp
+// writes its partial (acc[hd], m, l) to part[((row·heads + h)·nsplit + s)·(hd+2)]
+// and attn_split_combine merges them. rows[3·i …] = (query row, first key
+// row, keys), as attn_decode's.
+extern "C" __global__ void attn_split(float *out, unsigned short *o16, float *lse, float *part, const float *q, const float *k, const float *v,
+                                      const int *rows, int heads, int kvheads, int hd, float scale, int chunk) {
+	const int g = heads / kvheads, row = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z, nsp = gridDim.z;
+	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	if (w >= g) return;
+	const int qrow = rows[3 * row], kbase = rows[3 * row + 1], nkeys = rows[3 * row + 2];
+	const int h = kh * g + w, nt = (hd + 31) >> 5;
+	const long long qld = (long long)heads * hd, kld = (long long)kvheads * hd;
+	const float *qp = q + qrow * qld + (long long)h * hd;
+	float qv[SPL_MAXNT], acc[SPL_MAXNT];
+#pragma unroll
+	for (int i = 0; i < SPL_MAXNT; i++) {
+		int d = lane + 32 * i;
+		qv[i] = (i < nt && d < hd) ? qp[d] : 0.f;
+		acc[i] = 0.f;
+	}
+	float m = -DEC_INF, l = 0.f;
+	const int k0 = sp * chunk, k1 = min(nkeys, k0 + chunk);
+	const float *kp = k + (long long)kbase * kld + (long long)kh * hd;
+	const float *vp = v + (long long)kbase * kld + (long long)kh * hd;
+	for (int j = k0; j < k1; j += 4) {
+		float x[4][SPL_MAXNT], s[4];
+#pragma unroll
+		for (int u = 0; u < 4; u++)
+#pragma unroll
+			for (int i = 0; i < SPL_MAXNT; i++) {
+				int d = lane + 32 * i;
+				x[u][i] = (j + u < k1 && i < nt && d < hd) ? kp[(long long)(j + u) * kld + d] : 0.f;
+			}
+#pragma unroll
+		for (int u = 0; u < 4; u++) {
+			float dot = 0.f;
+#pragma unroll
+			for (int i = 0; i < SPL_MAXNT; i++) dot += qv[i] * x[u][i];
+			dot = dec_warp_sum(dot);
+			s[u] = j + u < k1 ? dot * scale : -DEC_INF;
+		}
+#pragma unroll
+		for (int u = 0; u < 4; u++)
+#pragma unroll
+			for (int i = 0; i < SPL_MAXNT; i++) {
+				int d = lane + 32 * i;
+				x[u][i] = (j + u < k1 && i < nt && d < hd) ? vp[(long long)(j + u) * kld + d] : 0.f;
+			}
+		float mn = fmaxf(fmaxf(m, fmaxf(s[0], s[1])), fmaxf(s[2], s[3])); // finite: key j exists
+		float corr = __expf(m - mn);                                         // 0 on the first keys (m = −inf)
+		float p0 = __expf(s[0] - mn), p1 = __expf(s[1] - mn), p2 = __expf(s[2] - mn), p3 = __expf(s[3] - mn);
+		l = l * corr + ((p0 + p1) + (p2 + p3));
+#pragma unroll
+		for (int i = 0; i < SPL_MAXNT; i++) acc[i] = acc[i] * corr + p0 * x[0][i] + p1 * x[1][i] + p2 * x[2][i] + p3 * x[3][i];
+		m = mn;
+	}
+	if (nsp == 1) {
+		float inv = 1.f / l;
+		const long long o = qrow * qld + (long long)h * hd;
+#pragma unroll
+		for (int i = 0; i < SPL_MAXNT; i++) {
+			int d = lane + 32 * i;
+			if (i < nt && d < hd) {
+				out[o + d] = acc[i] * inv;
+				if (o16) o16[o + d] = dec_to_bf16(acc[i] * inv);
+			}
+		}
+		if (lane == 0) lse[(long long)qrow * heads + h] = m + __logf(l);
+		return;
+	}
+	float *pp = part + ((long long)(row * heads + h) * nsp + sp) * (hd + 2);
+#pragma unroll
+	for (int i = 0; i < SPL_MAXNT; i++) {
+		int d = lane + 32 * i;
+		if (i < nt && d < hd) pp[d] = acc[i];
+	}
+	if (lane == 0) {
+		pp[hd] = m;
+		pp[hd + 1] = l;
+	}
+}
+
+// attn_split_combine: one warp per (row, query head) merges the nsp
+// partials of attn_split: out = Σ e^(m_s−M)·acc_s / Σ e^(m_s−M)·l_s with
+// M the largest m_s (an empty split has m = −inf, l = 0, acc = 0 and adds
+// nothing), lse = M + log of the denominator; o16 as attn_split's.
+extern "C" __global__ void attn_split_combine(float *out, unsigned short *o16, float *lse, const float *part, const int *rows, int heads, int hd,
+                                              int nsp) {
+	const int row = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
+	const int qrow = rows[3 * row];
+	const float *pp = part + (long long)(row * heads + h) * nsp * (hd + 2);
+	float M = -DEC_INF;
+	for (int s = 0; s < nsp; s++) M = fmaxf(M, pp[s * (hd + 2) + hd]);
+	float L = 0.f;
+	for (int s = 0; s < nsp; s++) L += __expf(pp[s * (hd + 2) + hd] - M) * pp[s * (hd + 2) + hd + 1];
+	float inv = 1.f / L;
+	const long long o = (long long)qrow * heads * hd + (long long)h * hd;
+	for (int d = lane; d < hd; d += 32) {
+		float acc = 0.f;
+		for (int s = 0; s < nsp; s++) acc += __expf(pp[s * (hd + 2) + hd] - M) * pp[s * (hd + 2) + d];
+		out[o + d] = acc * inv;
+		if (o16) o16[o + d] = dec_to_bf16(acc * inv);
+	}
+	if (lane == 0) lse[(long long)qrow * heads + h] = M + __logf(L);
+}
+
+// gemv_bf16: y[m×n] = x[m×k]·wᵀ for the few rows of a decoding step
+// (m ≤ GEMV_MAXM): w [n×k] and x in bf16, products summed in fp32, y fp32.
+// One warp per output column j (row j of w), lanes reading 16-byte pieces
+// (8 values) of it, four pieces in flight per lane; the rows of x come
+// through L1/L2, being read by every warp. k must be a multiple of 8 and
+// the buffers 16-byte aligned. Weight bytes are read once: the step is
+// memory-bound, where cuBLAS's kernels for one or a few rows reach about
+// two thirds of the copy bandwidth.
+#define GEMV_MAXM 4
+
+__device__ __forceinline__ void bf16x8(uint4 u, float *f) {
+	unsigned int a[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+	for (int i = 0; i < 4; i++) {
+		f[2 * i] = __uint_as_float(a[i] << 16);
+		f[2 * i + 1] = __uint_as_float(a[i] & 0xffff0000u);
+	}
+}
+
+// gemv_dot adds row j of w times the m rows of x into acc (lane partials).
+__device__ __forceinline__ void gemv_dot(float *acc, const unsigned short *__restrict__ x, const unsigned short *__restrict__ w, long long j, int m, int k) {
+	const int lane = threadIdx.x & 31;
+	const uint4 *wr = (const uint4 *)(w + j * k);
+	const int pieces = k >> 3;
+	for (int p0 = lane; p0 < pieces; p0 += 128) {
+		uint4 wv[4];
+#pragma unroll
+		for (int u = 0; u < 4; u++) {
+			int p = p0 + 32 * u;
+			if (p < pieces) wv[u] = wr[p];
+			else wv[u].x = wv[u].y = wv[u].z = wv[u].w = 0u;
+		}
+#pragma unroll
+		for (int u = 0; u < 4; u++) {
+			int p = p0 + 32 * u;
+			if (p >= pieces) break;
+			float wf[8];
+			bf16x8(wv[u], wf);
+#pragma unroll
+			for (int r = 0; r < GEMV_MAXM; r++) {
+				if (r >= m) break;
+				float xf[8];
+				bf16x8(((const uint4 *)(x + (long long)r * k))[p], xf);
+#pragma unroll
+				for (int e = 0; e < 8; e++) acc[r] += wf[e] * xf[e];
+			}
+		}
+	}
+#pragma unroll
+	for (int r = 0; r < GEMV_MAXM; r++) acc[r] = dec_warp_sum(acc[r]);
+}
+
+extern "C" __global__ void gemv_bf16(float *__restrict__ y, const unsigned short *__restrict__ x, const unsigned short *__restrict__ w, int m, int n, int k) {
+	const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	if (j >= n) return;
+	float acc[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
+	gemv_dot(acc, x, w, j, m, k);
+	if ((threadIdx.x & 31) == 0)
+		for (int r = 0; r < m; r++) y[(long long)r * n + j] = acc[r];
+}
+
+// gemv3_bf16: three products of the same x in one launch (q, k and v):
+// columns [0, n0) of the grid go to y0 = x·w0ᵀ, the next n1 to y1, the
+// next n2 to y2.
+extern "C" __global__ void gemv3_bf16(float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1, float *y2,
+                                      const unsigned short *w2, int n2, const unsigned short *__restrict__ x, int m, int k) {
+	int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	float *y = y0;
+	const unsigned short *w = w0;
+	int n = n0;
+	if (j >= n0) {
+		j -= n0, y = y1, w = w1, n = n1;
+		if (j >= n1) j -= n1, y = y2, w = w2, n = n2;
+	}
+	if (j >= n) return;
+	float acc[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
+	gemv_dot(acc, x, w, j, m, k);
+	if ((threadIdx.x & 31) == 0)
+		for (int r = 0; r < m; r++) y[(long long)r * n + j] = acc[r];
+}
+
+// gemv_swiglu_bf16: the gate and up products and SwiGLU in one launch:
+// act16[r, j] = bf16(silu(x_r·wg_j)·(x_r·wu_j)), swiglu_f32's arithmetic on
+// the two sums.
+extern "C" __global__ void gemv_swiglu_bf16(unsigned short *act16, const unsigned short *__restrict__ x, const unsigned short *__restrict__ wg,
+                                            const unsigned short *__restrict__ wu, int m, int n, int k) {
+	const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	if (j >= n) return;
+	float g[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f}, u[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
+	gemv_dot(g, x, wg, j, m, k);
+	gemv_dot(u, x, wu, j, m, k);
+	if ((threadIdx.x & 31) == 0)
+		for (int r = 0; r < m; r++) {
+			float xx = g[r];
+			float v = xx / (1.f + expf(-xx)) * u[r];
+			act16[(long long)r * n + j] = dec_to_bf16(v);
+		}
+}
