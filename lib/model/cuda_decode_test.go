@@ -22,7 +22,8 @@ func TestStepBucket(t *testing.T) {
 // model's op-by-op path on every parity fixture, in fp32 and bf16 mode:
 // greedy and sampled continuations of batches whose rows finish at
 // different steps (so the step runs several buckets, padded rows included),
-// with the step run directly and replayed from CUDA graphs. Graph replays
+// with the step run directly and replayed from CUDA graphs, with split-key
+// attention and with the per-row decode kernel (useSplit). Graph replays
 // must equal the direct step bit for bit (the same launches); both must give
 // the op-by-op path's tokens, and log-probs within 1e-4 (fp32) or 2e-2
 // (bf16): the step's attention splits the keys and its small-batch products
@@ -79,8 +80,21 @@ func TestCUDADecodeStep(t *testing.T) {
 					if be.graphReplays == replays {
 						t.Errorf("%s: no graph was replayed", c.what)
 					}
+					// The same with the per-row attention kernel (what large
+					// batches take) instead of attn_split.
+					be.splitMaxBlocks = -1
+					perRow := run(decodeGraph, c.opts)
+					be.splitMaxBlocks = 0
 					var worst float64
 					for i := range gen {
+						if !equalInts(perRow[i].IDs, gen[i].IDs) || perRow[i].Finish != gen[i].Finish {
+							t.Errorf("%s row %d, per-row attention: tokens differ from the op-by-op path\n graph   %v (%s)\n generic %v (%s)",
+								c.what, i, perRow[i].IDs, perRow[i].Finish, gen[i].IDs, gen[i].Finish)
+						} else {
+							for j := range gen[i].LogProbs {
+								worst = math.Max(worst, math.Abs(float64(perRow[i].LogProbs[j]-gen[i].LogProbs[j])))
+							}
+						}
 						if !equalInts(graph[i].IDs, direct[i].IDs) || !equalF32(graph[i].LogProbs, direct[i].LogProbs) ||
 							!equalF32(graph[i].SampleLogProbs, direct[i].SampleLogProbs) || graph[i].Finish != direct[i].Finish {
 							t.Errorf("%s row %d: graph replay differs from the direct step\n graph  %v %v\n direct %v %v",
