@@ -9,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/mempo/mempo/lib/checkpoint"
 )
 
 // TestCUDABenchmarks measures the CUDA backend on random-weight Qwen2.5
@@ -42,18 +40,8 @@ func TestCUDABenchmarks(t *testing.T) {
 	for _, run := range runs {
 		name, mode := run[0], run[1]
 		be.SetBF16(mode == "bf16")
-		cfg, err := checkpoint.Preset(name)
-		if err != nil {
-			t.Fatal(err)
-		}
 		t0 := time.Now()
-		tensors := checkpoint.RandomInit(cfg, 1)
-		m, err := New(cfg, tensors, be)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tensors = nil
-		runtime.GC()
+		m := randomPresetModel(t, be, name)
 		// LM head in chunks of 2048 rows (the model's default, 32 MiB of
 		// logits a chunk, suits the CPU; the GPU has room for larger GEMMs).
 		m.headRows = 2048
@@ -125,14 +113,7 @@ func TestCUDABenchmarks(t *testing.T) {
 			paramBytes += wbytes * float64(sp.rows*sp.cols)
 		}
 		for _, B := range []int{1, 32, 256} {
-			reqs := make([]Request, B)
-			for i := range reqs {
-				p := make([]int, 128)
-				for j := range p {
-					p[j] = (j*31 + i*17 + 1) % m.a.vocab
-				}
-				reqs[i] = Request{Prompt: p}
-			}
+			reqs := benchPrompts(m, B)
 			opts := GenerateOptions{MaxTokens: 128, IgnoreEOS: true}
 			if _, err := m.Generate(reqs[:1], GenerateOptions{MaxTokens: 4, IgnoreEOS: true}); err != nil {
 				t.Fatal(err)

@@ -36,18 +36,8 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 	modes := strings.Split(cudaEnvOr("MEMPO_CUDA_DECODE_BENCH_MODES", "generic,direct,graph"), ",")
 	be.SetBF16(true)
 	for _, name := range models {
-		cfg, err := checkpoint.Preset(name)
-		if err != nil {
-			t.Fatal(err)
-		}
 		t0 := time.Now()
-		tensors := checkpoint.RandomInit(cfg, 1)
-		m, err := New(cfg, tensors, be)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tensors = nil
-		runtime.GC()
+		m := randomPresetModel(t, be, name)
 		var wBytes float64
 		for _, sp := range m.specs {
 			if sp.rows > 1 && sp.cols > 1 && !(sp.name == "model.embed_tokens.weight" && !m.a.tied) {
@@ -56,14 +46,7 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 		}
 		fmt.Printf("BENCH %s loaded in %.1fs; a step reads %.3f GB of bf16 weights\n", name, time.Since(t0).Seconds(), wBytes/1e9)
 		for _, B := range []int{1, 32, 256} {
-			reqs := make([]Request, B)
-			for i := range reqs {
-				p := make([]int, 128)
-				for j := range p {
-					p[j] = (j*31 + i*17 + 1) % m.a.vocab
-				}
-				reqs[i] = Request{Prompt: p}
-			}
+			reqs := benchPrompts(m, B)
 			kvBytes := float64(2*m.a.layers*m.a.kvHeads*m.a.headDim*4) * float64(B) * 192
 			bound := float64(B) * bw / (wBytes + kvBytes)
 			gen := func(n int) float64 {
@@ -136,4 +119,32 @@ func copyBandwidth(t *testing.T, d *cuda.Device) float64 {
 	}
 	sort.Float64s(ts)
 	return 2 * n / (ts[len(ts)/2] / 1e3)
+}
+
+// randomPresetModel is the preset's shape with checkpoint.RandomInit's
+// weights (seed 1) on be.
+func randomPresetModel(t *testing.T, be Backend, name string) *Model {
+	cfg, err := checkpoint.Preset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := New(cfg, checkpoint.RandomInit(cfg, 1), be)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC() // the host copies of the weights
+	return m
+}
+
+// benchPrompts are the decoding benchmarks' B prompts of 128 tokens.
+func benchPrompts(m *Model, B int) []Request {
+	reqs := make([]Request, B)
+	for i := range reqs {
+		p := make([]int, 128)
+		for j := range p {
+			p[j] = (j*31 + i*17 + 1) % m.a.vocab
+		}
+		reqs[i] = Request{Prompt: p}
+	}
+	return reqs
 }

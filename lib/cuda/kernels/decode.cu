@@ -53,6 +53,27 @@ extern "C" __global__ void dec_add_rmsnorm(float *x, const float *d, float *o32,
 	}
 }
 
+// dec_rope_heads rotates nheads heads of hd values, src (plus bias, when
+// not null) to dst, by position row p·(hd/2) of the tables: rope_f32's
+// arithmetic, one pair (i, i+hd/2) per thread and step.
+__device__ __forceinline__ void dec_rope_heads(float *dst, const float *src, const float *bias, int nheads, int hd, const float *cs,
+                                               const float *sn, long long p) {
+	const int half = hd / 2;
+	for (int t = threadIdx.x; t < nheads * half; t += blockDim.x) {
+		int h = t / half, i = t - h * half;
+		int j1 = h * hd + i, j2 = j1 + half;
+		float x1 = src[j1], x2 = src[j2];
+		if (bias) {
+			x1 = x1 + bias[j1];
+			x2 = x2 + bias[j2];
+		}
+		float c = cs[p + i], s = sn[p + i];
+		float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
+		dst[j1] = y1;
+		dst[j2] = y2;
+	}
+}
+
 // dec_rope_kv: one block per row r. q (heads·hd columns) gets its bias and
 // the rotation of position pos[r], in place; k gets the same and is written
 // to row crow[r] of the cache kc, v gets its bias and goes to row crow[r] of
@@ -61,40 +82,16 @@ extern "C" __global__ void dec_add_rmsnorm(float *x, const float *d, float *o32,
 extern "C" __global__ void dec_rope_kv(float *q, const float *k, const float *v, const float *bq, const float *bk, const float *bv,
                                        float *kc, float *vc, const int *pos, const int *crow, const float *cs, const float *sn,
                                        int heads, int kvheads, int hd) {
-	const int r = blockIdx.x, half = hd / 2;
-	const long long p = (long long)pos[r] * half;
+	const int r = blockIdx.x;
+	const long long p = (long long)pos[r] * (hd / 2);
 	const int cr = crow[r];
 	const int qd = heads * hd, kvd = kvheads * hd;
 	float *qr = q + (long long)r * qd;
-	for (int t = threadIdx.x; t < heads * half; t += blockDim.x) {
-		int h = t / half, i = t - h * half;
-		int j1 = h * hd + i, j2 = j1 + half;
-		float x1 = qr[j1], x2 = qr[j2];
-		if (bq) {
-			x1 = x1 + bq[j1];
-			x2 = x2 + bq[j2];
-		}
-		float c = cs[p + i], s = sn[p + i];
-		float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
-		qr[j1] = y1;
-		qr[j2] = y2;
-	}
+	dec_rope_heads(qr, qr, bq, heads, hd, cs, sn, p);
 	if (cr < 0) return;
-	const float *kr = k + (long long)r * kvd, *vr = v + (long long)r * kvd;
-	float *kd = kc + (long long)cr * kvd, *vd = vc + (long long)cr * kvd;
-	for (int t = threadIdx.x; t < kvheads * half; t += blockDim.x) {
-		int h = t / half, i = t - h * half;
-		int j1 = h * hd + i, j2 = j1 + half;
-		float x1 = kr[j1], x2 = kr[j2];
-		if (bk) {
-			x1 = x1 + bk[j1];
-			x2 = x2 + bk[j2];
-		}
-		float c = cs[p + i], s = sn[p + i];
-		float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
-		kd[j1] = y1;
-		kd[j2] = y2;
-	}
+	const float *vr = v + (long long)r * kvd;
+	float *vd = vc + (long long)cr * kvd;
+	dec_rope_heads(kc + (long long)cr * kvd, k + (long long)r * kvd, bk, kvheads, hd, cs, sn, p);
 	for (int j = threadIdx.x; j < kvd; j += blockDim.x) {
 		float x = vr[j];
 		if (bv) x = x + bv[j];
