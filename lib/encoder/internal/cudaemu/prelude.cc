@@ -1,4 +1,4 @@
-// prelude.cc: what kernels/bert.cu and kernels/flatsearch.cu need of CUDA
+// prelude.cc: what kernels/bert.cu, flatsearch.cu and decode.cu need of CUDA
 // to run on the CPU, put before the source by cudaemu.go, which compiles
 // both with g++ into a shared library. Every CUDA thread of a block is a
 // fiber on its own stack; __syncthreads switches back to the scheduler,
@@ -33,6 +33,27 @@ static inline float __int_as_float(int i) {
 	memcpy(&f, &i, 4);
 	return f;
 }
+static inline float __uint_as_float(unsigned u) {
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+static inline unsigned __float_as_uint(float f) {
+	unsigned u;
+	memcpy(&u, &f, 4);
+	return u;
+}
+// The GPU's fast intrinsics as the exact functions (they differ by a few
+// ulp; macros, since math.h declares glibc-internal functions of the names).
+#define __expf(x) expf(x)
+#define __logf(x) logf(x)
+struct uint4 {
+	unsigned x, y, z, w;
+};
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline long long min(long long a, long long b) { return a < b ? a : b; }
+static inline long long max(long long a, long long b) { return a > b ? a : b; }
 
 // IEEE half conversions, round to nearest even (as cvt.rn.f16.f32).
 static inline unsigned short f2h(float f) {

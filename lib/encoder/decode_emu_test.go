@@ -1,0 +1,351 @@
+package encoder
+
+// lib/cuda's kernels/decode.cu (the CUDA decoding step of lib/model) on the
+// kernel emulation (internal/cudaemu), against references computed here in
+// float64: residual add + RMSNorm, bias + RoPE + KV-cache write (padding
+// rows write no cache row), split-key decode attention with its merge (head
+// dims that are not multiples of 32, splits past a row's keys, one split),
+// and the small-batch bf16 GEMV kernels. Outputs start as NaN (the
+// emulation's fresh memory), so an unwritten element fails; red zones catch
+// writes out of bounds. The GPU runs of these kernels are lib/model's
+// TestCUDADecodeKernels and TestCUDADecodeStep. (The test sits here because
+// internal/cudaemu is lib/encoder's.)
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"testing"
+	"unsafe"
+
+	"github.com/mempo/mempo/lib/cuda"
+	"github.com/mempo/mempo/lib/encoder/internal/cudaemu"
+)
+
+type decEmu struct {
+	t *testing.T
+	d *cudaemu.Device
+	r *rand.Rand
+}
+
+func newDecEmu(t *testing.T) *decEmu {
+	if ok, why := cudaemu.Available(); !ok {
+		t.Skipf("no kernel emulation: %s", why)
+	}
+	dir := t.TempDir()
+	d, err := cudaemu.NewModule(dir, "decode", 0)
+	os.RemoveAll(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &decEmu{t: t, d: d, r: rand.New(rand.NewPCG(3, 16))}
+}
+
+func (e *decEmu) rnd(n int, scale float64) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(scale * e.r.NormFloat64())
+	}
+	return v
+}
+
+// put copies a slice to a new device buffer; empty returns an unwritten one.
+func (e *decEmu) put(p unsafe.Pointer, bytes int) cuda.Ptr {
+	e.t.Helper()
+	q, err := e.d.Alloc(bytes)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if p != nil {
+		if err := e.d.HtoD(q, p, bytes); err != nil {
+			e.t.Fatal(err)
+		}
+	}
+	return q
+}
+
+func (e *decEmu) f32(v []float32) cuda.Ptr { return e.put(unsafe.Pointer(&v[0]), 4*len(v)) }
+func (e *decEmu) i32(v []int32) cuda.Ptr   { return e.put(unsafe.Pointer(&v[0]), 4*len(v)) }
+func (e *decEmu) u16(v []uint16) cuda.Ptr  { return e.put(unsafe.Pointer(&v[0]), 2*len(v)) }
+func (e *decEmu) empty(bytes int) cuda.Ptr { return e.put(nil, bytes) }
+
+func (e *decEmu) get(p cuda.Ptr, n int) []float32 {
+	e.t.Helper()
+	v := make([]float32, n)
+	if err := e.d.DtoH(unsafe.Pointer(&v[0]), p, 4*n); err != nil {
+		e.t.Fatal(err)
+	}
+	return v
+}
+
+func (e *decEmu) run(name string, grid, block cuda.Dim3, args ...any) {
+	e.t.Helper()
+	if err := e.d.Kernel(name, grid, block, 0, args...); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// near fails when got and want differ by more than tol of want's scale, or
+// got has a NaN.
+func (e *decEmu) near(what string, got []float32, want []float64, tol float64) {
+	e.t.Helper()
+	var d, s float64
+	for i := range want {
+		if math.IsNaN(float64(got[i])) {
+			e.t.Errorf("%s: element %d is NaN (not written?)", what, i)
+			return
+		}
+		d = math.Max(d, math.Abs(float64(got[i])-want[i]))
+		s = math.Max(s, math.Abs(want[i]))
+	}
+	if d > tol*math.Max(s, 1e-30) {
+		e.t.Errorf("%s: max error %.3g of scale %.3g", what, d, s)
+	}
+}
+
+func bf16Round(f float32) uint16 {
+	u := math.Float32bits(f)
+	u += 0x7fff + (u>>16)&1
+	return uint16(u >> 16)
+}
+
+func bf16Value(h uint16) float64 { return float64(math.Float32frombits(uint32(h) << 16)) }
+
+func TestEmuDecodeNormRoPE(t *testing.T) {
+	e := newDecEmu(t)
+	// dec_add_rmsnorm: 3 rows of 37, with and without the residual.
+	const rows, dim = 3, 37
+	for _, withD := range []bool{false, true} {
+		x, d, w := e.rnd(rows*dim, 1), e.rnd(rows*dim, 1), e.rnd(dim, 1)
+		xp, wp := e.f32(x), e.f32(w)
+		var dp cuda.Ptr
+		if withD {
+			dp = e.f32(d)
+		}
+		o32, o16 := e.empty(4*rows*dim), e.empty(2*rows*dim)
+		e.run("dec_add_rmsnorm", cuda.Dim3{X: rows}, cuda.Dim3{X: 64}, xp, dp, o32, o16, wp, rows, dim, float32(1e-6))
+		wantX, wantO := make([]float64, rows*dim), make([]float64, rows*dim)
+		for r := 0; r < rows; r++ {
+			var ss float64
+			for j := 0; j < dim; j++ {
+				v := float64(x[r*dim+j])
+				if withD {
+					v = float64(x[r*dim+j] + d[r*dim+j])
+				}
+				wantX[r*dim+j] = v
+				ss += v * v
+			}
+			rs := 1 / math.Sqrt(ss/dim+1e-6)
+			for j := 0; j < dim; j++ {
+				wantO[r*dim+j] = float64(w[j]) * wantX[r*dim+j] * rs
+			}
+		}
+		e.near(fmt.Sprintf("dec_add_rmsnorm residual=%v x", withD), e.get(xp, rows*dim), wantX, 1e-7)
+		e.near(fmt.Sprintf("dec_add_rmsnorm residual=%v out", withD), e.get(o32, rows*dim), wantO, 1e-6)
+		raw := make([]uint16, rows*dim)
+		if err := e.d.DtoH(unsafe.Pointer(&raw[0]), o16, 2*len(raw)); err != nil {
+			t.Fatal(err)
+		}
+		got16 := make([]float32, len(raw))
+		for i, h := range raw {
+			got16[i] = float32(bf16Value(h))
+		}
+		e.near(fmt.Sprintf("dec_add_rmsnorm residual=%v bf16 out", withD), got16, wantO, 1e-2)
+	}
+
+	// dec_rope_kv: 3 heads / 1 kv head of 8, rows at positions 0, 5, 9; the
+	// middle row is padding (no cache row).
+	const heads, kvh, hd, half, npos, capRows = 3, 1, 8, 4, 16, 12
+	qd, kvd := heads*hd, kvh*hd
+	q, k, v := e.rnd(3*qd, 1), e.rnd(3*kvd, 1), e.rnd(3*kvd, 1)
+	bq, bk, bv := e.rnd(qd, 1), e.rnd(kvd, 1), e.rnd(kvd, 1)
+	pos, crow := []int32{0, 5, 9}, []int32{2, -1, 7}
+	cs, sn := make([]float32, npos*half), make([]float32, npos*half)
+	for p := 0; p < npos; p++ {
+		for i := 0; i < half; i++ {
+			a := float64(p) * math.Pow(10000, -2*float64(i)/hd)
+			cs[p*half+i], sn[p*half+i] = float32(math.Cos(a)), float32(math.Sin(a))
+		}
+	}
+	qp := e.f32(q)
+	kc, vc := e.empty(4*capRows*kvd), e.empty(4*capRows*kvd)
+	e.run("dec_rope_kv", cuda.Dim3{X: 3}, cuda.Dim3{X: 128}, qp, e.f32(k), e.f32(v), e.f32(bq), e.f32(bk), e.f32(bv), kc, vc,
+		e.i32(pos), e.i32(crow), e.f32(cs), e.f32(sn), heads, kvh, hd)
+	rot := func(x, b []float32, nh int, p int32) []float64 {
+		out := make([]float64, nh*hd)
+		for h := 0; h < nh; h++ {
+			for i := 0; i < half; i++ {
+				x1, x2 := float64(x[h*hd+i]+b[h*hd+i]), float64(x[h*hd+i+half]+b[h*hd+i+half])
+				c, s := float64(cs[int(p)*half+i]), float64(sn[int(p)*half+i])
+				out[h*hd+i], out[h*hd+i+half] = x1*c-x2*s, x2*c+x1*s
+			}
+		}
+		return out
+	}
+	gotQ, gotK, gotV := e.get(qp, 3*qd), e.get(kc, capRows*kvd), e.get(vc, capRows*kvd)
+	for r := 0; r < 3; r++ {
+		e.near(fmt.Sprintf("dec_rope_kv q row %d", r), gotQ[r*qd:(r+1)*qd], rot(q[r*qd:], bq, heads, pos[r]), 1e-6)
+		if crow[r] < 0 {
+			continue
+		}
+		c := int(crow[r])
+		e.near(fmt.Sprintf("dec_rope_kv k row %d", r), gotK[c*kvd:(c+1)*kvd], rot(k[r*kvd:], bk, kvh, pos[r]), 1e-6)
+		wantV := make([]float64, kvd)
+		for j := range wantV {
+			wantV[j] = float64(v[r*kvd+j] + bv[j])
+		}
+		e.near(fmt.Sprintf("dec_rope_kv v row %d", r), gotV[c*kvd:(c+1)*kvd], wantV, 1e-7)
+	}
+	// Cache rows no row writes stay as they were (NaN from the emulation).
+	for c := 0; c < capRows; c++ {
+		if c != 2 && c != 7 && !math.IsNaN(float64(gotK[c*kvd])) {
+			t.Errorf("dec_rope_kv wrote cache row %d", c)
+		}
+	}
+}
+
+func TestEmuDecodeAttention(t *testing.T) {
+	e := newDecEmu(t)
+	const heads, kvh, hd, slotRows = 4, 2, 40, 64
+	g, qd, kvd := heads/kvh, heads*hd, kvh*hd
+	scale := float32(1 / math.Sqrt(hd))
+	keys := []int{1, 23, 50}
+	R := len(keys)
+	q, k, v := e.rnd(R*qd, 1), e.rnd(R*slotRows*kvd, 1), e.rnd(R*slotRows*kvd, 1)
+	var rows []int32
+	for i, n := range keys {
+		rows = append(rows, int32(i), int32(i*slotRows), int32(n))
+	}
+	// float64 softmax attention of query head h of row i over its slot.
+	wantO, wantL := make([]float64, R*qd), make([]float64, R*heads)
+	for i, n := range keys {
+		for h := 0; h < heads; h++ {
+			kh := h / g
+			s := make([]float64, n)
+			m := math.Inf(-1)
+			for j := 0; j < n; j++ {
+				var dot float64
+				for d := 0; d < hd; d++ {
+					dot += float64(q[i*qd+h*hd+d]) * float64(k[(i*slotRows+j)*kvd+kh*hd+d])
+				}
+				s[j] = dot * float64(scale)
+				m = math.Max(m, s[j])
+			}
+			var l float64
+			for j := range s {
+				s[j] = math.Exp(s[j] - m)
+				l += s[j]
+			}
+			for d := 0; d < hd; d++ {
+				var o float64
+				for j := 0; j < n; j++ {
+					o += s[j] * float64(v[(i*slotRows+j)*kvd+kh*hd+d])
+				}
+				wantO[i*qd+h*hd+d] = o / l
+			}
+			wantL[i*heads+h] = m + math.Log(l)
+		}
+	}
+	qp, kp, vp, rp := e.f32(q), e.f32(k), e.f32(v), e.i32(rows)
+	for _, chunk := range []int{16, 64} {
+		nsp := (slotRows + chunk - 1) / chunk
+		out, o16, lse := e.empty(4*R*qd), e.empty(2*R*qd), e.empty(4*R*heads)
+		part := e.empty(4 * R * heads * nsp * (hd + 2))
+		e.run("attn_split", cuda.Dim3{X: R, Y: kvh, Z: nsp}, cuda.Dim3{X: 32 * g}, out, o16, lse, part, qp, kp, vp, rp, heads, kvh, hd, scale, chunk)
+		if nsp > 1 {
+			e.run("attn_split_combine", cuda.Dim3{X: R, Y: heads}, cuda.Dim3{X: 32}, out, o16, lse, part, rp, heads, hd, nsp)
+		}
+		e.near(fmt.Sprintf("attn_split chunk %d out", chunk), e.get(out, R*qd), wantO, 1e-5)
+		e.near(fmt.Sprintf("attn_split chunk %d lse", chunk), e.get(lse, R*heads), wantL, 1e-6)
+		raw := make([]uint16, R*qd)
+		if err := e.d.DtoH(unsafe.Pointer(&raw[0]), o16, 2*len(raw)); err != nil {
+			t.Fatal(err)
+		}
+		got16 := make([]float32, len(raw))
+		for i, h := range raw {
+			got16[i] = float32(bf16Value(h))
+		}
+		e.near(fmt.Sprintf("attn_split chunk %d bf16 out", chunk), got16, wantO, 1e-2)
+	}
+}
+
+func TestEmuDecodeGEMV(t *testing.T) {
+	e := newDecEmu(t)
+	const k = 2168 // 271 pieces of 8 values: two strides of 128 pieces and a partial one
+	rnd16 := func(n int, scale float64) ([]uint16, []float64) {
+		h, f := make([]uint16, n), make([]float64, n)
+		for i, x := range e.rnd(n, scale) {
+			h[i] = bf16Round(x)
+			f[i] = bf16Value(h[i])
+		}
+		return h, f
+	}
+	dot := func(x, w []float64, r, j int) float64 {
+		var s float64
+		for c := 0; c < k; c++ {
+			s += x[r*k+c] * w[j*k+c]
+		}
+		return s
+	}
+	for _, m := range []int{1, 3, 4} {
+		x16, x := rnd16(m*k, 1)
+		xp := e.u16(x16)
+		// gemv_bf16: 10 columns (two blocks of 8 warps, the last partly idle).
+		const n = 10
+		w16, w := rnd16(n*k, 1)
+		y := e.empty(4 * m * n)
+		e.run("gemv_bf16", cuda.Dim3{X: (n + 7) / 8}, cuda.Dim3{X: 256}, y, xp, e.u16(w16), m, n, k)
+		want := make([]float64, m*n)
+		for r := 0; r < m; r++ {
+			for j := 0; j < n; j++ {
+				want[r*n+j] = dot(x, w, r, j)
+			}
+		}
+		e.near(fmt.Sprintf("gemv_bf16 m=%d", m), e.get(y, m*n), want, 1e-6)
+
+		// gemv3_bf16: 5, 3 and 2 columns.
+		ns := []int{5, 3, 2}
+		var ys []cuda.Ptr
+		var wf [][]float64
+		var args []any
+		for _, nn := range ns {
+			h, f := rnd16(nn*k, 1)
+			ys = append(ys, e.empty(4*m*nn))
+			wf = append(wf, f)
+			args = append(args, ys[len(ys)-1], e.u16(h), nn)
+		}
+		args = append(args, xp, m, k)
+		e.run("gemv3_bf16", cuda.Dim3{X: (10 + 7) / 8}, cuda.Dim3{X: 256}, args...)
+		for i, nn := range ns {
+			want := make([]float64, m*nn)
+			for r := 0; r < m; r++ {
+				for j := 0; j < nn; j++ {
+					want[r*nn+j] = dot(x, wf[i], r, j)
+				}
+			}
+			e.near(fmt.Sprintf("gemv3_bf16 m=%d output %d", m, i), e.get(ys[i], m*nn), want, 1e-6)
+		}
+
+		// gemv_swiglu_bf16: 9 columns.
+		const ni = 9
+		g16, gw := rnd16(ni*k, 1)
+		u16, uw := rnd16(ni*k, 1)
+		act := e.empty(2 * m * ni)
+		e.run("gemv_swiglu_bf16", cuda.Dim3{X: (ni + 7) / 8}, cuda.Dim3{X: 256}, act, xp, e.u16(g16), e.u16(u16), m, ni, k)
+		raw := make([]uint16, m*ni)
+		if err := e.d.DtoH(unsafe.Pointer(&raw[0]), act, 2*len(raw)); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]float32, len(raw))
+		want = make([]float64, m*ni)
+		for r := 0; r < m; r++ {
+			for j := 0; j < ni; j++ {
+				gg, uu := dot(x, gw, r, j), dot(x, uw, r, j)
+				want[r*ni+j] = gg / (1 + math.Exp(-gg)) * uu
+				got[r*ni+j] = float32(bf16Value(raw[r*ni+j]))
+			}
+		}
+		e.near(fmt.Sprintf("gemv_swiglu_bf16 m=%d", m), got, want, 1e-2)
+	}
+}
