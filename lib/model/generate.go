@@ -193,24 +193,24 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 		}
 		if st != nil {
 			m.stepInto(active, st, opts)
-			continue
+		} else {
+			// One decoding step: each active row feeds its last token.
+			b := &batch{cache: cache}
+			for i, r := range active {
+				n := len(r.gen.IDs)
+				pos := r.promptLen + n - 1
+				b.ids = append(b.ids, r.gen.IDs[n-1])
+				b.pos = append(b.pos, pos)
+				b.seqs = append(b.seqs, AttnSeq{Q: i, N: 1, K: r.slot * capacity, Past: pos})
+			}
+			all := make([]int, len(active))
+			for i := range all {
+				all[i] = i
+			}
+			logits := m.lastLogits(b, all)
+			m.sampleInto(active, logits, opts)
+			m.free(logits)
 		}
-		// One decoding step: each active row feeds its last token.
-		b := &batch{cache: cache}
-		for i, r := range active {
-			n := len(r.gen.IDs)
-			pos := r.promptLen + n - 1
-			b.ids = append(b.ids, r.gen.IDs[n-1])
-			b.pos = append(b.pos, pos)
-			b.seqs = append(b.seqs, AttnSeq{Q: i, N: 1, K: r.slot * capacity, Past: pos})
-		}
-		all := make([]int, len(active))
-		for i := range all {
-			all[i] = i
-		}
-		logits := m.lastLogits(b, all)
-		m.sampleInto(active, logits, opts)
-		m.free(logits)
 		if opts.OnTokens != nil {
 			opts.OnTokens(len(active))
 		}

@@ -48,14 +48,20 @@ func TestGenerateWithStepper(t *testing.T) {
 		{MaxTokens: 12, IgnoreEOS: true},
 		{MaxTokens: 12, Sampling: SampleParams{Temperature: 0.9, TopK: 20}, EOS: []int{7, 11, 13}},
 	} {
+		var wantTok, gotTok int
+		opts.OnTokens = func(n int) { wantTok += n }
 		want, err := plain.Generate(reqs, opts)
 		if err != nil {
 			t.Fatal(err)
 		}
 		sb.made, sb.freed, sb.steps = 0, 0, 0
+		opts.OnTokens = func(n int) { gotTok += n }
 		got, err := stepping.Generate(reqs, opts)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if gotTok != wantTok || gotTok == 0 {
+			t.Errorf("OnTokens reported %d tokens with the stepper, %d without", gotTok, wantTok)
 		}
 		if sb.made != 1 || sb.freed != 1 || sb.steps == 0 {
 			t.Fatalf("stepper made %d times, freed %d, %d steps", sb.made, sb.freed, sb.steps)
