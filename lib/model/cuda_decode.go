@@ -155,11 +155,11 @@ func (b *CUDA) newStepper(m *Model, c *kvCache, rows int) stepper {
 		if t == nil {
 			return 0
 		}
-		g := gt(t)
+		g := gtAny(t) // a frozen base's matrices are bf16 only (FromHostFrozen)
 		if s.bf16 && g.r > 1 && g.c > 1 {
 			return b.bf16Operand(g)
 		}
-		return g.ptr()
+		return gt(t).ptr()
 	}
 	for l := range m.params.layers {
 		W := &m.params.layers[l]

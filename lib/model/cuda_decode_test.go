@@ -115,6 +115,23 @@ func TestCUDADecodeStep(t *testing.T) {
 						t.Errorf("%s: log-probs differ from the op-by-op path by %.3g > %.3g", c.what, worst, tol)
 					}
 				}
+				// A frozen base (LoadFrozen: in bf16 mode its matrices are
+				// bf16 only) decodes through the step as the full model does.
+				fm, err := LoadFrozen(fixtureDir(name), be)
+				if err != nil {
+					t.Fatal(err)
+				}
+				be.decode = decodeGraph
+				frozen, err := fm.Generate(reqs, greedy)
+				if err != nil {
+					t.Fatal(err)
+				}
+				graph := run(decodeGraph, greedy)
+				for i := range graph {
+					if !equalInts(frozen[i].IDs, graph[i].IDs) || !equalF32(frozen[i].LogProbs, graph[i].LogProbs) {
+						t.Errorf("frozen base row %d: %v, full model %v", i, frozen[i].IDs, graph[i].IDs)
+					}
+				}
 			})
 		}
 	}

@@ -18,8 +18,13 @@ type stepBackend interface {
 	newStepper(m *Model, c *kvCache, rows int) stepper
 }
 
-// newStepper returns the backend's stepper for this generation, or nil.
+// newStepper returns the backend's stepper for this generation, or nil. A
+// stepper runs the base model's layers only: with a LoRA adapter attached
+// (lora.go), every step takes the op-by-op path, which adds its products.
 func (m *Model) newStepper(c *kvCache, rows int) stepper {
+	if m.lora != nil {
+		return nil
+	}
 	if sb, ok := m.be.(stepBackend); ok {
 		return sb.newStepper(m, c, rows)
 	}

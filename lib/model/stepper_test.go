@@ -74,3 +74,30 @@ func TestGenerateWithStepper(t *testing.T) {
 		}
 	}
 }
+
+// With a LoRA adapter attached, Generate takes the op-by-op path (a
+// stepper runs the base layers only) and gives what the CPU backend gives.
+func TestGenerateWithAdapterSkipsStepper(t *testing.T) {
+	cfg := tinyConfig(false)
+	plain, _ := loraModel(t, cfg, NewCPU(), 11, allTargets(3, 6, 0))
+	sb := &steppingCPU{CPU: NewCPU()}
+	stepping, _ := loraModel(t, cfg, sb, 11, allTargets(3, 6, 0))
+	reqs := []Request{{Prompt: []int{1, 5, 7, 2}, N: 2, Seed: 3}}
+	opts := GenerateOptions{MaxTokens: 6, IgnoreEOS: true}
+	want, err := plain.Generate(reqs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := stepping.Generate(reqs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.made != 0 {
+		t.Fatalf("a stepper was made for a model with an adapter")
+	}
+	for i := range want {
+		if !equalInts(got[i].IDs, want[i].IDs) || !equalF32(got[i].LogProbs, want[i].LogProbs) {
+			t.Fatalf("row %d: %v, want %v", i, got[i].IDs, want[i].IDs)
+		}
+	}
+}
