@@ -54,7 +54,7 @@ func checkRolloutTB(t *testing.T, dir string, rows []records.Rollout) {
 }
 
 func TestProgressLine(t *testing.T) {
-	st := rollout.Stats{Tasks: 10, Group: 4, TasksDone: 2, Trajectories: 8, TrajectoryTurns: 24, Steps: 60, InFlight: 16,
+	st := rollout.Stats{Tasks: 10, GroupSize: 4, TasksDone: 2, Trajectories: 8, TrajectoryTurns: 24, Steps: 60, InFlight: 16,
 		Turns: 7, GeneratedTokens: 900, PendingTokens: 100, RewardTaskSum: 2, Wall: 10 * time.Second}
 	got := progressLine(st, 1, 11, 16)
 	// 60 of 40×3 steps done after 10 s: 10 s left.

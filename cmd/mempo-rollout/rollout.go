@@ -36,7 +36,7 @@ var rolloutFlags = slices.Concat([]ucli.Flag{
 	&ucli.StringFlag{Name: "tasks", Usage: "tasks file (from `mempo-rollout tasks`, or Search-R1 rows) (required)"},
 	&ucli.StringFlag{Name: "retriever", Usage: "URL of a mempo-serve (or Search-R1) retrieval server"},
 	&ucli.StringFlag{Name: "index", Usage: "index directory searched in process (BM25)"},
-	&ucli.IntFlag{Name: "group", Value: 16, Usage: "trajectories per task (G)"},
+	&ucli.IntFlag{Name: "group", Value: 16, Usage: "group size G: trajectories per task"},
 	&ucli.StringFlag{Name: "out", Usage: "rollouts file, .parquet or .jsonl (required); resumable through OUT.partial/"},
 	&ucli.StringFlag{Name: "jsonl", Usage: "also write a readable JSONL copy with the decoded text of every step"},
 	&ucli.StringFlag{Name: "tb", Usage: "also write throughput and reward scalars (rollout/*, one event per engine turn) as TensorBoard event files into `DIR`"},
@@ -47,7 +47,7 @@ var rolloutFlags = slices.Concat([]ucli.Flag{
 	&ucli.Float64Flag{Name: "top-p", Value: 1, Usage: "nucleus sampling mass (1: off)"},
 	&ucli.IntFlag{Name: "top-k", Value: 0, Usage: "keep the k most likely tokens (0: off)"},
 	&ucli.Uint64Flag{Name: "seed", Value: 0, Usage: "run seed; each (task, sample, turn) draws from its own stream"},
-	&ucli.IntFlag{Name: "batch", Value: 64, Usage: "trajectories in flight at once (whole tasks; at least --group)"},
+	&ucli.IntFlag{Name: "batch", Value: 64, Usage: "trajectories in flight at once (whole tasks; at least the group size)"},
 	&ucli.IntFlag{Name: "max-batch-tokens", Usage: "bound on rows × (longest context + --max-step-tokens) of one generation call, i.e. its KV cache; a turn over it is split into several calls (0: one call per turn); sampling does not change"},
 	&ucli.StringFlag{Name: "policy", Usage: "policy checkpoint id stored in every row (default: the model directory's name @ a hash of its files' sizes and times)"},
 	&ucli.BoolFlag{Name: "no-memory-reward", Usage: "skip the teacher-forced P(gold | …) passes of R^M"},
@@ -136,10 +136,10 @@ func parseRollout(c *ucli.Context) (*rolloutArgs, error) {
 	if (c.String("retriever") == "") == (c.String("index") == "") {
 		return nil, fmt.Errorf("give exactly one of --retriever URL and --index DIR")
 	}
-	G := c.Int("group")
+	groupSize := c.Int("group")
 	switch {
-	case G < 1:
-		return nil, fmt.Errorf("--group: must be at least 1, got %d", G)
+	case groupSize < 1:
+		return nil, fmt.Errorf("--group: must be at least 1, got %d", groupSize)
 	case c.Int("max-step-tokens") < 1:
 		return nil, fmt.Errorf("--max-step-tokens: must be at least 1")
 	case c.Float64("temperature") < 0:
@@ -152,8 +152,8 @@ func parseRollout(c *ucli.Context) (*rolloutArgs, error) {
 		return nil, fmt.Errorf("--limit: must not be negative")
 	case c.Int("max-batch-tokens") < 0:
 		return nil, fmt.Errorf("--max-batch-tokens: must not be negative")
-	case !slices.Contains(rollout.TaskRewards, c.String("task-reward")):
-		return nil, fmt.Errorf("--task-reward: %q, want one of %s", c.String("task-reward"), strings.Join(rollout.TaskRewards, ", "))
+	case !slices.Contains(records.TaskRewards, c.String("task-reward")):
+		return nil, fmt.Errorf("--task-reward: %q, want one of %s", c.String("task-reward"), strings.Join(records.TaskRewards, ", "))
 	}
 	cfg, err := flags.ParseAgent(c)
 	if err != nil {
@@ -169,7 +169,7 @@ func parseRollout(c *ucli.Context) (*rolloutArgs, error) {
 	if c.IsSet("score-lead-in") {
 		cfg.ScoreLeadIn = c.String("score-lead-in")
 	}
-	a := &rolloutArgs{out: out, jsonl: jsonl, journal: out + ".partial", groupSize: G, agent: cfg}
+	a := &rolloutArgs{out: out, jsonl: jsonl, journal: out + ".partial", groupSize: groupSize, agent: cfg}
 	if _, err := os.Stat(out); err == nil && !c.Bool("overwrite") {
 		if _, err := os.Stat(a.journal); errors.Is(err, os.ErrNotExist) {
 			fmt.Fprintf(os.Stderr, "mempo-rollout: %s already holds a finished run; nothing to do (--overwrite runs again)\n", out)
@@ -333,7 +333,7 @@ func openRollout(c *ucli.Context, a *rolloutArgs) (_ *rolloutRun, err error) {
 // journal into the output.
 func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
 	eng := &rollout.Engine{Agent: r.ag, Policy: r.pol.Policy, Searcher: r.searcher, Opts: rollout.Options{
-		Group: a.groupSize, Batch: c.Int("batch"), MaxStepTokens: r.cfg.MaxStepTokens, MaxContext: r.pol.MaxPositions,
+		GroupSize: a.groupSize, Batch: c.Int("batch"), MaxStepTokens: r.cfg.MaxStepTokens, MaxContext: r.pol.MaxPositions,
 		GenTokensPerCall: c.Int("max-batch-tokens"),
 		Sampling:         model.SampleParams{Temperature: c.Float64("temperature"), TopP: c.Float64("top-p"), TopK: c.Int("top-k")},
 		EOS:              r.eos, Decode: r.tok.Decode, Seed: c.Uint64("seed"), PolicyID: r.policyID, Keep: r.cfg.Keep.String(),

@@ -7,9 +7,18 @@ import (
 
 // GeoMeanProb returns P(gold | context) of Eq. 5: the geometric mean of the
 // teacher-forced probabilities of the gold-answer tokens, exp of the mean of
-// their log-probs. logp holds one log-prob per gold token. An empty slice
-// (no gold tokens) or a NaN/+Inf log-prob is an error; −Inf (probability 0)
-// is allowed and gives 0.
+// their log-probs. logp holds one log-prob per gold token. It is the one
+// implementation of the term: the rollout engine scores every <mem> step
+// with it.
+//
+// Edge cases:
+//   - no gold tokens is an error (the agent never builds an empty gold, so
+//     this is a caller's bug, not a 0);
+//   - a NaN or +Inf log-prob is an error (a broken forward pass must not
+//     become a reward);
+//   - −Inf (probability 0) is allowed and gives 0;
+//   - the result is clamped to [0, 1]: a log-prob rounded a hair above 0 in
+//     float32 gives 1, not 1+ε.
 func GeoMeanProb(logp []float32) (float64, error) {
 	if len(logp) == 0 {
 		return math.NaN(), fmt.Errorf("rl: geometric-mean probability of an empty gold answer")
@@ -22,7 +31,7 @@ func GeoMeanProb(logp []float32) (float64, error) {
 		}
 		s += v
 	}
-	return math.Exp(s / float64(len(logp))), nil
+	return min(math.Exp(s/float64(len(logp))), 1), nil
 }
 
 // MemoryReward returns R^M of Eq. 4 for one <mem> block:

@@ -12,7 +12,7 @@ import (
 func TestProgressWhileInFlight(t *testing.T) {
 	ts, tok, m, ag, local := tinyTwoTurnSetup(t, 3)
 	var seen []Stats
-	e := &Engine{Agent: ag, Policy: m, Searcher: local, Opts: Options{Group: 2, Batch: 4, MaxStepTokens: 6, Decode: tok.Decode,
+	e := &Engine{Agent: ag, Policy: m, Searcher: local, Opts: Options{GroupSize: 2, Batch: 4, MaxStepTokens: 6, Decode: tok.Decode,
 		EOS: []int{eosID}, Seed: 5, Keep: "1", Sampling: model.SampleParams{Temperature: 1}}}
 	e.Progress = func(st Stats) { seen = append(seen, st) }
 	run(t, e, jobsOf(ts))
@@ -20,7 +20,7 @@ func TestProgressWhileInFlight(t *testing.T) {
 		t.Fatalf("%d progress calls", len(seen))
 	}
 	first := seen[0]
-	if first.PendingTokens == 0 || first.InFlight != 4 || first.TasksDone != 0 || first.Group != 2 {
+	if first.PendingTokens == 0 || first.InFlight != 4 || first.TasksDone != 0 || first.GroupSize != 2 {
 		t.Errorf("first report %+v: want tokens pending, 4 in flight, no task done", first)
 	}
 	pending := 0

@@ -32,7 +32,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -40,6 +39,7 @@ import (
 	"github.com/mempo/mempo/lib/model"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/retrieval"
+	"github.com/mempo/mempo/lib/rl"
 	"github.com/mempo/mempo/lib/tasks"
 )
 
@@ -59,11 +59,11 @@ type suffixLogProbs interface {
 
 // Options are the engine's knobs besides the protocol (agent.Config).
 type Options struct {
-	// Group is G, the trajectories per task.
-	Group int
+	// GroupSize is G, the trajectories per task.
+	GroupSize int
 	// Batch is the most trajectories in flight (not yet ended) at once. The
 	// slots of ended trajectories are refilled with whole tasks, whose G
-	// samples share their first prefill, so it is raised to Group when
+	// samples share their first prefill, so it is raised to GroupSize when
 	// smaller.
 	Batch int
 	// MaxStepTokens is the generation budget of one step.
@@ -86,9 +86,9 @@ type Options struct {
 	// MemoryReward computes p_gold_mem, p_gold_hist and r_mem for every step
 	// with a <mem> block.
 	MemoryReward bool
-	// TaskReward is R^T's kind (see TaskReward): "" or "exact" (1 when every
-	// objective exact-matches, the paper's), "em" or "f1" (the mean over
-	// objectives: partial credit).
+	// TaskReward is R^T's kind (see records.Rollout.FinishReward): "" or
+	// "exact" (1 when every objective exact-matches, the paper's), "em" or
+	// "f1" (the mean over objectives: partial credit).
 	TaskReward string
 	// MemTokensPerCall bounds the tokens of one LogProbs call of the memory
 	// reward (default 16384).
@@ -129,7 +129,7 @@ type Stats struct {
 	InFlight      int
 	PendingTokens int64
 	RewardTaskSum float64 // Σ R^T of the finished trajectories
-	Group         int     // trajectories per task
+	GroupSize     int     // G, trajectories per task
 }
 
 // Fraction estimates how much of the run is done, counting the turns of
@@ -138,7 +138,7 @@ type Stats struct {
 // before any has finished, so the first estimate errs long). 0 when
 // nothing is known.
 func (s Stats) Fraction(maxTurns int) float64 {
-	total := float64(s.Tasks * s.Group)
+	total := float64(s.Tasks * s.GroupSize)
 	if total == 0 {
 		return 0
 	}
@@ -235,8 +235,8 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 	if e.Agent == nil || e.Policy == nil || e.Searcher == nil {
 		return Stats{}, fmt.Errorf("rollout: engine needs an agent, a policy and a searcher")
 	}
-	if o.Group < 1 {
-		return Stats{}, fmt.Errorf("rollout: group size must be ≥ 1, got %d", o.Group)
+	if o.GroupSize < 1 {
+		return Stats{}, fmt.Errorf("rollout: group size must be ≥ 1, got %d", o.GroupSize)
 	}
 	if o.MaxStepTokens < 1 {
 		return Stats{}, fmt.Errorf("rollout: max step tokens must be ≥ 1, got %d", o.MaxStepTokens)
@@ -244,7 +244,7 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 	if o.Decode == nil {
 		return Stats{}, fmt.Errorf("rollout: a Decode function is needed for the stop strings")
 	}
-	batch := max(o.Batch, o.Group)
+	batch := max(o.Batch, o.GroupSize)
 	gen := model.GenerateOptions{
 		MaxTokens:   o.MaxStepTokens,
 		Sampling:    o.Sampling,
@@ -252,7 +252,7 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 		StopStrings: e.Agent.StopStrings(),
 		Decode:      o.Decode,
 	}
-	stats := Stats{Tasks: len(jobs), Group: o.Group}
+	stats := Stats{Tasks: len(jobs), GroupSize: o.GroupSize}
 	t0 := time.Now()
 	queue := jobs
 	var active []*jobState
@@ -265,10 +265,10 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 		// Refill the slots of ended trajectories: admit whole tasks (their
 		// G samples share the first prefill) while they fit beside the
 		// trajectories still running.
-		for len(queue) > 0 && (live == 0 || live+o.Group <= batch) {
+		for len(queue) > 0 && (live == 0 || live+o.GroupSize <= batch) {
 			active = append(active, e.admit(queue[0]))
 			queue = queue[1:]
-			live += o.Group
+			live += o.GroupSize
 		}
 		if len(active) == 0 {
 			break
@@ -288,7 +288,7 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 					}
 					continue
 				}
-				reqs = append(reqs, model.Request{Prompt: prompt, N: o.Group, Seed: TaskSeed(o.Seed, js.job.Group)})
+				reqs = append(reqs, model.Request{Prompt: prompt, N: o.GroupSize, Seed: TaskSeed(o.Seed, js.job.Group)})
 				slots = append(slots, slot{js.trajs})
 				continue
 			}
@@ -480,7 +480,7 @@ func (e *Engine) generate(reqs []model.Request, opts model.GenerateOptions) ([]*
 func (e *Engine) admit(j Job) *jobState {
 	js := &jobState{job: j, fresh: true}
 	now := time.Now()
-	for s := 0; s < e.Opts.Group; s++ {
+	for s := 0; s < e.Opts.GroupSize; s++ {
 		js.trajs = append(js.trajs, &traj{
 			job: js, sample: s, seed: SampleSeed(e.Opts.Seed, j.Group, s),
 			tr: e.Agent.NewTrajectory(j.Task.Questions), start: now,
@@ -575,9 +575,14 @@ func (e *Engine) memoryRewards(done []*jobState, stats *Stats) error {
 		if err != nil {
 			return fmt.Errorf("rollout: memory reward: %w", err)
 		}
+		// lp is laid out as Model.LogProbs gives it, lp[t] = log p(ids[t] |
+		// ids[:t]), so the gold's log-probs are lp[start:end].
 		for j, lp := range lps {
 			for _, r := range refs[lo+j] {
-				p := GoldProb(lp, r.start, r.end)
+				p, err := rl.GeoMeanProb(lp[r.start:r.end])
+				if err != nil {
+					return fmt.Errorf("rollout: memory reward of task %s step %d: %w", r.t.job.job.Task.TaskID, r.step, err)
+				}
 				m := &r.t.mem[r.step]
 				m.ok = true
 				if r.hist {
@@ -590,21 +595,6 @@ func (e *Engine) memoryRewards(done []*jobState, stats *Stats) error {
 		lo = hi
 	}
 	return nil
-}
-
-// GoldProb is exp of the mean of lp[start:end], clamped to [0, 1]: the
-// geometric-mean probability of the gold ids, with lp laid out as
-// Model.LogProbs gives it (lp[t] = log p(ids[t] | ids[:t])).
-func GoldProb(lp []float32, start, end int) float64 {
-	if end <= start {
-		return 0
-	}
-	s := 0.0
-	for _, x := range lp[start:end] {
-		s += float64(x)
-	}
-	p := math.Exp(s / float64(end-start))
-	return min(max(p, 0), 1)
 }
 
 // idsKey is an exact map key for a sequence of ids (4 bytes each).
@@ -658,41 +648,10 @@ func (e *Engine) rows(js *jobState) []records.Rollout {
 			}
 			r.Steps = append(r.Steps, st)
 		}
-		r.Finish()
-		SetTaskReward(&r, o.TaskReward)
+		r.FinishReward(o.TaskReward)
 		out = append(out, r)
 	}
 	return out
-}
-
-// TaskRewards are the kinds of R^T a rollout run can write.
-var TaskRewards = []string{"exact", "em", "f1"}
-
-// SetTaskReward sets r.RewardTask to the kind of R^T asked for, after
-// r.Finish: "" and "exact" keep Finish's (1 when every objective
-// exact-matches and the format is valid, else 0); "em" and "f1" give the
-// mean over objectives of the exact match or the token F1 (partial credit,
-// the fractional variant of docs/ARCHITECTURE.md), 0 when the format is not valid. A
-// fractional reward gives a group variance when some of its trajectories
-// answer part of a task, where the all-or-nothing reward is 0 for every one.
-func SetTaskReward(r *records.Rollout, kind string) {
-	var xs []float64
-	switch kind {
-	case "em":
-		xs = r.EM
-	case "f1":
-		xs = r.F1
-	default:
-		return
-	}
-	r.RewardTask = 0
-	if r.FormatOK && len(xs) > 0 {
-		t := 0.0
-		for _, x := range xs {
-			t += x
-		}
-		r.RewardTask = t / float64(len(xs))
-	}
 }
 
 // failureOf maps the agent's failure onto the rollouts vocabulary

@@ -20,6 +20,7 @@ import (
 	"github.com/mempo/mempo/lib/qa"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/retrieval"
+	"github.com/mempo/mempo/lib/rl"
 	"github.com/mempo/mempo/lib/tasks"
 	"github.com/mempo/mempo/lib/testenv"
 	"github.com/mempo/mempo/lib/tokenizer"
@@ -193,8 +194,8 @@ func run(t testing.TB, e *Engine, jobs []Job) ([]records.Rollout, Stats) {
 	t.Helper()
 	var rows []records.Rollout
 	st, err := e.Run(context.Background(), jobs, func(j Job, rs []records.Rollout) error {
-		if len(rs) != e.Opts.Group {
-			t.Errorf("task %s: %d rows, want %d", j.Task.TaskID, len(rs), e.Opts.Group)
+		if len(rs) != e.Opts.GroupSize {
+			t.Errorf("task %s: %d rows, want %d", j.Task.TaskID, len(rs), e.Opts.GroupSize)
 		}
 		rows = append(rows, rs...)
 		return nil
@@ -248,7 +249,7 @@ func TestScriptedRolloutsOnRealIndex(t *testing.T) {
 	const G = 5
 	pol := &callLog{Policy: &Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID}}
 	e := &Engine{Agent: ag, Policy: pol, Searcher: srch, Opts: Options{
-		Group: G, Batch: 12, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID},
+		GroupSize: G, Batch: 12, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID},
 		Sampling: model.SampleParams{Temperature: 1, TopP: 1}, Seed: 7, PolicyID: "scripted", Keep: "1", MemoryReward: true,
 	}}
 	rows, st := run(t, e, jobsOf(ts))
@@ -430,8 +431,11 @@ func TestScriptedRolloutsOnRealIndex(t *testing.T) {
 				continue
 			}
 			hist := append(append(from32(s.ContextIDs), lead...), g...)
-			pm := GoldProb(FakeLogProbs([][]int{mem})[0], len(mem)-len(g), len(mem))
-			ph := GoldProb(FakeLogProbs([][]int{hist})[0], len(hist)-len(g), len(hist))
+			pm, err1 := rl.GeoMeanProb(FakeLogProbs([][]int{mem})[0][len(mem)-len(g):])
+			ph, err2 := rl.GeoMeanProb(FakeLogProbs([][]int{hist})[0][len(hist)-len(g):])
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
 			if s.PGoldMem == nil || math.Abs(*s.PGoldMem-pm) > 1e-12 || math.Abs(*s.PGoldHist-ph) > 1e-12 || math.Abs(*s.RMem-(pm-ph)) > 1e-12 {
 				t.Errorf("task %d sample %d step %d: memory terms %v %v, want %v %v", r.Group, r.Sample, i, s.PGoldMem, s.PGoldHist, pm, ph)
 			}
@@ -454,7 +458,7 @@ func TestKeepAllAndObservationCut(t *testing.T) {
 	}
 	defer local.Close()
 	e := &Engine{Agent: ag, Policy: &Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID}, Searcher: local, Opts: Options{
-		Group: 2, Batch: 4, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID}, Keep: "all",
+		GroupSize: 2, Batch: 4, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID}, Keep: "all",
 	}}
 	rows, _ := run(t, e, jobsOf(ts))
 	for _, r := range rows {
@@ -538,7 +542,7 @@ func TestMemoryRewardAgainstModel(t *testing.T) {
 	// below through the model's full LogProbs.
 	pol := scriptedFrom{&Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID, LP: m.LogProbs}, m.LogProbsFrom}
 	e := &Engine{Agent: ag, Policy: pol, Searcher: local, Opts: Options{
-		Group: 2, Batch: 4, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID}, Keep: "all", MemoryReward: true,
+		GroupSize: 2, Batch: 4, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID}, Keep: "all", MemoryReward: true,
 		MemTokensPerCall: 1200, // several calls
 	}}
 	rows, _ := run(t, e, jobsOf(ts))
@@ -603,7 +607,7 @@ func tinyTwoTurnSetup(t *testing.T, from int) ([]tasks.Task, Tok, *model.Model, 
 
 func TestTinyModelSamplingIsBatchIndependent(t *testing.T) {
 	ts, tok, m, ag, local := tinyTwoTurnSetup(t, 9)
-	opts := Options{Group: 2, MaxStepTokens: 6, Decode: tok.Decode, EOS: []int{eosID}, Seed: 11, Keep: "1",
+	opts := Options{GroupSize: 2, MaxStepTokens: 6, Decode: tok.Decode, EOS: []int{eosID}, Seed: 11, Keep: "1",
 		Sampling: model.SampleParams{Temperature: 1, TopP: 0.95}, MemoryReward: true}
 	var results [][]records.Rollout
 	// Batch 2 (one task at a time), batch 4 in one Generate call per turn,
@@ -696,7 +700,7 @@ func TestMultiObjectiveRewards(t *testing.T) {
 		return "lost"
 	}
 	e := &Engine{Agent: ag, Policy: &Scripted{Tok: tok, Script: script, EOS: eosID}, Searcher: local, Opts: Options{
-		Group: 3, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID}, Keep: "1"}}
+		GroupSize: 3, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID}, Keep: "1"}}
 	rows, _ := run(t, e, jobsOf(ts))
 	want := []struct {
 		em     []float64
@@ -757,7 +761,7 @@ func TestRetrievalErrorStopsRun(t *testing.T) {
 	}
 	defer local.Close()
 	e := &Engine{Agent: ag, Policy: &Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID}, Searcher: &failingSearcher{Searcher: local, n: 5},
-		Opts: Options{Group: 4, Batch: 4, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID}}}
+		Opts: Options{GroupSize: 4, Batch: 4, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID}}}
 	emitted := 0
 	_, err = e.Run(context.Background(), jobsOf(ts), func(j Job, rs []records.Rollout) error {
 		if len(rs) != 4 {
@@ -796,7 +800,7 @@ func TestContextOverflow(t *testing.T) {
 		{ctx0 + budget - 1, []int{0, 0, 0, 0}}, // not even the first step
 	} {
 		e := &Engine{Agent: ag, Policy: &Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID}, Searcher: local, Opts: Options{
-			Group: 4, MaxStepTokens: budget, MaxContext: c.maxContext, Decode: tok.Decode, EOS: []int{eosID}}}
+			GroupSize: 4, MaxStepTokens: budget, MaxContext: c.maxContext, Decode: tok.Decode, EOS: []int{eosID}}}
 		rows, _ := run(t, e, jobsOf(ts))
 		for _, r := range rows {
 			if len(r.Steps) != c.steps[r.Sample] {
