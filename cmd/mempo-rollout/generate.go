@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -32,7 +33,7 @@ output does not depend on the other rows.
 Example:
    echo '{"messages": [{"role": "user", "content": "Who wrote Hamlet?"}]}' | \
      mempo-rollout generate --model ckpt/ --max-tokens 64 --temperature 0.7 --stop '</answer>'`,
-	Flags: []ucli.Flag{
+	Flags: slices.Concat([]ucli.Flag{
 		&ucli.StringFlag{Name: "model", Required: true, Usage: "Hugging Face model directory"},
 		&ucli.StringFlag{Name: "in", Value: "-", Usage: "input JSONL (- for stdin)"},
 		&ucli.StringFlag{Name: "out", Value: "-", Usage: "output JSONL (- for stdout), written atomically"},
@@ -40,34 +41,26 @@ Example:
 		flags.Device(""),
 		flags.Adapter(""),
 		&ucli.IntFlag{Name: "max-tokens", Required: true, Usage: "most tokens to generate per row"},
-		&ucli.Float64Flag{Name: "temperature", Value: 1, Usage: "sampling temperature; 0 is greedy"},
-		&ucli.Float64Flag{Name: "top-p", Value: 1, Usage: "nucleus sampling mass (1: off)"},
-		&ucli.IntFlag{Name: "top-k", Value: 0, Usage: "keep the k most likely tokens (0: off)"},
-		&ucli.Uint64Flag{Name: "seed", Value: 0, Usage: "random seed"},
+	}, flags.Sampling("random seed"), []ucli.Flag{
 		&ucli.IntFlag{Name: "n", Value: 1, Usage: "samples per input row"},
 		&ucli.BoolFlag{Name: "ignore-eos", Usage: "do not stop at the model's EOS tokens"},
 		&ucli.StringSliceFlag{Name: "stop", Usage: "stop a row when its output text contains this string (repeatable)"},
-	},
+	}),
 	Action: runGenerate,
 }
 
 func runGenerate(c *ucli.Context) error {
 	dir, in := c.String("model"), c.String("in")
-	opts := model.GenerateOptions{
-		MaxTokens: c.Int("max-tokens"),
-		Sampling:  model.SampleParams{Temperature: c.Float64("temperature"), TopP: c.Float64("top-p"), TopK: c.Int("top-k")},
-		IgnoreEOS: c.Bool("ignore-eos"),
-	}
-	switch {
-	case opts.MaxTokens < 0:
+	opts := model.GenerateOptions{MaxTokens: c.Int("max-tokens"), IgnoreEOS: c.Bool("ignore-eos")}
+	if opts.MaxTokens < 0 {
 		return fmt.Errorf("--max-tokens: must not be negative")
-	case opts.Sampling.Temperature < 0:
-		return fmt.Errorf("--temperature: must not be negative")
-	case opts.Sampling.TopP < 0 || opts.Sampling.TopP > 1:
-		return fmt.Errorf("--top-p: must be in [0, 1]")
-	case opts.Sampling.TopK < 0:
-		return fmt.Errorf("--top-k: must not be negative")
-	case c.Int("n") < 1:
+	}
+	sampling, err := flags.ParseSampling(c)
+	if err != nil {
+		return err
+	}
+	opts.Sampling = sampling
+	if c.Int("n") < 1 {
 		return fmt.Errorf("--n: must be at least 1")
 	}
 	be, err := model.NewBackend(c.String("device"))

@@ -43,10 +43,7 @@ var rolloutFlags = slices.Concat([]ucli.Flag{
 }, flags.Agent(), []ucli.Flag{
 	&ucli.IntFlag{Name: "max-step-tokens", Value: agent.DefaultConfig().MaxStepTokens, Usage: "generation budget of one step"},
 	&ucli.StringFlag{Name: "on-invalid", Value: "end", Usage: "after a badly formatted step: end (MEM1) or correct (Search-R1's corrective message)"},
-	&ucli.Float64Flag{Name: "temperature", Value: 1, Usage: "sampling temperature; 0 is greedy"},
-	&ucli.Float64Flag{Name: "top-p", Value: 1, Usage: "nucleus sampling mass (1: off)"},
-	&ucli.IntFlag{Name: "top-k", Value: 0, Usage: "keep the k most likely tokens (0: off)"},
-	&ucli.Uint64Flag{Name: "seed", Value: 0, Usage: "run seed; each (task, sample, turn) draws from its own stream"},
+}, flags.Sampling("run seed; each (task, sample, turn) draws from its own stream"), []ucli.Flag{
 	&ucli.IntFlag{Name: "batch", Value: 64, Usage: "trajectories in flight at once (whole tasks; at least the group size)"},
 	&ucli.IntFlag{Name: "max-batch-tokens", Usage: "bound on rows × (longest context + --max-step-tokens) of one generation call, i.e. its KV cache; a turn over it is split into several calls (0: one call per turn); sampling does not change"},
 	&ucli.StringFlag{Name: "policy", Usage: "policy checkpoint id stored in every row (default: the model directory's name @ a hash of its files' sizes and times)"},
@@ -101,6 +98,7 @@ func runRollout(c *ucli.Context) error {
 type rolloutArgs struct {
 	out, jsonl, journal string
 	groupSize           int // G
+	sampling            model.SampleParams
 	agent               agent.Config
 }
 
@@ -142,12 +140,12 @@ func parseRollout(c *ucli.Context) (*rolloutArgs, error) {
 		return nil, fmt.Errorf("--group: must be at least 1, got %d", groupSize)
 	case c.Int("max-step-tokens") < 1:
 		return nil, fmt.Errorf("--max-step-tokens: must be at least 1")
-	case c.Float64("temperature") < 0:
-		return nil, fmt.Errorf("--temperature: must not be negative")
-	case c.Float64("top-p") < 0 || c.Float64("top-p") > 1:
-		return nil, fmt.Errorf("--top-p: must be in [0, 1]")
-	case c.Int("top-k") < 0:
-		return nil, fmt.Errorf("--top-k: must not be negative")
+	}
+	sampling, err := flags.ParseSampling(c)
+	if err != nil {
+		return nil, err
+	}
+	switch {
 	case c.Int("limit") < 0:
 		return nil, fmt.Errorf("--limit: must not be negative")
 	case c.Int("max-batch-tokens") < 0:
@@ -169,7 +167,7 @@ func parseRollout(c *ucli.Context) (*rolloutArgs, error) {
 	if c.IsSet("score-lead-in") {
 		cfg.ScoreLeadIn = c.String("score-lead-in")
 	}
-	a := &rolloutArgs{out: out, jsonl: jsonl, journal: out + ".partial", groupSize: groupSize, agent: cfg}
+	a := &rolloutArgs{out: out, jsonl: jsonl, journal: out + ".partial", groupSize: groupSize, sampling: sampling, agent: cfg}
 	if _, err := os.Stat(out); err == nil && !c.Bool("overwrite") {
 		if _, err := os.Stat(a.journal); errors.Is(err, os.ErrNotExist) {
 			fmt.Fprintf(os.Stderr, "mempo-rollout: %s already holds a finished run; nothing to do (--overwrite runs again)\n", out)
@@ -335,7 +333,7 @@ func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
 	eng := &rollout.Engine{Agent: r.ag, Policy: r.pol.Policy, Searcher: r.searcher, Opts: rollout.Options{
 		GroupSize: a.groupSize, Batch: c.Int("batch"), MaxStepTokens: r.cfg.MaxStepTokens, MaxContext: r.pol.MaxPositions,
 		GenTokensPerCall: c.Int("max-batch-tokens"),
-		Sampling:         model.SampleParams{Temperature: c.Float64("temperature"), TopP: c.Float64("top-p"), TopK: c.Int("top-k")},
+		Sampling:         a.sampling,
 		EOS:              r.eos, Decode: r.tok.Decode, Seed: c.Uint64("seed"), PolicyID: r.policyID, Keep: r.cfg.Keep.String(),
 		MemoryReward: !c.Bool("no-memory-reward"), TaskReward: c.String("task-reward"),
 	}}

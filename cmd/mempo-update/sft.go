@@ -22,7 +22,7 @@ var sftCommand = &ucli.Command{
 		&ucli.IntFlag{Name: "batch-size", Usage: "trajectories per optimizer step (0 = all)"},
 		&ucli.StringFlag{Name: "golden", Usage: "write logits of the written checkpoint on a few sequences here"},
 		&ucli.IntFlag{Name: "stop-after", Usage: "stop after this many optimizer steps with a resumable checkpoint"},
-	}, flags.Optim(1e-5), planFlags()), // SFT: a larger peak rate than the RL update
+	}, flags.Optim(update.DefaultSFTPeakLR), planFlags()),
 	Action: runSFT,
 }
 

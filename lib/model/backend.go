@@ -40,6 +40,10 @@ type SampleParams struct {
 	TopK        int
 }
 
+// DefaultSampling draws from the model's own distribution: temperature 1,
+// no top-p or top-k filter (what the RL ratio assumes of rollouts).
+func DefaultSampling() SampleParams { return SampleParams{Temperature: 1, TopP: 1} }
+
 // Sampled is one drawn token with two log-probabilities: LogProb under the
 // model's own distribution (softmax of the raw logits, temperature 1, no
 // filters), which is what the RL ratio needs; and SampleLogProb under the

@@ -9,6 +9,11 @@ import (
 // the mini-batch (token-mean). Context ids — the prompt, the previous step
 // and its <information> — are never targets.
 
+// DefaultSFTPeakLR is the SFT cold start's peak learning rate (mempo-update
+// sft --lr), larger than DefaultConfig's RL rate (1e-6): the warm start on
+// demonstrations is plain cross-entropy, not a clipped policy step.
+const DefaultSFTPeakLR = 1e-5
+
 // sftWeights returns Backward's per-position weights for one sample: w on
 // the output positions, 0 on the context.
 func sftWeights(s *Sample, w float32) []float32 {
