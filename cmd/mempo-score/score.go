@@ -15,7 +15,7 @@ var scoreFlags = []ucli.Flag{
 	&ucli.StringSliceFlag{Name: "label", Usage: "run label of each rollouts file, in order (default: the file name stem); shards of one run may share a label"},
 	&ucli.StringSliceFlag{Name: "metrics", Usage: "update metrics file of a run (.parquet or .jsonl); with one per rollouts file they take its label, otherwise their own stem"},
 	&ucli.StringFlag{Name: "out", Usage: "scores file, long form (.parquet or .jsonl)"},
-	&ucli.StringFlag{Name: "report", Usage: "directory for table.md and PNG plots (reward, memory reward and peak tokens over updates; F1 and peak tokens against k)"},
+	&ucli.StringFlag{Name: "report", Usage: "directory for table.md, PNG plots (F1 and peak tokens against k; with --metrics reward, memory reward and peak tokens over updates) and index.md/index.html listing them"},
 	&ucli.StringFlag{Name: "metric-style", Value: "search-r1", Usage: "EM/sub-EM/F1 as `STYLE`'s scripts compute them: search-r1 (qa_em.py; F1 as SQuAD v1.1) or hotpotqa (hotpot_evaluate_v1.py: F1 0 when either side is yes/no/noanswer and they differ)"},
 	&ucli.BoolFlag{Name: "sum-objectives", Usage: "report EM, F1 and sub-EM summed over the k objectives (MEM1's 0..k) instead of the mean ×100"},
 	&ucli.IntFlag{Name: "bootstrap", Value: 1000, Usage: "bootstrap resamples for the 95% intervals"},

@@ -269,8 +269,20 @@ func TestRunOnRealGolds(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, table)
 		}
 	}
-	if len(written) != 6 {
+	if len(written) != 8 {
 		t.Errorf("report files: %v", written)
+	}
+	// The index pages list every table and figure; the HTML inlines the tables.
+	idx, _ := os.ReadFile(filepath.Join(cfg.ReportDir, "index.html"))
+	idxMD, _ := os.ReadFile(filepath.Join(cfg.ReportDir, "index.md"))
+	for _, f := range written[:6] {
+		name := filepath.Base(f)
+		if !strings.Contains(string(idx), name) || !strings.Contains(string(idxMD), name) {
+			t.Errorf("index lacks %s", name)
+		}
+	}
+	if !strings.Contains(string(idx), "<th>run</th>") || !strings.Contains(string(idx), `<img src="f1_vs_k.png"`) || strings.Contains(string(idx), "http") {
+		t.Errorf("index.html: tables not inlined, figures missing, or something not offline")
 	}
 	for _, name := range []string{"f1_vs_k.png", "peak_tokens_vs_k.png", "reward.png", "memory_reward.png", "peak_tokens_updates.png"} {
 		f, err := os.Open(filepath.Join(cfg.ReportDir, name))
@@ -284,8 +296,9 @@ func TestRunOnRealGolds(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 			continue
 		}
-		if b := img.Bounds(); b.Dx() != 576 || b.Dy() != 384 {
-			t.Errorf("%s: %dx%d, want 576x384", name, b.Dx(), b.Dy())
+		// A 576×384 plot area, and the legend's column beside it.
+		if b := img.Bounds(); b.Dx() < 576 || b.Dx() > 576+300 || b.Dy() != 384 {
+			t.Errorf("%s: %dx%d, want 384 high and 576 plus a legend wide", name, b.Dx(), b.Dy())
 		}
 	}
 	if b, err := os.ReadFile(filepath.Join(cfg.ReportDir, "table.md")); err != nil || string(b) != table {

@@ -148,5 +148,6 @@ func Run(cfg Config, stdout io.Writer) ([]string, error) {
 			return written, err
 		}
 	}
-	return written, nil
+	ps, err = WriteIndex(cfg.ReportDir, written)
+	return append(written, ps...), err
 }

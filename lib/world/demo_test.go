@@ -199,17 +199,26 @@ func TestShortDemo(t *testing.T) {
 			}
 		}
 	}
-	plots := []string{"report/f1_vs_k.png", "report/peak_tokens_vs_k.png", "report/train/reward.png"}
+	plots := []string{"report/f1_vs_k.png", "report/peak_tokens_vs_k.png", "report/train/reward.png", "report/index.html", "report/train/index.html"}
 	// The memory-reward curve has points only where an update saw a <mem>
 	// block (the short run's barely trained policy may write none): then it
-	// must be drawn.
+	// must be drawn, and otherwise it is not drawn at all (never a flat 0).
 	if memScored != memCurve {
 		t.Fatalf("rollouts with a memory reward: %v, update rows with one: %v", memScored, memCurve)
+	}
+	if _, err := os.Stat(filepath.Join(out, "report/train/memory_reward.png")); (err == nil) != memCurve {
+		t.Fatalf("memory_reward.png written: %v, R^M computed: %v", err == nil, memCurve)
 	}
 	if memCurve {
 		plots = append(plots, "report/train/memory_reward.png")
 	}
 	for _, f := range plots {
+		if strings.HasSuffix(f, ".html") {
+			if b, err := os.ReadFile(filepath.Join(out, f)); err != nil || !strings.Contains(string(b), "<img src=") {
+				t.Fatalf("%s: no figures listed (%v)", f, err)
+			}
+			continue
+		}
 		fh, err := os.Open(filepath.Join(out, f))
 		if err != nil {
 			t.Fatal(err)

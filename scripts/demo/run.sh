@@ -65,7 +65,7 @@ HINT=${HINT:-false}                   # the "[Turns left: N]" line in observatio
 
 if [ "$SHORT" = 1 ]; then
 	SFT_DEMOS=${SHORT_SFT_DEMOS:-8}; REACT_DEMOS=$SFT_DEMOS; SFT_EPOCHS=1; REACT_EPOCHS=1; SFT_BATCH=4; RL_MINI_BATCH=2
-	ITERS=1; RL_TASKS=2; GROUP=2; EVAL_K="2"; EVAL_TASKS=2; MAX_STEP_TOKENS=24; VARIANTS=2
+	ITERS=1; RL_TASKS=2; GROUP=2; EVAL_K=${SHORT_EVAL_K:-2}; EVAL_TASKS=2; MAX_STEP_TOKENS=24; VARIANTS=2
 fi
 
 say() { printf '\n== %s\n' "$*" >&2; }
@@ -230,21 +230,22 @@ for k in $EVAL_K; do
 	done
 done
 
-# 8. Scores, report and plots.
-say "score → $OUT/scores.jsonl, $OUT/report/"
+# 8. Scores, report and plots. The training side (reward, memory reward and
+#    peak tokens over the updates) first, in report/train/, so that the
+#    evaluation report's index.html, written next, links to it.
+say "score → $OUT/scores.jsonl, $OUT/report/ (index.html lists every table and figure)"
 mkdir -p "$OUT/report"
-args=()
-for run in sft mempo grpo react expert expert-react; do
-	for k in $EVAL_K; do args+=(--rollouts "$OUT/eval/$run-k$k.parquet" --label "$run"); done
-done
-"$BIN/mempo-score" "${args[@]}" --out "$OUT/scores.jsonl" --report "$OUT/report" > "$OUT/report/scores.md"
-# The training side: reward, memory reward and peak tokens over the updates.
 args=()
 for v in mempo grpo; do
 	for i in $(seq 1 "$ITERS"); do args+=(--rollouts "$OUT/$v/rollouts-$i.parquet" --label "$v-train"); done
 done
 "$BIN/mempo-score" "${args[@]}" --metrics "$OUT/mempo/mempo-train.jsonl" --metrics "$OUT/grpo/grpo-train.jsonl" \
 	--out "$OUT/train-scores.jsonl" --report "$OUT/report/train" > "$OUT/report/train-scores.md"
+args=()
+for run in sft mempo grpo react expert expert-react; do
+	for k in $EVAL_K; do args+=(--rollouts "$OUT/eval/$run-k$k.parquet" --label "$run"); done
+done
+"$BIN/mempo-score" "${args[@]}" --out "$OUT/scores.jsonl" --report "$OUT/report" > "$OUT/report/scores.md"
 
 bash "$(dirname "$0")/summary.sh" "$OUT" "$EVAL_K" | tee "$OUT/summary.md"
 echo "demo finished in $(( $(date +%s) - T0 ))s; report in $OUT/report/" >&2

@@ -256,14 +256,9 @@ ln -sfn "iter-$ITERS/ckpt" "$OUT/final"
 
 # 5. The report: evaluation scores of every evaluated iteration, and the
 #    training curves over all iterations.
-say "score → $OUT/report/"
+say "score → $OUT/report/ (index.html lists every table and figure)"
 mkdir -p "$OUT/report/train"
-args=()
-for i in $(seq 0 "$ITERS"); do
-	[ -f "$OUT/iter-$i/.eval.done" ] || continue
-	for f in "$OUT/iter-$i"/eval/*.parquet; do args+=(--rollouts "$f" --label "iter-$i"); done
-done
-"$BIN/mempo-score" "${args[@]}" --out "$OUT/report/scores.jsonl" --report "$OUT/report" > "$OUT/report/scores.md"
+# The training curves first, so the evaluation report's index links to them.
 args=()
 : > "$OUT/report/train/train.jsonl"
 for i in $(seq 1 "$ITERS"); do
@@ -272,5 +267,11 @@ for i in $(seq 1 "$ITERS"); do
 done
 "$BIN/mempo-score" "${args[@]}" --metrics "$OUT/report/train/train.jsonl" \
 	--out "$OUT/report/train/scores.jsonl" --report "$OUT/report/train" > "$OUT/report/train/scores.md"
+args=()
+for i in $(seq 0 "$ITERS"); do
+	[ -f "$OUT/iter-$i/.eval.done" ] || continue
+	for f in "$OUT/iter-$i"/eval/*.parquet; do args+=(--rollouts "$f" --label "iter-$i"); done
+done
+"$BIN/mempo-score" "${args[@]}" --out "$OUT/report/scores.jsonl" --report "$OUT/report" > "$OUT/report/scores.md"
 cat "$OUT/report/scores.md"
 echo "train: $ITERS iterations finished in $(( $(date +%s) - T0 ))s (this run); report in $OUT/report/, stage times in $OUT/timings.tsv" >&2
