@@ -264,16 +264,24 @@ wait:
 	}
 	plots := []string{"report/f1_vs_k.png", "report/peak_tokens_vs_k.png", "report/train/reward.png", "report/train/peak_tokens_updates.png"}
 	// The memory-reward curve has points only where a step wrote a <mem>
-	// block (a random model rarely does): then it must be there.
+	// block (a random model rarely does): then it must be there, and
+	// otherwise it is not drawn at all (never a flat 0).
 	ms, err := records.ReadFile[records.Update](filepath.Join(out, "report", "train", "train.jsonl"))
 	if err != nil || len(ms) != 4 {
 		t.Fatalf("report/train/train.jsonl: %d rows (want 2 steps × 2 iterations), %v", len(ms), err)
 	}
+	hasRM := false
 	for _, m := range ms {
-		if m.RewardMemMean != nil {
-			plots = append(plots, "report/train/memory_reward.png")
-			break
-		}
+		hasRM = hasRM || m.RewardMemMean != nil
+	}
+	if _, err := os.Stat(filepath.Join(out, "report/train/memory_reward.png")); (err == nil) != hasRM {
+		t.Fatalf("memory_reward.png written: %v, R^M computed: %v", err == nil, hasRM)
+	}
+	if hasRM {
+		plots = append(plots, "report/train/memory_reward.png")
+	}
+	if idx, err := os.ReadFile(filepath.Join(out, "report", "index.html")); err != nil || !strings.Contains(string(idx), `href="train/index.html"`) {
+		t.Fatalf("report/index.html does not link the training report: %v", err)
 	}
 	for _, f := range plots {
 		fh, err := os.Open(filepath.Join(out, f))
