@@ -33,7 +33,7 @@ import (
 var rolloutFlags = slices.Concat([]ucli.Flag{
 	&ucli.StringFlag{Name: "model", Usage: "Hugging Face model directory of the policy (required)"},
 	&ucli.StringFlag{Name: "tokenizer", Usage: "tokenizer.json or its directory (default: the model directory)"},
-	&ucli.StringFlag{Name: "tasks", Usage: "tasks file (from `mempo-rollout tasks`, or Search-R1 rows) (required)"},
+	&ucli.StringFlag{Name: "tasks", Usage: "tasks file (from mempo-rollout tasks, or Search-R1 rows) (required)"},
 	&ucli.StringFlag{Name: "retriever", Usage: "URL of a mempo-serve (or Search-R1) retrieval server"},
 	&ucli.StringFlag{Name: "index", Usage: "index directory searched in process (BM25)"},
 	&ucli.IntFlag{Name: "group", Value: 16, Usage: "group size G: trajectories per task"},
@@ -114,10 +114,8 @@ func parseRollout(c *ucli.Context) (*rolloutArgs, error) {
 		}
 		return nil, fmt.Errorf("unexpected argument %q (subcommands: %s)", c.Args().First(), strings.Join(names, ", "))
 	}
-	for _, f := range []string{"model", "tasks", "out"} {
-		if c.String(f) == "" {
-			return nil, fmt.Errorf("--%s is required", f)
-		}
+	if err := cli.Require(c, "model", "tasks", "out"); err != nil {
+		return nil, err
 	}
 	out, jsonl := c.String("out"), c.String("jsonl")
 	if out == "-" {
@@ -373,7 +371,12 @@ func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
 	}
 	summary := fmt.Sprintf("mempo-rollout: %d tasks (%d resumed), %d trajectories, mean R^T %.3f; %s, memory-reward passes %.1f%%; wall %.1fs → %s",
 		len(r.run), r.resumed, n, rt, rates(st), reward, st.Wall.Seconds(), a.out)
-	prog.Done("%s", summary)
+	if prog.Terminal() {
+		prog.Done("%s", summary)
+	} else {
+		prog.Done("") // nothing in a log: the summary is the final line
+		fmt.Fprintln(os.Stderr, summary)
+	}
 	return tb.Add(int64(st.Turns), tbevent.Scalar{Tag: "rollout/final_reward_task_mean", Value: rt})
 }
 

@@ -21,6 +21,7 @@ type Progress struct {
 	interval time.Duration
 	last     time.Time
 	start    time.Time
+	logged   bool // a log-mode line was printed
 }
 
 // LogInterval is how often a Progress that is not on a terminal prints.
@@ -64,11 +65,14 @@ func (p *Progress) Printf(format string, args ...any) {
 		return
 	}
 	p.last = now
+	p.logged = true
 	fmt.Fprintf(p.w, format+"\n", args...)
 }
 
-// Done ends the status with a final message (on a terminal, it replaces
-// the status line; an empty message only clears it).
+// Done ends the status with a final message: on a terminal it replaces the
+// status line (an empty message only clears it); in a log it is printed
+// only after periodic lines were, so a short stage leaves the log as it
+// was (a command's own summary or error stays its one line).
 func (p *Progress) Done(format string, args ...any) {
 	if p == nil {
 		return
@@ -78,6 +82,8 @@ func (p *Progress) Done(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if p.terminal {
 		fmt.Fprint(p.w, "\r\x1b[K")
+	} else if !p.logged {
+		return
 	}
 	if msg != "" {
 		fmt.Fprintln(p.w, msg)
