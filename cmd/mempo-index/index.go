@@ -45,8 +45,8 @@ func indexApp() *ucli.App {
 		if c.NArg() > 0 {
 			return fmt.Errorf("unexpected argument %q (flags go before arguments; see --help)", c.Args().First())
 		}
-		if c.String("corpus") == "" || c.String("out") == "" {
-			return fmt.Errorf("--corpus and --out are required")
+		if err := cli.Require(c, "corpus", "out"); err != nil {
+			return err
 		}
 		if c.Int("run-mb") <= 0 {
 			return fmt.Errorf("--run-mb must be positive")
@@ -115,7 +115,7 @@ func indexApp() *ucli.App {
 				return fmt.Errorf("corpus: give at least one input FILE")
 			}
 			if from == "" {
-				return fmt.Errorf("corpus: --from is required (%s)", strings.Join(retrieval.Sources, "|"))
+				return fmt.Errorf("%w (%s)", cli.MissingFlags("--from"), strings.Join(retrieval.Sources, "|"))
 			}
 			if f, err := fileio.Format(outPath); err != nil || f != "jsonl" {
 				return fmt.Errorf("corpus: --out %s: want a .jsonl file or -", outPath)

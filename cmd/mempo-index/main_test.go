@@ -104,7 +104,7 @@ func TestBadInput(t *testing.T) {
 	code, stderr = run(t, "--corpus", filepath.Join(dir, "missing.jsonl"), "--out", filepath.Join(dir, "ix"))
 	oneLine(t, code, stderr, "missing.jsonl", "no such file")
 	code, stderr = run(t, "--out", filepath.Join(dir, "ix"))
-	oneLine(t, code, stderr, "--corpus and --out are required")
+	oneLine(t, code, stderr, "missing required flag --corpus")
 }
 
 // A failed rebuild leaves the existing index exactly as it was.

@@ -56,8 +56,8 @@ func TestScoreCommandErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"--out", filepath.Join(dir, "s.parquet")}, "no rollouts files"},
-		{[]string{"--rollouts", scoreTestdata("hand.jsonl")}, "no scores file"},
+		{[]string{"--out", filepath.Join(dir, "s.parquet")}, "missing required flag --rollouts"},
+		{[]string{"--rollouts", scoreTestdata("hand.jsonl")}, "missing required flag --out"},
 		{[]string{"--rollouts", scoreTestdata("hand.jsonl"), "--out", filepath.Join(dir, "s.csv")}, "unknown file format"},
 		{[]string{"--rollouts", scoreTestdata("hand.jsonl"), "--label", "a", "--label", "b", "--out", filepath.Join(dir, "s.parquet")}, "2 --label values for 1 rollouts files"},
 		{[]string{"--rollouts", scoreTestdata("bad-row.parquet"), "--out", filepath.Join(dir, "s.parquet")}, `bad-row.parquet: row 3: field "golds"`},

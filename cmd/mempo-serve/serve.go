@@ -43,8 +43,8 @@ func serveApp() *ucli.App {
 	app.Flags = append(app.Flags, flags.EncoderFlags()...)
 	app.Flags = append(app.Flags, &ucli.StringFlag{Name: "gpu-search", Usage: "search dense queries on the GPU (fp16 vectors, GEMM + top-k) over the index's vectors in this .npy `FILE` (INDEX.embeddings.npy after mempo-index --encoder)"})
 	app.Action = func(c *ucli.Context) error {
-		if c.String("index") == "" {
-			return fmt.Errorf("--index is required")
+		if err := cli.Require(c, "index"); err != nil {
+			return err
 		}
 		m := retrieval.Method(c.String("method"))
 		enc, err := flags.LoadEncoder(c)

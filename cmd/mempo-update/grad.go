@@ -8,6 +8,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/mempo/mempo/cmd/internal/flags"
+	"github.com/mempo/mempo/lib/cli"
 	"github.com/mempo/mempo/lib/update"
 )
 
@@ -29,7 +30,7 @@ var gradCommand = &ucli.Command{
 		&ucli.StringFlag{Name: "shard", Usage: "i/n: this shard's index and the shard count"},
 		&ucli.IntFlag{Name: "plan-step", Usage: "optimizer step of the plan (epochs × mini-batches) to compute"},
 		&ucli.StringFlag{Name: "optimizer", Usage: "optimizer state of --model (default: its optimizer.safetensors when present)"},
-	}, flags.RL(), planFlags(), flags.Optim(update.DefaultConfig().Schedule.PeakLR)),
+	}, flags.RL(), []ucli.Flag{miniBatchFlag}, planFlags(), flags.Optim(update.DefaultConfig().Schedule.PeakLR)),
 	Action: runGrad,
 }
 
@@ -100,7 +101,7 @@ func runGrad(c *ucli.Context) error {
 	}
 	if cfg.Loss.KLCoef != 0 {
 		if !c.IsSet("ref") {
-			return fmt.Errorf("flag --ref is required when --kl-coef is not 0")
+			return fmt.Errorf("%w (needed when --kl-coef is not 0)", cli.MissingFlags("--ref"))
 		}
 		ref, err := loadModel(c.String("ref"), "ref", false, c.String("device"))
 		if err != nil {

@@ -19,7 +19,7 @@ var sftCommand = &ucli.Command{
 		&ucli.StringFlag{Name: "out", Usage: "checkpoint directory to write"},
 		&ucli.StringFlag{Name: "metrics", Usage: "also write the metrics rows here (.parquet or .jsonl)"},
 		&ucli.StringFlag{Name: "optimizer", Usage: "optimizer state to resume (default: --model's optimizer.safetensors when present)"},
-		&ucli.IntFlag{Name: "batch-size", Usage: "trajectories per optimizer step (0 = all)"},
+		&ucli.IntFlag{Name: "batch-size", Usage: "demonstration trajectories per optimizer step (0 = all)"},
 		&ucli.StringFlag{Name: "golden", Usage: "write logits of the written checkpoint on a few sequences here"},
 		&ucli.IntFlag{Name: "stop-after", Usage: "stop after this many optimizer steps with a resumable checkpoint"},
 	}, flags.Optim(update.DefaultSFTPeakLR), planFlags()),

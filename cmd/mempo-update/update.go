@@ -24,9 +24,12 @@ import (
 
 // The root command: one MemPO/GRPO update over a rollout batch.
 
+// miniBatchFlag is the RL commands' step size; sft calls the same knob
+// --batch-size, as SFT trainers do.
+var miniBatchFlag = &ucli.IntFlag{Name: "mini-batch", Usage: "trajectories per optimizer step (0 = all)"}
+
 func planFlags() []ucli.Flag {
 	return []ucli.Flag{
-		&ucli.IntFlag{Name: "mini-batch", Usage: "trajectories per optimizer step (0 = all)"},
 		&ucli.IntFlag{Name: "epochs", Value: 1, Usage: "passes over the rollouts"},
 		&ucli.Int64Flag{Name: "seed", Usage: "seed of the mini-batch shuffle"},
 		&ucli.IntFlag{Name: "micro-tokens", Value: 8192, Usage: "most tokens per forward/backward call (memory bound)"},
@@ -46,7 +49,7 @@ var updateFlags = concatFlags([]ucli.Flag{
 	&ucli.IntFlag{Name: "grad-shards", Value: 1, Usage: "accumulate each step's gradient as this many shards, summed in order exactly as apply sums the files of grad --shard i/n"},
 	&ucli.StringFlag{Name: "golden", Usage: "write logits of the written checkpoint on a few rollout sequences here (for scripts/check_update_hf.py)"},
 	&ucli.IntFlag{Name: "stop-after", Usage: "stop after this many optimizer steps and write a resumable checkpoint; rerunning the same command continues it"},
-}, flags.RL(), flags.Optim(update.DefaultConfig().Schedule.PeakLR), planFlags(), flags.LoRA())
+}, flags.RL(), flags.Optim(update.DefaultConfig().Schedule.PeakLR), []ucli.Flag{miniBatchFlag}, planFlags(), flags.LoRA())
 
 func concatFlags(fs ...[]ucli.Flag) []ucli.Flag {
 	var out []ucli.Flag
@@ -56,14 +59,7 @@ func concatFlags(fs ...[]ucli.Flag) []ucli.Flag {
 	return out
 }
 
-func required(c *ucli.Context, names ...string) error {
-	for _, n := range names {
-		if !c.IsSet(n) {
-			return fmt.Errorf("flag --%s is required", n)
-		}
-	}
-	return nil
-}
+func required(c *ucli.Context, names ...string) error { return cli.Require(c, names...) }
 
 // knobs reads the loss, optimizer and advantage flags, and the plan's
 // micro-batch bound where the command has one.
@@ -120,7 +116,7 @@ func prepare(rolls []records.Rollout, where []origin, opt update.PrepareOptions)
 // cpu, cuda, or "" for CUDA when usable).
 func loadModel(dir, flag string, recompute bool, device string) (*model.Model, error) {
 	if dir == "" {
-		return nil, fmt.Errorf("flag --%s is required", flag)
+		return nil, cli.MissingFlags("--" + flag)
 	}
 	be, err := model.NewBackend(device)
 	if err != nil {
@@ -258,7 +254,7 @@ func runUpdate(c *ucli.Context) error {
 		j.prepRef = func(b *update.Batch) error { return update.BaseRefLogProbs(m, b, nil, cfg.MicroTokens) }
 	case cfg.Loss.KLCoef != 0:
 		if !c.IsSet("ref") {
-			return fmt.Errorf("flag --ref is required when --kl-coef is not 0")
+			return fmt.Errorf("%w (needed when --kl-coef is not 0)", cli.MissingFlags("--ref"))
 		}
 		j.prepRef = func(b *update.Batch) error {
 			ref, err := loadModel(c.String("ref"), "ref", false, c.String("device"))

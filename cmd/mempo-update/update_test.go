@@ -336,8 +336,8 @@ func TestUpdateBadInput(t *testing.T) {
 		{"id beyond vocab", []string{"--model", f.model, "--ref", f.ref, "--rollouts", badIDs}, `bad.jsonl: row 2: field "steps[0].context_ids": id 40 at position 0 is outside the model's vocabulary [0, 32)`},
 		{"empty rollouts", []string{"--model", f.model, "--ref", f.ref, "--rollouts", empty}, "empty.jsonl: no rollouts"},
 		{"mismatched ref", []string{"--model", f.model, "--ref", other, "--rollouts", f.rollouts}, "checkpoint does not match the policy"},
-		{"no ref", []string{"--model", f.model, "--rollouts", f.rollouts}, "--ref is required"},
-		{"entropy bonus", []string{"--model", f.model, "--ref", f.ref, "--rollouts", f.rollouts, "--entropy-coef", "0.01"}, "no entropy gradient"},
+		{"no ref", []string{"--model", f.model, "--rollouts", f.rollouts}, "missing required flag --ref (needed when --kl-coef is not 0)"},
+		{"entropy bonus", []string{"--model", f.model, "--ref", f.ref, "--rollouts", f.rollouts, "--entropy-coef", "0.01"}, "flag provided but not defined: -entropy-coef"},
 	}
 	if !model.CUDAAvailable() {
 		cases = append(cases, struct {

@@ -69,10 +69,10 @@ func Labels(files, labels []string) ([]string, error) {
 // paths of the report files written are returned.
 func Run(cfg Config, stdout io.Writer) ([]string, error) {
 	if len(cfg.Rollouts) == 0 {
-		return nil, fmt.Errorf("no rollouts files (--rollouts FILE, repeatable)")
+		return nil, fmt.Errorf("%w (repeatable; or rollouts files as arguments)", cli.MissingFlags("--rollouts"))
 	}
 	if cfg.Out == "" {
-		return nil, fmt.Errorf("no scores file (--out scores.parquet)")
+		return nil, cli.MissingFlags("--out")
 	}
 	if _, err := fileio.Format(cfg.Out); err != nil {
 		return nil, err

@@ -40,7 +40,6 @@ func RL() []ucli.Flag {
 		&ucli.StringFlag{Name: "kl", Value: loss.KL.String(), Usage: "KL estimator: k1, k2 or k3 (low_var_kl)"},
 		&ucli.Float64Flag{Name: "kl-coef", Value: loss.KLCoef, Usage: "β of the KL term (0 = no KL, --ref not needed)"},
 		&ucli.StringFlag{Name: "agg", Value: loss.Agg.String(), Usage: "loss aggregation: trajectory (paper Eq. 10), token-mean, seq-mean-token-sum or seq-mean-token-mean"},
-		&ucli.Float64Flag{Name: "entropy-coef", Value: loss.EntropyCoef, Usage: "entropy bonus (must be 0: lib/model has no entropy gradient yet)"},
 		&ucli.BoolFlag{Name: "entropy-metric", Usage: "report the policy entropy (one more forward with full logits: small vocabularies only)"},
 	}
 }
@@ -88,7 +87,6 @@ func Train(c *ucli.Context, withRL bool) (update.Config, rl.AdvConfig, error) {
 		if cfg.Loss.Agg, err = rl.ParseAggMode(c.String("agg")); err != nil {
 			return cfg, acfg, err
 		}
-		cfg.Loss.EntropyCoef = c.Float64("entropy-coef")
 		cfg.EntropyMetric = c.Bool("entropy-metric")
 	}
 	cfg.AdamW = optim.AdamWConfig{Beta1: c.Float64("beta1"), Beta2: c.Float64("beta2"), Eps: c.Float64("adam-eps"), WeightDecay: c.Float64("weight-decay")}
