@@ -61,8 +61,14 @@ type RunUpdates struct {
 // computed instead of being drawn as 0; NaN values are left out. The metrics
 // rows hold means only, so these plots have no intervals.
 func UpdatePlots(dir string, runs []RunUpdates) ([]string, error) {
+	return writeFigures(dir, updateFigures(runs))
+}
+
+// writeFigures writes each figure that has points into dir and returns the
+// paths written.
+func writeFigures(dir string, figs []figure) ([]string, error) {
 	var written []string
-	for _, f := range updateFigures(runs) {
+	for _, f := range figs {
 		path := filepath.Join(dir, f.file)
 		ok, err := f.write(path)
 		if err != nil {
@@ -112,7 +118,7 @@ func updateFigures(runs []RunUpdates) []figure {
 // paths written.
 func KPlots(dir string, scores []records.Score, runs []string) ([]string, error) {
 	type key struct{ run, src string }
-	var written []string
+	var figs []figure
 	for _, sp := range []struct{ file, metric, title, ylabel string }{
 		{"f1_vs_k.png", MetricF1, "F1 against the number of objectives", "F1 (95% bootstrap interval)"},
 		{"peak_tokens_vs_k.png", MetricPeakTokens, "Peak tokens against the number of objectives", "mean peak tokens (95% interval)"},
@@ -136,7 +142,7 @@ func KPlots(dir string, scores []records.Score, runs []string) ([]string, error)
 		slices.SortStableFunc(order, func(a, b key) int {
 			return cmpInt(slices.Index(runs, a.run), slices.Index(runs, b.run))
 		})
-		f := figure{title: sp.title, xlabel: "objectives k", ylabel: sp.ylabel, intX: true}
+		f := figure{file: sp.file, title: sp.title, xlabel: "objectives k", ylabel: sp.ylabel, intX: true}
 		for _, k := range order {
 			p := pts[k]
 			slices.SortFunc(p, func(a, b point) int { return cmpFloat(a.x, b.x) })
@@ -146,16 +152,9 @@ func KPlots(dir string, scores []records.Score, runs []string) ([]string, error)
 			}
 			f.series = append(f.series, series{name, p})
 		}
-		path := filepath.Join(dir, sp.file)
-		ok, err := f.write(path)
-		if err != nil {
-			return written, err
-		}
-		if ok {
-			written = append(written, path)
-		}
+		figs = append(figs, f)
 	}
-	return written, nil
+	return writeFigures(dir, figs)
 }
 
 // palette is Okabe and Ito's colour-blind-safe set, with their yellow
