@@ -82,30 +82,9 @@ func TestCorpusThenIndex(t *testing.T) {
 	}
 }
 
-func TestBadInput(t *testing.T) {
-	dir := t.TempDir()
-	bad := write(t, filepath.Join(dir, "bad.jsonl"),
-		`{"id":"0","contents":"\"A\"\ntext"}`+"\n"+`{"id":"1","contents":"\"B\"\ntext"}`+"\n"+`{"id":"2","content":"typo"}`+"\n")
-	code, stderr := run(t, "--corpus", bad, "--out", filepath.Join(dir, "ix"))
-	oneLine(t, code, stderr, bad, "row 3", `field "contents"`, "missing")
-
-	notJSON := write(t, filepath.Join(dir, "nj.jsonl"), `{"id":"0","contents":"x"}`+"\n"+`{"id": 1, "contents": [1]}`+"\n")
-	code, stderr = run(t, "--corpus", notJSON, "--out", filepath.Join(dir, "ix"))
-	oneLine(t, code, stderr, notJSON, "row 2", `field "contents"`, "want a string")
-
-	qa := write(t, filepath.Join(dir, "qa.jsonl"), `{"context":{"title":["A"],"sentences":[["a"]]}}`+"\n"+`{"context":{"title":["A","B"],"sentences":[["a"]]}}`+"\n")
-	code, stderr = run(t, "corpus", "--from", "hotpotqa", qa, "--out", filepath.Join(dir, "c.jsonl"))
-	oneLine(t, code, stderr, qa, "row 2", `field "context"`, "2 titles but 1 sentence lists")
-	if _, err := os.Stat(filepath.Join(dir, "c.jsonl")); err == nil {
-		t.Fatal("a failed conversion left an output file")
-	}
-	code, stderr = run(t, "corpus", "--from", "nosuch", qa)
-	oneLine(t, code, stderr, `--from "nosuch"`)
-	code, stderr = run(t, "--corpus", filepath.Join(dir, "missing.jsonl"), "--out", filepath.Join(dir, "ix"))
-	oneLine(t, code, stderr, "missing.jsonl", "no such file")
-	code, stderr = run(t, "--out", filepath.Join(dir, "ix"))
-	oneLine(t, code, stderr, "missing required flag --corpus")
-}
+// The file-in/file-out cases of testdata/cases (bad input: one line naming
+// the file, row and field; nothing left behind).
+func TestCases(t *testing.T) { testenv.RunCases(t, asMain) }
 
 // A failed rebuild leaves the existing index exactly as it was.
 func TestFailedRebuildKeepsIndex(t *testing.T) {

@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/mempo/mempo/lib/records"
+	"github.com/mempo/mempo/lib/testenv"
 )
+
+// asMain makes the test binary act as mempo-score (testenv.CommandMain).
+const asMain = "MEMPO_SCORE_AS_MAIN"
+
+func TestMain(m *testing.M) { testenv.CommandMain(m, "mempo-score", asMain, main) }
 
 func scoreTestdata(name string) string { return filepath.Join("..", "..", "testdata", "score", name) }
 
@@ -50,26 +55,7 @@ func TestScoreCommand(t *testing.T) {
 	}
 }
 
-func TestScoreCommandErrors(t *testing.T) {
-	dir := t.TempDir()
-	for _, tc := range []struct {
-		args []string
-		want string
-	}{
-		{[]string{"--out", filepath.Join(dir, "s.parquet")}, "missing required flag --rollouts"},
-		{[]string{"--rollouts", scoreTestdata("hand.jsonl")}, "missing required flag --out"},
-		{[]string{"--rollouts", scoreTestdata("hand.jsonl"), "--out", filepath.Join(dir, "s.csv")}, "unknown file format"},
-		{[]string{"--rollouts", scoreTestdata("hand.jsonl"), "--label", "a", "--label", "b", "--out", filepath.Join(dir, "s.parquet")}, "2 --label values for 1 rollouts files"},
-		{[]string{"--rollouts", scoreTestdata("bad-row.parquet"), "--out", filepath.Join(dir, "s.parquet")}, `bad-row.parquet: row 3: field "golds"`},
-		{[]string{"--rollouts", scoreTestdata("bad-row.jsonl"), "--out", filepath.Join(dir, "s.parquet")}, `bad-row.jsonl: row 3: field "golds"`},
-		{[]string{"--rollouts", filepath.Join(dir, "missing.parquet"), "--out", filepath.Join(dir, "s.parquet")}, "missing.parquet: no such file"},
-	} {
-		_, err := runScore(t, tc.args...)
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
-		}
-	}
-	if _, err := os.Stat(filepath.Join(dir, "s.parquet")); !os.IsNotExist(err) {
-		t.Error("a failed run left a scores file")
-	}
-}
+// The file-in/file-out cases of testdata/cases: bad flags and bad rollouts
+// rows are one stderr line naming the file, row and field, and no scores
+// file is written.
+func TestCases(t *testing.T) { testenv.RunCases(t, asMain) }

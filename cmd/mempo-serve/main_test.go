@@ -86,19 +86,6 @@ func TestServeAndSIGTERM(t *testing.T) {
 	}
 }
 
-func TestServeBadIndex(t *testing.T) {
-	for _, args := range [][]string{
-		{"--index", t.TempDir()},
-		{},
-		{"--index", t.TempDir(), "--method", "splade"},
-	} {
-		cmd := command(args...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		err := cmd.Run()
-		ee, ok := err.(*exec.ExitError)
-		if !ok || ee.ExitCode() != 1 || strings.Count(strings.TrimSpace(stderr.String()), "\n") != 0 || stderr.Len() == 0 {
-			t.Fatalf("%v: %v %q", args, err, stderr.String())
-		}
-	}
-}
+// The file-in/file-out cases of testdata/cases: a missing or bad index or
+// method is one stderr line and exit 1.
+func TestCases(t *testing.T) { testenv.RunCases(t, "MEMPO_SERVE_AS_MAIN") }

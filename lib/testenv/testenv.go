@@ -1,6 +1,12 @@
 // Package testenv finds what the tests of every package share: the
 // repository root and the real QA data in ../shared/data beside it. A test
 // that needs the shared data skips, saying where it looked, when it is absent.
+//
+// It also runs the commands' tests as the commands themselves: CommandMain,
+// Command and RunCommand run the test binary as the command, and RunCases
+// runs a command's file-in/file-out cases, testdata/cases/*.txtar (command
+// line, input files, wanted exit status, stderr and stdout; the format is
+// documented in cases.go), so a case is added without writing Go.
 package testenv
 
 import (
