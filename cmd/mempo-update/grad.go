@@ -107,7 +107,7 @@ func runGrad(c *ucli.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := sameShapes(m, ref, "--ref "+c.String("ref")); err != nil {
+		if err := sameShapes(m.Config(), ref, "--ref "+c.String("ref")); err != nil {
 			return err
 		}
 		if err := update.RefLogProbs(ref, b, shard, cfg.MicroTokens); err != nil {

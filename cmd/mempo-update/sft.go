@@ -22,7 +22,7 @@ var sftCommand = &ucli.Command{
 		&ucli.IntFlag{Name: "batch-size", Usage: "demonstration trajectories per optimizer step (0 = all)"},
 		&ucli.StringFlag{Name: "golden", Usage: "write logits of the written checkpoint on a few sequences here"},
 		&ucli.IntFlag{Name: "stop-after", Usage: "stop after this many optimizer steps with a resumable checkpoint"},
-	}, flags.Optim(update.DefaultSFTPeakLR), planFlags()),
+	}, flags.Optim(update.DefaultSFTPeakLR), planFlags(), flags.LeanState()),
 	Action: runSFT,
 }
 
@@ -37,6 +37,12 @@ func runSFT(c *ucli.Context) error {
 		return err
 	}
 	cfg.Loss.KLCoef = 0
+	if cfg.Lean, err = leanKnob(c); err != nil {
+		return err
+	}
+	if err := checkMemory(c, c.String("model"), cfg, c.String("device")); err != nil {
+		return err
+	}
 	j := &job{c: c, sft: true, cfg: cfg, shards: 1, modelD: c.String("model"), out: c.String("out")}
 	m, err := loadModel(j.modelD, "model", c.Bool("recompute"), c.String("device"))
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/mempo/mempo/cmd/internal/flags"
+	"github.com/mempo/mempo/lib/checkpoint"
 	"github.com/mempo/mempo/lib/cli"
 	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/fileio"
@@ -49,7 +50,7 @@ var updateFlags = concatFlags([]ucli.Flag{
 	&ucli.IntFlag{Name: "grad-shards", Value: 1, Usage: "accumulate each step's gradient as this many shards, summed in order exactly as apply sums the files of grad --shard i/n"},
 	&ucli.StringFlag{Name: "golden", Usage: "write logits of the written checkpoint on a few rollout sequences here (for scripts/check_update_hf.py)"},
 	&ucli.IntFlag{Name: "stop-after", Usage: "stop after this many optimizer steps and write a resumable checkpoint; rerunning the same command continues it"},
-}, flags.RL(), flags.Optim(update.DefaultConfig().Schedule.PeakLR), []ucli.Flag{miniBatchFlag}, planFlags(), flags.LoRA())
+}, flags.RL(), flags.Optim(update.DefaultConfig().Schedule.PeakLR), []ucli.Flag{miniBatchFlag}, planFlags(), flags.LoRA(), flags.LeanState())
 
 func concatFlags(fs ...[]ucli.Flag) []ucli.Flag {
 	var out []ucli.Flag
@@ -130,16 +131,22 @@ func loadModel(dir, flag string, recompute bool, device string) (*model.Model, e
 	return m, nil
 }
 
-// sameShapes checks that two models have the same parameters (a reference
+// sameShapes checks that a model has the policy's parameters (a reference
 // must score the same vocabulary as the policy).
-func sameShapes(a, b *model.Model, what string) error {
-	an, bn := a.ParamNames(), b.ParamNames()
-	if len(an) != len(bn) || a.VocabSize() != b.VocabSize() {
-		return fmt.Errorf("%s: checkpoint does not match the policy (%d parameters, vocab %d; policy %d, vocab %d)", what, len(bn), b.VocabSize(), len(an), a.VocabSize())
+func sameShapes(policy *checkpoint.Config, b *model.Model, what string) error {
+	var an []string
+	shapes := map[string][]int{}
+	for _, t := range policy.Tensors() {
+		an = append(an, t.Name)
+		shapes[t.Name] = t.Shape
 	}
-	for i := range an {
-		if an[i] != bn[i] || fmt.Sprint(a.ParamShape(an[i])) != fmt.Sprint(b.ParamShape(bn[i])) {
-			return fmt.Errorf("%s: checkpoint does not match the policy at %s", what, an[i])
+	bn := b.ParamNames()
+	if len(an) != len(bn) || policy.VocabSize != b.VocabSize() {
+		return fmt.Errorf("%s: checkpoint does not match the policy (%d parameters, vocab %d; policy %d, vocab %d)", what, len(bn), b.VocabSize(), len(an), policy.VocabSize)
+	}
+	for _, name := range bn {
+		if fmt.Sprint(shapes[name]) != fmt.Sprint(b.ParamShape(name)) {
+			return fmt.Errorf("%s: checkpoint does not match the policy at %s", what, name)
 		}
 	}
 	return nil
@@ -222,12 +229,56 @@ func runUpdate(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	if cfg.Lean, err = leanKnob(c); err != nil {
+		return err
+	}
 	if c.Int("grad-shards") < 1 {
 		return fmt.Errorf("--grad-shards must be ≥ 1")
 	}
 	j := &job{c: c, cfg: cfg, shards: c.Int("grad-shards"), modelD: c.String("model"), out: c.String("out")}
 	if j.lora, err = loraSetup(c); err != nil {
 		return err
+	}
+	if cfg.Lean && j.lora != nil {
+		return fmt.Errorf("--optim-state 8bit is for full-parameter updates (a LoRA adapter's AdamW state is small); drop one of the two")
+	}
+	switch {
+	case cfg.Loss.KLCoef != 0 && j.lora != nil && c.IsSet("ref"):
+		return fmt.Errorf("--ref: with a LoRA adapter the KL reference is the frozen base --model itself (adapter off); drop --ref")
+	case cfg.Loss.KLCoef != 0 && j.lora == nil && !c.IsSet("ref"):
+		return fmt.Errorf("%w (needed when --kl-coef is not 0)", cli.MissingFlags("--ref"))
+	}
+	if j.lora == nil {
+		if err := checkMemory(c, j.modelD, cfg, c.String("device")); err != nil {
+			return err
+		}
+	}
+	pcfg, err := checkpoint.LoadConfig(j.modelD)
+	if err != nil {
+		return fmt.Errorf("--model: %w", err)
+	}
+	rolls, where, err := loadRollouts(c.StringSlice("rollouts"))
+	if err != nil {
+		return err
+	}
+	if j.batch, err = prepare(rolls, where, update.PrepareOptions{Vocab: pcfg.VocabSize, RL: true, Adv: acfg}); err != nil {
+		return err
+	}
+	j.rolls = rolls
+	if cfg.Loss.KLCoef != 0 && j.lora == nil {
+		// The reference scores the batch before the policy is loaded, and
+		// its memory is given back at once: on a GPU the two never share it.
+		ref, err := loadModel(c.String("ref"), "ref", false, c.String("device"))
+		if err != nil {
+			return err
+		}
+		if err := sameShapes(pcfg, ref, "--ref "+c.String("ref")); err != nil {
+			return err
+		}
+		if err := update.RefLogProbs(ref, j.batch, nil, cfg.MicroTokens); err != nil {
+			return err
+		}
+		ref.Release()
 	}
 	var m *model.Model
 	if j.lora != nil {
@@ -238,34 +289,8 @@ func runUpdate(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	rolls, where, err := loadRollouts(c.StringSlice("rollouts"))
-	if err != nil {
-		return err
-	}
-	if j.batch, err = prepare(rolls, where, update.PrepareOptions{Vocab: m.VocabSize(), RL: true, Adv: acfg}); err != nil {
-		return err
-	}
-	j.rolls = rolls
-	switch {
-	case cfg.Loss.KLCoef != 0 && j.lora != nil:
-		if c.IsSet("ref") {
-			return fmt.Errorf("--ref: with a LoRA adapter the KL reference is the frozen base --model itself (adapter off); drop --ref")
-		}
+	if cfg.Loss.KLCoef != 0 && j.lora != nil {
 		j.prepRef = func(b *update.Batch) error { return update.BaseRefLogProbs(m, b, nil, cfg.MicroTokens) }
-	case cfg.Loss.KLCoef != 0:
-		if !c.IsSet("ref") {
-			return fmt.Errorf("%w (needed when --kl-coef is not 0)", cli.MissingFlags("--ref"))
-		}
-		j.prepRef = func(b *update.Batch) error {
-			ref, err := loadModel(c.String("ref"), "ref", false, c.String("device"))
-			if err != nil {
-				return err
-			}
-			if err := sameShapes(m, ref, "--ref "+c.String("ref")); err != nil {
-				return err
-			}
-			return update.RefLogProbs(ref, b, nil, cfg.MicroTokens)
-		}
 	}
 	j.plan = update.Plan{NTraj: len(j.batch.Trajs), MiniBatch: c.Int("mini-batch"), Epochs: c.Int("epochs"), Seed: c.Int64("seed")}
 	knobs := fmt.Sprint(acfg)
@@ -283,16 +308,17 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 		return err
 	}
 	var st *optim.State
+	var st8 *optim.State8
 	var rs *update.RunState
 	var err error
 	if c.String("optimizer") != "" || j.stateDir() != "" {
-		if st, rs, err = startState(c.String("optimizer"), j.stateDir(), m); err != nil {
+		if st, st8, rs, err = startLean(c.String("optimizer"), j.stateDir(), m, j.cfg.Lean); err != nil {
 			return err
 		}
 	}
-	var startGlobal int64
+	var startGlobal, iteration int64
 	if rs != nil {
-		startGlobal = rs.GlobalStep
+		startGlobal, iteration = rs.GlobalStep, rs.Iteration
 	}
 	fp := fingerprint(j.sft, j.batch.Hash, j.cfg, extraKnobs, j.plan, j.shards, startGlobal)
 
@@ -309,7 +335,7 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 		if err != nil {
 			return err
 		}
-		if st, rs, err = startState("", j.out, pm); err != nil {
+		if st, st8, rs, err = startLean("", j.out, pm, j.cfg.Lean); err != nil {
 			return err
 		}
 		if rows, err = records.ReadFile[records.Update](filepath.Join(j.out, update.MetricsFile)); err != nil {
@@ -326,6 +352,11 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 	t.SFT = j.sft
 	if st != nil {
 		if err := t.Opt.LoadState(*st); err != nil {
+			return err
+		}
+	}
+	if st8 != nil {
+		if err := t.LoadLeanState(*st8); err != nil {
 			return err
 		}
 	}
@@ -380,10 +411,16 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 		prog.Printf("step %d/%d loss %.4g clipfrac %.3f kl %s grad-norm %.3g", k+1, total, res.Row.Loss, res.Row.PGClipfrac, optG(res.Row.KL), res.GradNorm)
 	}
 	prog.Done("%d steps", stop-from)
+	printPeak(c, t.Model)
 	nrs := update.RunState{GlobalStep: t.StepCount(), Seed: j.plan.Seed, PlanStep: stop, PlanSteps: total,
-		Fingerprint: fp, Schedule: j.cfg.Schedule, AdamW: j.cfg.AdamW}
+		Fingerprint: fp, Schedule: j.cfg.Schedule, AdamW: j.cfg.AdamW, Iteration: iteration}
+	if stop == total {
+		nrs.Iteration++
+	}
 	if j.lora != nil {
 		err = update.SaveAdapterCheckpoint(j.out, t.Model, j.modelD, t.OptimizerState(), nrs, rows)
+	} else if j.cfg.Lean {
+		err = j.saveLean(t, nrs, rows, stop == total)
 	} else {
 		err = update.SaveCheckpoint(j.out, t.Model, j.modelD, t.OptimizerState(), nrs, rows)
 	}

@@ -60,6 +60,7 @@ type CUDA struct {
 	splitMaxBlocks int // rows × kv heads up to which decoding takes attn_split; 0: the SM count, < 0: never (tests)
 
 	live      atomic.Int64 // bytes of device memory held by tensors
+	peak      atomic.Int64 // PeakBytes (cuda_lean.go)
 	sinceGC   atomic.Int64
 	gcTrigger int64
 }
@@ -91,7 +92,8 @@ type devBuf struct {
 	// f32stale then says the fp32 values were never written.
 	productOnly, f32stale bool
 	// frozen: the buffer has no fp32 storage at all, only w16
-	// (FromHostFrozen); p is unset.
+	// (FromHostFrozen, or DropF32 for the 8-bit optimizer, which then
+	// writes w16 itself); p is unset.
 	frozen bool
 	w16    cuda.Ptr
 	w16sz  int
@@ -137,7 +139,7 @@ func (t *cudaTensor) n() int { return t.r * t.c }
 func gt(t Tensor) *cudaTensor {
 	c := gtAny(t)
 	if c.buf.frozen {
-		panic("model: a frozen bf16 weight (LoadFrozen) has no fp32 values; only MatMul may read it")
+		panic("model: a bf16-only weight (LoadFrozen, DropF32) has no fp32 values; only MatMul and Embedding read it")
 	}
 	if c.buf.f32stale {
 		panic("model: a ProductOnly tensor's fp32 values were never written; only MatMul may read it")
@@ -698,9 +700,13 @@ func (b *CUDA) SumRows(dst, x Tensor) {
 }
 
 func (b *CUDA) Embedding(out, table Tensor, ids []int) {
-	o, t := gt(out), gt(table)
+	o, t := gt(out), gtAny(table)
 	if o.r != len(ids) || o.c != t.c {
 		panic("model: Embedding shape mismatch")
+	}
+	if t.buf.frozen {
+		b.gatherBF16(o, t, ids)
+		return
 	}
 	b.GatherRows(out, table, ids)
 }

@@ -64,6 +64,7 @@ func (b *CUDA) rawAlloc(bytes int) (cuda.Ptr, int) {
 		p, err = b.dev.Alloc(size)
 	}
 	must(err)
+	b.notePeak()
 	return p, size
 }
 

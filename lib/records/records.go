@@ -114,6 +114,7 @@ type Update struct {
 	WallS            float64  `parquet:"wall_s" json:"wall_s"`
 	LogprobDriftMean float64  `parquet:"logprob_drift_mean" json:"logprob_drift_mean"` // mean |recomputed − rollout| log-prob
 	LogprobDriftMax  float64  `parquet:"logprob_drift_max" json:"logprob_drift_max"`
+	PeakGPUBytes     int64    `parquet:"peak_gpu_bytes" json:"peak_gpu_bytes"` // device memory in use at its highest so far in the run (0 on the CPU)
 }
 
 // Score is one metric of one run, data source and objective count: one row

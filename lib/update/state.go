@@ -34,6 +34,7 @@ type RunState struct {
 	Fingerprint string // of the rollouts, knobs and starting step of the current plan
 	Schedule    optim.Schedule
 	AdamW       optim.AdamWConfig
+	Iteration   int64 // updates finished in this chain of checkpoints (--optimizer-every reads it)
 }
 
 func (r RunState) meta() (map[string]string, error) {
@@ -53,6 +54,7 @@ func (r RunState) meta() (map[string]string, error) {
 		"mempo.fingerprint": r.Fingerprint,
 		"mempo.schedule":    string(sched),
 		"mempo.adamw":       string(adam),
+		"mempo.iteration":   strconv.FormatInt(r.Iteration, 10),
 	}, nil
 }
 
@@ -71,6 +73,11 @@ func runStateFrom(path string, meta map[string]string) (RunState, error) {
 	}
 	if r.PlanSteps, err = strconv.Atoi(get("plan_steps")); err != nil {
 		return r, fmt.Errorf("%s: metadata mempo.plan_steps: %v", path, err)
+	}
+	if it := get("iteration"); it != "" { // absent in files from before it was kept
+		if r.Iteration, err = strconv.ParseInt(it, 10, 64); err != nil {
+			return r, fmt.Errorf("%s: metadata mempo.iteration: %v", path, err)
+		}
 	}
 	r.Fingerprint = get("fingerprint")
 	if err := json.Unmarshal([]byte(get("schedule")), &r.Schedule); err != nil {

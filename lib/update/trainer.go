@@ -25,6 +25,9 @@ type Config struct {
 	// entropy gradient, so an entropy bonus (Loss.EntropyCoef ≠ 0) is
 	// refused by Validate.
 	EntropyMetric bool
+	// Lean keeps AdamW's moments in 8 bits (optim.AdamW8) and, on the GPU
+	// in bf16 mode, the weights as bf16 + 16-bit remainders (lean.go).
+	Lean bool
 }
 
 // DefaultConfig returns the defaults docs/ARCHITECTURE.md lists: rl.DefaultLossConfig (ε 0.2,
@@ -254,6 +257,13 @@ type Trainer struct {
 	OnMicro func(phase string, done, total int)
 
 	dev *deviceOpt // the optimizer on the GPU (UseDeviceOptimizer), or nil
+
+	// Opt8 is the optimizer when Cfg.Lean (Opt is then unused); dev8 its
+	// device version; pending8 a loaded state whose remainders have not yet
+	// been joined into the weights (lean.go).
+	Opt8     *optim.AdamW8
+	dev8     *deviceOpt8
+	pending8 *optim.State8
 }
 
 // onMicro is OnMicro bound to a phase, or nil.
@@ -270,6 +280,20 @@ func (t *Trainer) onMicro(phase string) func(done, total int) {
 // `grad --shard` and `apply` use, stay on the host). The model must be on
 // the CUDA backend.
 func (t *Trainer) UseDeviceOptimizer() error {
+	if t.Cfg.Lean {
+		st := optim.NewState8()
+		if t.pending8 != nil {
+			st = *t.pending8
+		} else if t.Opt8 != nil {
+			st = t.Opt8.State()
+		}
+		d, err := newDeviceOpt8(t.Model, t.Cfg.AdamW, st)
+		if err != nil {
+			return err
+		}
+		t.dev8, t.pending8 = d, nil
+		return nil
+	}
 	d, err := newDeviceOpt(t.Model, t.Cfg.AdamW, t.Opt.State())
 	if err != nil {
 		return err
@@ -289,6 +313,12 @@ func (t *Trainer) OptimizerState() optim.State {
 
 // StepCount is the number of optimizer steps taken (optim.AdamW.StepCount).
 func (t *Trainer) StepCount() int64 {
+	switch {
+	case t.dev8 != nil:
+		return t.dev8.stepCount()
+	case t.Opt8 != nil:
+		return t.Opt8.StepCount()
+	}
 	if t.dev != nil {
 		return t.dev.stepCount()
 	}
@@ -303,6 +333,9 @@ func (t *Trainer) Grad(mbTrajs, shard []int) (*ShardResult, error) {
 // grad is Grad; onDevice leaves the gradient in the model's tensors for
 // the device optimizer instead of copying it out.
 func (t *Trainer) grad(mbTrajs, shard []int, onDevice bool) (*ShardResult, error) {
+	if err := t.ensureMaster(); err != nil {
+		return nil, err
+	}
 	if t.SFT {
 		return t.sftShardGrad(mbTrajs, shard, onDevice)
 	}
@@ -319,7 +352,13 @@ func NewTrainer(m *model.Model, b *Batch, cfg Config) (*Trainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Trainer{Model: m, Opt: opt, Cfg: cfg, Batch: b}, nil
+	t := &Trainer{Model: m, Opt: opt, Cfg: cfg, Batch: b}
+	if cfg.Lean {
+		if t.Opt8, err = optim.NewAdamW8(cfg.AdamW); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
 }
 
 // denoms counts the aggregation denominators over a whole mini-batch: only
@@ -367,6 +406,9 @@ func (t *Trainer) loss(mbTrajs, shard []int) (*rl.LossOutput, map[int][]float32,
 // Evaluate returns the loss metrics of a set of trajectories under the
 // current model, without gradients.
 func (t *Trainer) Evaluate(trajs []int) (rl.Metrics, error) {
+	if err := t.ensureMaster(); err != nil {
+		return rl.Metrics{}, err
+	}
 	out, _, _, err := t.loss(trajs, trajs)
 	if err != nil {
 		return rl.Metrics{}, err
@@ -460,7 +502,7 @@ func (t *Trainer) Apply(g *ShardResult) (*StepResult, error) {
 	if g.onDevice {
 		return t.applyOnDevice(g)
 	}
-	if t.dev != nil {
+	if t.dev != nil || t.dev8 != nil {
 		return nil, fmt.Errorf("update: a host gradient given to the device optimizer")
 	}
 	m := t.Model
@@ -480,9 +522,12 @@ func (t *Trainer) Apply(g *ShardResult) (*StepResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("update: %v: step skipped, nothing written", err)
 	}
-	step := t.Opt.StepCount()
-	lr := t.Cfg.Schedule.LR(step)
-	if err := t.Opt.Step(params, lr); err != nil {
+	lr := t.Cfg.Schedule.LR(t.StepCount())
+	step := t.Opt.Step
+	if t.Opt8 != nil {
+		step = t.Opt8.Step
+	}
+	if err := step(params, lr); err != nil {
 		return nil, err
 	}
 	for _, p := range params {
@@ -495,11 +540,15 @@ func (t *Trainer) Apply(g *ShardResult) (*StepResult, error) {
 
 // applyOnDevice is Apply for a gradient left on the device.
 func (t *Trainer) applyOnDevice(g *ShardResult) (*StepResult, error) {
-	if t.dev == nil {
+	if t.dev == nil && t.dev8 == nil {
 		return nil, fmt.Errorf("update: a device gradient without the device optimizer")
 	}
-	lr := t.Cfg.Schedule.LR(t.dev.stepCount())
-	norm, err := t.dev.apply(t.Model, t.Cfg.MaxGradNorm, lr)
+	lr := t.Cfg.Schedule.LR(t.StepCount())
+	apply := t.dev.apply
+	if t.dev8 != nil {
+		apply = t.dev8.apply
+	}
+	norm, err := apply(t.Model, t.Cfg.MaxGradNorm, lr)
 	t.Model.ZeroGrads()
 	if err != nil {
 		return nil, fmt.Errorf("update: %v: step skipped, nothing written", err)
@@ -526,6 +575,9 @@ func (t *Trainer) result(g *ShardResult, norm, lr float64) *StepResult {
 	if met.MemBlocks > 0 {
 		row.AdvMemMean, row.AdvMemStd, row.RewardMemMean = &met.AdvMemMean, &met.AdvMemStd, &met.RewardMemMean
 	}
+	if cu, ok := t.Model.Backend().(*model.CUDA); ok {
+		row.PeakGPUBytes = cu.PeakBytes()
+	}
 	if g.Trajs > 0 {
 		row.PeakTokensMean = g.PeakSum / float64(g.Trajs)
 	}
@@ -547,7 +599,7 @@ func (t *Trainer) Step(p Plan, k, shards int) (*StepResult, error) {
 	var sum *ShardResult
 	for i := 0; i < shards; i++ {
 		// One shard with the device optimizer: the gradient stays put.
-		r, err := t.grad(trajs, Shard(trajs, i, shards), t.dev != nil && shards == 1)
+		r, err := t.grad(trajs, Shard(trajs, i, shards), (t.dev != nil || t.dev8 != nil) && shards == 1)
 		if err != nil {
 			return nil, err
 		}

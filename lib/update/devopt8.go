@@ -1,0 +1,215 @@
+package update
+
+import (
+	"fmt"
+	"math"
+	"unsafe"
+
+	"github.com/mempo/mempo/lib/cuda"
+	"github.com/mempo/mempo/lib/model"
+	"github.com/mempo/mempo/lib/optim"
+)
+
+// deviceOpt8 is the 8-bit AdamW (optim.AdamW8) on the GPU: moments as
+// codes and scales in device memory, the step lib/cuda's adamw8_step kernel
+// (bit for bit optim.Step8). In bf16 mode each weight matrix keeps no fp32
+// copy: its bf16 weight (what the products read) and a 16-bit remainder
+// make the fp32 master weight (optim.SplitMaster), 4 bytes a parameter
+// instead of fp32's 4 plus bf16's 2. Vectors and every parameter in fp32
+// mode keep their fp32 master in the model's tensor.
+type deviceOpt8 struct {
+	be    *model.CUDA
+	cfg   optim.AdamWConfig
+	slots map[string]*slot8
+	tabs  cuda.Ptr
+	hold  []model.Tensor // buffers owned here (kept reachable)
+}
+
+type slot8 struct {
+	n, rows, cols  int
+	step           int64
+	split          bool
+	hi, lo         cuda.Ptr // split: bf16 weight, int16 remainder
+	mq, ms, vq, vs cuda.Ptr
+}
+
+// leanTables packs the two codebooks as adamw8_step reads them.
+func leanTables() []float32 {
+	cm, cv := optim.CodeExpAvg, optim.CodeExpAvgSq
+	out := append([]float32(nil), cm.Vals...)
+	out = append(out, cm.Mids...)
+	out = append(out, cv.Vals...)
+	return append(out, cv.Mids...)
+}
+
+// newDeviceOpt8 starts the device optimizer from st (possibly empty); the
+// model's weights are a lean checkpoint's bf16 weights, or fp32 weights
+// when st has no remainders. st's remainders complete the master weights.
+// In bf16 mode the matrices are split and their fp32 buffers freed here.
+func newDeviceOpt8(m *model.Model, cfg optim.AdamWConfig, st optim.State8) (*deviceOpt8, error) {
+	be, ok := m.Backend().(*model.CUDA)
+	if !ok {
+		return nil, fmt.Errorf("update: the device optimizer needs the CUDA backend, the model is on %s", m.Backend().Name())
+	}
+	d := &deviceOpt8{be: be, cfg: cfg, slots: map[string]*slot8{}}
+	tabs := leanTables()
+	t, p := be.Bytes(4 * len(tabs))
+	be.CopyFromHost(p, unsafe.Pointer(&tabs[0]), 4*len(tabs))
+	d.hold, d.tabs = append(d.hold, t), p
+	alloc := func(n int) cuda.Ptr {
+		t, p := be.Bytes(n)
+		d.hold = append(d.hold, t)
+		return p
+	}
+	for _, name := range m.ParamNames() {
+		pt := m.ParamTensor(name)
+		s := &slot8{n: pt.Rows() * pt.Cols(), rows: pt.Rows(), cols: pt.Cols()}
+		nb := optim.Blocks8(s.n)
+		s.mq, s.vq, s.ms, s.vs = alloc(s.n), alloc(s.n), alloc(4*nb), alloc(4*nb)
+		if n, ok := st.Steps[name]; ok {
+			mo, vo := st.ExpAvg[name], st.ExpAvgSq[name]
+			if len(mo.Q) != s.n {
+				return nil, fmt.Errorf("update: optimizer state of %s has %d values, the parameter %d", name, len(mo.Q), s.n)
+			}
+			be.CopyFromHost(s.mq, unsafe.Pointer(&mo.Q[0]), s.n)
+			be.CopyFromHost(s.vq, unsafe.Pointer(&vo.Q[0]), s.n)
+			be.CopyFromHost(s.ms, unsafe.Pointer(&mo.Scale[0]), 4*nb)
+			be.CopyFromHost(s.vs, unsafe.Pointer(&vo.Scale[0]), 4*nb)
+			s.step = n
+		}
+		lo, haveLo := st.MasterLo[name]
+		if haveLo && len(lo) != s.n {
+			return nil, fmt.Errorf("update: master remainder of %s has %d values, the parameter %d", name, len(lo), s.n)
+		}
+		if be.BF16() && s.rows > 1 && s.cols > 1 {
+			s.split = true
+			s.lo = alloc(2 * s.n)
+			var loIn cuda.Ptr
+			if haveLo {
+				be.CopyFromHost(s.lo, unsafe.Pointer(&lo[0]), 2*s.n)
+				loIn = s.lo // read then written element by element
+			}
+			hi, err := be.DropF32(pt, func(f32, bf16 cuda.Ptr) error {
+				return be.Device().SplitMaster(f32, bf16, s.lo, loIn, s.n)
+			})
+			if err != nil {
+				return nil, err
+			}
+			s.hi = hi
+		} else if haveLo {
+			if err := m.SetParam(name, joinHost(m.Param(name), lo)); err != nil {
+				return nil, err
+			}
+		}
+		d.slots[name] = s
+	}
+	be.FlushPool()
+	return d, nil
+}
+
+func (d *deviceOpt8) stepCount() int64 {
+	var n int64
+	for _, s := range d.slots {
+		n = max(n, s.step)
+	}
+	return n
+}
+
+// apply is deviceOpt.apply with the 8-bit step.
+func (d *deviceOpt8) apply(m *model.Model, maxNorm, lr float64) (float64, error) {
+	names := m.ParamNames()
+	var total float64
+	for _, name := range names {
+		total += d.be.SumSquares(m.GradTensor(name))
+	}
+	norm := math.Sqrt(total)
+	c, clip, err := optim.ClipCoef(norm, maxNorm)
+	if err != nil {
+		return norm, err
+	}
+	if clip {
+		for _, name := range names {
+			d.be.Scale(m.GradTensor(name), c)
+		}
+	}
+	if math.IsNaN(lr) || math.IsInf(lr, 0) || lr < 0 {
+		return norm, fmt.Errorf("optim: learning rate must be finite and ≥ 0, got %v", lr)
+	}
+	cm, cv := optim.CodeExpAvg, optim.CodeExpAvgSq
+	for _, name := range names {
+		s := d.slots[name]
+		s.step++
+		k := optim.Scalars8(d.cfg, lr, s.step)
+		dd := int32(0)
+		if k.DoDecay {
+			dd = 1
+		}
+		sc := cuda.AdamWStep{Decay: k.Decay, DoDecay: dd, W1: k.W1, B2: k.B2, W2: k.W2, BC2Sqrt: k.BC2Sqrt, Eps: k.Eps, NegStep: k.NegStep}
+		var p32 cuda.Ptr
+		if !s.split {
+			p32 = d.be.DevicePtr(m.ParamTensor(name))
+			d.be.Touch(m.ParamTensor(name))
+		}
+		g := d.be.DevicePtr(m.GradTensor(name))
+		if err := d.be.Device().AdamW8(p32, s.hi, s.lo, g, s.mq, s.ms, s.vq, s.vs, s.n, d.tabs, cm.Max, cv.Max, sc); err != nil {
+			return norm, err
+		}
+	}
+	return norm, nil
+}
+
+// state copies the moments and the remainders to the host, and returns
+// the bf16 weights of the checkpoint (as float32 values) beside it.
+func (d *deviceOpt8) state(m *model.Model) (optim.State8, map[string][]float32) {
+	st := optim.NewState8()
+	weights := map[string][]float32{}
+	for _, name := range m.ParamNames() {
+		s := d.slots[name]
+		if s.split {
+			hi := make([]uint16, s.n)
+			lo := make([]int16, s.n)
+			d.be.CopyToHost(unsafe.Pointer(&hi[0]), s.hi, 2*s.n)
+			d.be.CopyToHost(unsafe.Pointer(&lo[0]), s.lo, 2*s.n)
+			w := make([]float32, s.n)
+			for i, h := range hi {
+				w[i] = math.Float32frombits(uint32(h) << 16)
+			}
+			weights[name], st.MasterLo[name] = w, lo
+		} else {
+			weights[name], st.MasterLo[name] = splitHost(m.Param(name))
+		}
+		if s.step == 0 {
+			continue
+		}
+		nb := optim.Blocks8(s.n)
+		mo := optim.Moment8{Q: make([]uint8, s.n), Scale: make([]float32, nb)}
+		vo := optim.Moment8{Q: make([]uint8, s.n), Scale: make([]float32, nb)}
+		d.be.CopyToHost(unsafe.Pointer(&mo.Q[0]), s.mq, s.n)
+		d.be.CopyToHost(unsafe.Pointer(&vo.Q[0]), s.vq, s.n)
+		d.be.CopyToHost(unsafe.Pointer(&mo.Scale[0]), s.ms, 4*nb)
+		d.be.CopyToHost(unsafe.Pointer(&vo.Scale[0]), s.vs, 4*nb)
+		st.Steps[name], st.ExpAvg[name], st.ExpAvgSq[name] = s.step, mo, vo
+	}
+	return st, weights
+}
+
+// splitHost splits fp32 master weights into the bf16 weights (as float32
+// values) and the remainders.
+func splitHost(x []float32) ([]float32, []int16) {
+	w, lo := make([]float32, len(x)), make([]int16, len(x))
+	for i, v := range x {
+		h, l := optim.SplitMaster(v)
+		w[i], lo[i] = math.Float32frombits(uint32(h)<<16), l
+	}
+	return w, lo
+}
+
+// joinHost completes bf16 weights with their remainders: the fp32 master
+// weights (the low 16 bits of w are replaced).
+func joinHost(w []float32, lo []int16) []float32 {
+	out := make([]float32, len(w))
+	for i, v := range w {
+		out[i] = optim.JoinMaster(uint16(math.Float32bits(v)>>16), lo[i])
+	}
+	return out
+}
