@@ -38,8 +38,8 @@ type StatePlace struct {
 
 // LoadLeanState sets the 8-bit optimizer's state; its remainders complete
 // the model's (bf16) weights: on the device optimizer's split weights when
-// UseDeviceOptimizer follows, else on the model's own tensors before the
-// first forward.
+// UseDeviceOptimizer follows, else (with the host optimizer's copy of the
+// state) on the model's own tensors before the first forward.
 func (t *Trainer) LoadLeanState(st optim.State8) error {
 	if t.Opt8 == nil {
 		return fmt.Errorf("update: an 8-bit optimizer state given to a run without --optim-state 8bit")
@@ -51,9 +51,8 @@ func (t *Trainer) LoadLeanState(st optim.State8) error {
 	if err := st.Validate(sizes); err != nil {
 		return err
 	}
-	if err := t.Opt8.LoadState(st); err != nil {
-		return err
-	}
+	// Kept as is until it is known where the optimizer runs: a 7B state is
+	// 30 GB, and the device optimizer needs no host copy of it.
 	t.pending8 = &st
 	return nil
 }
@@ -72,9 +71,12 @@ func (t *Trainer) ensureMaster() error {
 	if t.pending8 == nil || t.dev8 != nil {
 		return nil
 	}
-	lo := t.pending8.MasterLo
+	st := t.pending8
 	t.pending8 = nil
-	for name, l := range lo {
+	if err := t.Opt8.LoadState(*st); err != nil {
+		return err
+	}
+	for name, l := range st.MasterLo {
 		if err := t.Model.SetParam(name, joinHost(t.Model.Param(name), l)); err != nil {
 			return err
 		}

@@ -281,11 +281,9 @@ func (t *Trainer) onMicro(phase string) func(done, total int) {
 // the CUDA backend.
 func (t *Trainer) UseDeviceOptimizer() error {
 	if t.Cfg.Lean {
-		st := optim.NewState8()
+		st := t.Opt8.State()
 		if t.pending8 != nil {
 			st = *t.pending8
-		} else if t.Opt8 != nil {
-			st = t.Opt8.State()
 		}
 		d, err := newDeviceOpt8(t.Model, t.Cfg.AdamW, st)
 		if err != nil {
@@ -316,6 +314,12 @@ func (t *Trainer) StepCount() int64 {
 	switch {
 	case t.dev8 != nil:
 		return t.dev8.stepCount()
+	case t.pending8 != nil:
+		var n int64
+		for _, s := range t.pending8.Steps {
+			n = max(n, s)
+		}
+		return n
 	case t.Opt8 != nil:
 		return t.Opt8.StepCount()
 	}
