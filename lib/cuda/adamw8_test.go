@@ -29,11 +29,12 @@ func TestAdamW8KernelMatchesOptim(t *testing.T) {
 	}
 	ptabs := upload(t, d, tabs)
 	alloc := func(bytes int) Ptr {
-		p, err := d.Alloc(bytes)
+		words := (bytes + 3) / 4
+		p, err := d.Alloc(4 * words)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := d.Memset32(p, 0, (bytes+3)/4); err != nil {
+		if err := d.Memset32(p, 0, words); err != nil {
 			t.Fatal(err)
 		}
 		return p

@@ -105,24 +105,13 @@ func (o *AdamW) StepCount() int64 {
 // for bit those of torch 2.11's AdamW(foreach=False) on the CPU
 // (TestAgainstTorch); CUDA's fused/foreach kernels round differently.
 func (o *AdamW) Step(params []Param, lr float64) error {
-	if math.IsNaN(lr) || math.IsInf(lr, 0) || lr < 0 {
-		return fmt.Errorf("optim: learning rate must be finite and ≥ 0, got %v", lr)
-	}
-	seen := make(map[string]bool, len(params))
-	for _, p := range params {
-		if seen[p.Name] {
-			return fmt.Errorf("optim: parameter %q given twice", p.Name)
+	if err := checkStep(params, lr, func(name string) int {
+		if s := o.state[name]; s != nil {
+			return len(s.m)
 		}
-		seen[p.Name] = true
-		if p.Grad == nil {
-			continue
-		}
-		if len(p.Grad) != len(p.Data) {
-			return fmt.Errorf("optim: parameter %q has %d values but a gradient of %d", p.Name, len(p.Data), len(p.Grad))
-		}
-		if s := o.state[p.Name]; s != nil && len(s.m) != len(p.Data) {
-			return fmt.Errorf("optim: parameter %q has %d values but its optimizer state %d", p.Name, len(p.Data), len(s.m))
-		}
+		return -1
+	}); err != nil {
+		return err
 	}
 	c := o.cfg
 	for _, p := range params {
@@ -166,6 +155,32 @@ func (o *AdamW) Step(params []Param, lr float64) error {
 				theta[i] = theta[i] + float32(float32(negStep*m[i])/den)
 			}
 		})
+	}
+	return nil
+}
+
+// checkStep validates a step's arguments: a usable rate, each parameter
+// once, gradients and states (stateLen: −1 when none) of the parameter's
+// length.
+func checkStep(params []Param, lr float64, stateLen func(name string) int) error {
+	if math.IsNaN(lr) || math.IsInf(lr, 0) || lr < 0 {
+		return fmt.Errorf("optim: learning rate must be finite and ≥ 0, got %v", lr)
+	}
+	seen := make(map[string]bool, len(params))
+	for _, p := range params {
+		if seen[p.Name] {
+			return fmt.Errorf("optim: parameter %q given twice", p.Name)
+		}
+		seen[p.Name] = true
+		if p.Grad == nil {
+			continue
+		}
+		if len(p.Grad) != len(p.Data) {
+			return fmt.Errorf("optim: parameter %q has %d values but a gradient of %d", p.Name, len(p.Data), len(p.Grad))
+		}
+		if n := stateLen(p.Name); n >= 0 && n != len(p.Data) {
+			return fmt.Errorf("optim: parameter %q has %d values but its optimizer state %d", p.Name, len(p.Data), n)
+		}
 	}
 	return nil
 }

@@ -231,24 +231,13 @@ func Scalars8(c AdamWConfig, lr float64, step int64) Step8Scalars {
 // dequantized, AdamW.Step's float32 arithmetic updates θ, m and v, and the
 // new m and √v are quantized again.
 func (o *AdamW8) Step(params []Param, lr float64) error {
-	if math.IsNaN(lr) || math.IsInf(lr, 0) || lr < 0 {
-		return fmt.Errorf("optim: learning rate must be finite and ≥ 0, got %v", lr)
-	}
-	seen := make(map[string]bool, len(params))
-	for _, p := range params {
-		if seen[p.Name] {
-			return fmt.Errorf("optim: parameter %q given twice", p.Name)
+	if err := checkStep(params, lr, func(name string) int {
+		if s := o.state[name]; s != nil {
+			return len(s.m.q)
 		}
-		seen[p.Name] = true
-		if p.Grad == nil {
-			continue
-		}
-		if len(p.Grad) != len(p.Data) {
-			return fmt.Errorf("optim: parameter %q has %d values but a gradient of %d", p.Name, len(p.Data), len(p.Grad))
-		}
-		if s := o.state[p.Name]; s != nil && len(s.m.q) != len(p.Data) {
-			return fmt.Errorf("optim: parameter %q has %d values but its optimizer state %d", p.Name, len(p.Data), len(s.m.q))
-		}
+		return -1
+	}); err != nil {
+		return err
 	}
 	for _, p := range params {
 		if p.Grad == nil {

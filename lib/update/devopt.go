@@ -77,10 +77,28 @@ func (d *deviceOpt) stepCount() int64 {
 // optim.ClipGradNorm) and takes one AdamW step at rate lr. It returns the
 // norm before clipping; a non-finite norm is an error, and nothing changes.
 func (d *deviceOpt) apply(m *model.Model, maxNorm, lr float64) (float64, error) {
-	names := m.TrainableNames()
+	norm, err := clipOnDevice(d.be, m, maxNorm, lr)
+	if err != nil {
+		return norm, err
+	}
+	cfg := d.cfg
+	for _, name := range m.TrainableNames() {
+		d.step[name]++
+		s := cuda.AdamWScalars(cfg.Beta1, cfg.Beta2, cfg.Eps, cfg.WeightDecay, lr, int(d.step[name]))
+		d.be.AdamW(m.ParamTensor(name), m.GradTensor(name), d.m[name], d.v[name], s)
+	}
+	return norm, nil
+}
+
+// clipOnDevice takes the global norm of the gradient of the trainable
+// parameters on the device, clips it to maxNorm (as optim.ClipGradNorm) and
+// checks lr; it returns the norm before clipping, and a non-finite norm or a
+// bad rate is an error.
+func clipOnDevice(be *model.CUDA, m *model.Model, maxNorm, lr float64) (float64, error) {
+	names := m.TrainableNames() // the adapter's factors when the base is frozen
 	var total float64
 	for _, name := range names {
-		total += d.be.SumSquares(m.GradTensor(name))
+		total += be.SumSquares(m.GradTensor(name))
 	}
 	norm := math.Sqrt(total)
 	c, clip, err := optim.ClipCoef(norm, maxNorm)
@@ -89,17 +107,11 @@ func (d *deviceOpt) apply(m *model.Model, maxNorm, lr float64) (float64, error) 
 	}
 	if clip {
 		for _, name := range names {
-			d.be.Scale(m.GradTensor(name), c)
+			be.Scale(m.GradTensor(name), c)
 		}
 	}
 	if math.IsNaN(lr) || math.IsInf(lr, 0) || lr < 0 {
 		return norm, fmt.Errorf("optim: learning rate must be finite and ≥ 0, got %v", lr)
-	}
-	cfg := d.cfg
-	for _, name := range names {
-		d.step[name]++
-		s := cuda.AdamWScalars(cfg.Beta1, cfg.Beta2, cfg.Eps, cfg.WeightDecay, lr, int(d.step[name]))
-		d.be.AdamW(m.ParamTensor(name), m.GradTensor(name), d.m[name], d.v[name], s)
 	}
 	return norm, nil
 }

@@ -115,36 +115,19 @@ func (d *deviceOpt8) stepCount() int64 {
 	return n
 }
 
-// apply is deviceOpt.apply with the 8-bit step.
+// apply is deviceOpt.apply with the 8-bit step (the kernel's scalars are
+// optim.Scalars8's, computed the same way by cuda.AdamWScalars).
 func (d *deviceOpt8) apply(m *model.Model, maxNorm, lr float64) (float64, error) {
-	names := m.ParamNames()
-	var total float64
-	for _, name := range names {
-		total += d.be.SumSquares(m.GradTensor(name))
-	}
-	norm := math.Sqrt(total)
-	c, clip, err := optim.ClipCoef(norm, maxNorm)
+	norm, err := clipOnDevice(d.be, m, maxNorm, lr)
 	if err != nil {
 		return norm, err
 	}
-	if clip {
-		for _, name := range names {
-			d.be.Scale(m.GradTensor(name), c)
-		}
-	}
-	if math.IsNaN(lr) || math.IsInf(lr, 0) || lr < 0 {
-		return norm, fmt.Errorf("optim: learning rate must be finite and ≥ 0, got %v", lr)
-	}
+	names := m.ParamNames()
 	cm, cv := optim.CodeExpAvg, optim.CodeExpAvgSq
 	for _, name := range names {
 		s := d.slots[name]
 		s.step++
-		k := optim.Scalars8(d.cfg, lr, s.step)
-		dd := int32(0)
-		if k.DoDecay {
-			dd = 1
-		}
-		sc := cuda.AdamWStep{Decay: k.Decay, DoDecay: dd, W1: k.W1, B2: k.B2, W2: k.W2, BC2Sqrt: k.BC2Sqrt, Eps: k.Eps, NegStep: k.NegStep}
+		sc := cuda.AdamWScalars(d.cfg.Beta1, d.cfg.Beta2, d.cfg.Eps, d.cfg.WeightDecay, lr, int(s.step))
 		var p32 cuda.Ptr
 		if !s.split {
 			p32 = d.be.DevicePtr(m.ParamTensor(name))

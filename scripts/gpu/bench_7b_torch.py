@@ -6,9 +6,9 @@ attention, gradient checkpointing, torch.optim.AdamW(fused=True) on every parame
 mempo-update's step does: a no-grad pass for the output tokens' log-probs (the ratio's
 recompute), then forward + backward of the summed output log-probs in micro-batches,
 then the optimizer step. The batch is the long-context one of make_long_rollouts.py:
-SEQS sequences of CTX + OUT ids, micro-batches of MICRO sequences.
+SEQS sequences of CTX + OUTLEN ids, micro-batches of MICRO sequences.
 
-env: SEQS (16), CTX (4000), OUT (96), MICRO (1), STEPS (2, the first is warm-up)
+env: SEQS (16), CTX (4000), OUTLEN (96), MICRO (1), STEPS (2, the first is warm-up)
 """
 import os
 import time
@@ -16,7 +16,7 @@ import time
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
-seqs, ctx, out = int(os.environ.get("SEQS", 16)), int(os.environ.get("CTX", 4000)), int(os.environ.get("OUT", 96))
+seqs, ctx, out = int(os.environ.get("SEQS", 16)), int(os.environ.get("CTX", 4000)), int(os.environ.get("OUTLEN", 96))
 micro, steps = int(os.environ.get("MICRO", 1)), int(os.environ.get("STEPS", 2))
 cfg = Qwen2Config(vocab_size=152064, hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
                   num_attention_heads=28, num_key_value_heads=4, max_position_embeddings=32768, rope_theta=1e6,
