@@ -242,9 +242,7 @@ func SaveLeanCheckpoint(dir string, m *model.Model, weights map[string][]float32
 	}
 	defer os.RemoveAll(tmp)
 	built := filepath.Join(tmp, "ckpt")
-	final := func(err error, name string) error {
-		return fmt.Errorf("writing %s: %w", filepath.Join(dir, name), stripTemp(err, tmp))
-	}
+	final := func(err error, name string) error { return namedWrite(err, dir, tmp, name) }
 	opts := checkpoint.SaveOptions{DType: safetensors.BF16}
 	if tokDir != "" {
 		if _, err := os.Stat(filepath.Join(tokDir, "tokenizer.json")); err == nil {
@@ -295,8 +293,10 @@ func SaveLeanCheckpoint(dir string, m *model.Model, weights map[string][]float32
 	return fileio.ReplaceDir(built, dir)
 }
 
-// stripTemp turns the temporary build directory in an error into nothing
-// (the message already names the final file).
-func stripTemp(err error, tmp string) error {
-	return errors.New(strings.ReplaceAll(err.Error(), filepath.Join(tmp, "ckpt")+"/", ""))
+// namedWrite says which file of checkpoint dir failed to be written (a full
+// disk, say): the file's final path, with the temporary build directory
+// taken out of the underlying message. The previous dir is untouched.
+func namedWrite(err error, dir, tmp, name string) error {
+	msg := strings.ReplaceAll(err.Error(), filepath.Join(tmp, "ckpt")+"/", "")
+	return fmt.Errorf("writing %s: %s (the previous %s is unchanged)", filepath.Join(dir, name), msg, dir)
 }

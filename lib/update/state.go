@@ -181,17 +181,17 @@ func SaveCheckpoint(dir string, m *model.Model, tokDir string, st optim.State, r
 		}
 	}
 	if err := checkpoint.Save(built, m.Config(), m.Params(), opts); err != nil {
-		return err
+		return namedWrite(err, dir, tmp, "model.safetensors")
 	}
 	shapes := map[string][]int{}
 	for _, name := range m.ParamNames() {
 		shapes[name] = m.ParamShape(name)
 	}
 	if err := WriteOptimizer(filepath.Join(built, OptimizerFile), st, rs, shapes); err != nil {
-		return err
+		return namedWrite(err, dir, tmp, OptimizerFile)
 	}
 	if err := records.WriteFile(filepath.Join(built, MetricsFile), rows); err != nil {
-		return err
+		return namedWrite(err, dir, tmp, MetricsFile)
 	}
 	return fileio.ReplaceDir(built, dir)
 }
