@@ -10,7 +10,8 @@ import (
 // bf16-only weights, for the memory-lean full-parameter update
 // (lib/update's 8-bit device optimizer): a weight matrix's bf16 copy, which
 // the products read in bf16 mode, becomes its only values on the device and
-// its fp32 buffer is freed. The optimizer keeps the rest of the fp32 master
+// its fp32 buffer is freed (the frozen buffer of FromHostFrozen, cuda_lora.go,
+// made from a loaded weight; here the optimizer writes it). The optimizer keeps the rest of the fp32 master
 // weight (a 16-bit remainder) and writes the bf16 weight in place after each
 // step. Only MatMul and Embedding read such a weight; any other op that would
 // read its fp32 values panics.
