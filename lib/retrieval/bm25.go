@@ -38,6 +38,7 @@ type BM25 struct {
 	post   []byte    // mmapped bm25.post
 	nterms int
 	strs   []byte
+	lens   []byte // bm25.len as read, for its checksum
 	// acc is a free list of score accumulators (N floats each); unlike a
 	// sync.Pool it survives garbage collections, so large ones are not
 	// reallocated and cleared again under load. At most cap(acc) exist, which
@@ -89,6 +90,9 @@ func openBM25(dir string, an Analyzer, params BM25Params, avgdl float64) (*BM25,
 	if err != nil {
 		return nil, err
 	}
+	if len(lens)%4 != 0 {
+		return nil, fmt.Errorf("%s: %d bytes, not a whole number of 4-byte lengths (truncated)", filepath.Join(dir, bm25LenFile), len(lens))
+	}
 	s := &BM25{an: an, params: params, n: len(lens) / 4, avgdl: avgdl}
 	if avgdl <= 0 {
 		s.avgdl = 1
@@ -106,7 +110,7 @@ func openBM25(dir string, an Analyzer, params BM25Params, avgdl float64) (*BM25,
 		return nil, fmt.Errorf("%s: not a mempo BM25 lexicon", filepath.Join(dir, bm25LexFile))
 	}
 	s.nterms = int(binary.LittleEndian.Uint64(s.lex[8:]))
-	if 16+s.nterms*lexEntrySize > len(s.lex) {
+	if s.nterms < 0 || s.nterms > (len(s.lex)-16)/lexEntrySize {
 		s.Close()
 		return nil, fmt.Errorf("%s: truncated lexicon", filepath.Join(dir, bm25LexFile))
 	}
@@ -115,6 +119,7 @@ func openBM25(dir string, an Analyzer, params BM25Params, avgdl float64) (*BM25,
 		s.Close()
 		return nil, err
 	}
+	s.lens = lens
 	s.acc = make(chan *accumulator, 2*runtime.GOMAXPROCS(0))
 	return s, nil
 }
@@ -149,6 +154,9 @@ func (s *BM25) lookup(t string) (post []byte, df uint32, ok bool) {
 	e := s.entry(i)
 	off := binary.LittleEndian.Uint64(e[8:])
 	n := binary.LittleEndian.Uint64(e[16:])
+	if off > uint64(len(s.post)) || n > uint64(len(s.post))-off {
+		return nil, 0, false // checked at open (checkLexicon); never index past the mapping
+	}
 	return s.post[off : off+n], binary.LittleEndian.Uint32(e[24:]), true
 }
 

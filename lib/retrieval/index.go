@@ -50,6 +50,9 @@ type Manifest struct {
 	Dense        *DenseManifest `json:"dense,omitempty"`
 	CPUSeconds   float64        `json:"cpu_seconds,omitempty"` // user+system CPU of the building process
 	PeakRSSBytes int64          `json:"peak_rss_bytes,omitempty"`
+	// Files holds the size and checksum of every other file of the
+	// directory, checked by Open (integrity.go).
+	Files map[string]FileSum `json:"files,omitempty"`
 }
 
 // DenseManifest describes dense.faiss.
@@ -197,6 +200,9 @@ func Build(ctx context.Context, opts BuildOptions) (*Manifest, error) {
 	m.BuildSeconds = time.Since(start).Seconds()
 	m.PeakRSSBytes = PeakRSS()
 	m.CPUSeconds = CPUTime().Seconds()
+	if m.Files, err = sumDir(tmp); err != nil {
+		return nil, err
+	}
 	raw, _ := json.MarshalIndent(m, "", "  ")
 	if err := os.WriteFile(filepath.Join(tmp, ManifestFile), append(raw, '\n'), 0o644); err != nil {
 		return nil, err
@@ -256,7 +262,11 @@ type Index struct {
 
 // Open opens an index directory: the manifest, the docstore (queried on
 // demand, not loaded), the memory-mapped BM25 files and, when present, the
-// FAISS index (read into memory, as FAISS does).
+// FAISS index (read into memory, as FAISS does). Every file is checked
+// against the sizes index.json records, the BM25 files against their
+// checksums too, the lexicon entry by entry and the counts against each
+// other, so a damaged index fails here with the file's name rather than in
+// a query (Verify checks the remaining checksums).
 func Open(dir string) (*Index, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, ManifestFile))
 	if err != nil {
@@ -269,21 +279,33 @@ func Open(dir string) (*Index, error) {
 	if ix.Manifest.Format != formatString {
 		return nil, fmt.Errorf("%s: format %q, want %q", filepath.Join(dir, ManifestFile), ix.Manifest.Format, formatString)
 	}
+	if err := checkSizes(dir, ix.Manifest.Files); err != nil {
+		return nil, err
+	}
 	if ix.Docs, err = openDocStore(filepath.Join(dir, docstoreFile)); err != nil {
 		return nil, err
 	}
 	if ix.BM25, err = openBM25(dir, ix.Manifest.Analyzer, ix.Manifest.BM25, ix.Manifest.BM25Stats.AvgDL); err != nil {
 		ix.Close()
-		return nil, fmt.Errorf("%s: %w", dir, err)
+		return nil, err
 	}
-	if int64(ix.BM25.n) != ix.Docs.Len() {
+	if err := ix.checkBM25(); err != nil {
 		ix.Close()
-		return nil, fmt.Errorf("%s: bm25 has %d documents, docstore %d", dir, ix.BM25.n, ix.Docs.Len())
+		return nil, err
+	}
+	if int64(ix.BM25.n) != ix.Docs.Len() || ix.Docs.Len() != ix.Manifest.Docs {
+		ix.Close()
+		return nil, fmt.Errorf("%s: bm25 has %d documents, docstore %d, index.json %d", dir, ix.BM25.n, ix.Docs.Len(), ix.Manifest.Docs)
 	}
 	if ix.Manifest.Dense != nil {
 		if ix.Dense, err = faiss.Read(filepath.Join(dir, ix.Manifest.Dense.File)); err != nil {
 			ix.Close()
 			return nil, err
+		}
+		if ix.Dense.Ntotal() != ix.Manifest.Dense.Ntotal || ix.Dense.D() != ix.Manifest.Dense.Dim {
+			ix.Close()
+			return nil, fmt.Errorf("%s: %d vectors of %d dimensions, index.json records %d of %d", filepath.Join(dir, ix.Manifest.Dense.File),
+				ix.Dense.Ntotal(), ix.Dense.D(), ix.Manifest.Dense.Ntotal, ix.Manifest.Dense.Dim)
 		}
 	}
 	return ix, nil

@@ -30,6 +30,15 @@ type ServerConfig struct {
 	Encoder QueryEncoder
 	// RetryAfter is the Retry-After value (seconds) of a 503; 1 by default.
 	RetryAfter int
+	// ReadTimeout bounds the reading of a whole request, headers and body
+	// (30 s); HeaderTimeout the headers alone (10 s); WriteTimeout the
+	// time from the end of the headers to the end of the answer (60 s).
+	ReadTimeout, HeaderTimeout, WriteTimeout time.Duration
+	// MaxConns caps the open connections (1024); more clients wait in the
+	// listen backlog until one closes.
+	MaxConns int
+	// Logger receives panics met by a request (log.Default when nil).
+	Logger *log.Logger
 }
 
 func (c *ServerConfig) defaults() {
@@ -60,6 +69,18 @@ func (c *ServerConfig) defaults() {
 	if c.RetryAfter <= 0 {
 		c.RetryAfter = 1
 	}
+	if c.ReadTimeout <= 0 {
+		c.ReadTimeout = 30 * time.Second
+	}
+	if c.HeaderTimeout <= 0 {
+		c.HeaderTimeout = min(10*time.Second, c.ReadTimeout)
+	}
+	if c.WriteTimeout <= 0 {
+		c.WriteTimeout = 60 * time.Second
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = 1024
+	}
 }
 
 // Server answers the Search-R1 retrieval contract over an Index:
@@ -80,6 +101,8 @@ type Server struct {
 	stopped sync.Once
 	wg      sync.WaitGroup
 	m       *metrics
+	logger  *log.Logger
+	readers bodyReaders
 }
 
 type job struct {
@@ -96,7 +119,7 @@ type job struct {
 // NewServer starts the search workers; Close stops them.
 func NewServer(ix *Index, cfg ServerConfig) *Server {
 	cfg.defaults()
-	s := &Server{ix: ix, cfg: cfg, queue: make(chan *job, cfg.QueueSize), stop: make(chan struct{}), m: newMetrics()}
+	s := &Server{ix: ix, cfg: cfg, queue: make(chan *job, cfg.QueueSize), stop: make(chan struct{}), m: newMetrics(), logger: cfg.Logger}
 	for i := 0; i < cfg.Workers; i++ {
 		s.wg.Add(1)
 		go s.worker()
@@ -133,7 +156,7 @@ func (s *Server) worker() {
 		}
 		s.m.batches.Add(1)
 		s.m.batchedQ.Add(uint64(len(batch)))
-		s.run(batch)
+		s.runSafely(batch)
 		for _, j := range batch {
 			close(j.done)
 		}
@@ -230,7 +253,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/retrieve", s.retrieve)
 	mux.HandleFunc("/health", s.health)
 	mux.HandleFunc("/metrics", s.metricsHandler)
-	return mux
+	return recoverHandler(mux, s.logger)
 }
 
 type httpError struct {
@@ -388,11 +411,19 @@ func (s *Server) retrieve(w http.ResponseWriter, r *http.Request) {
 		fail(&httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body of %d bytes is above the limit of %d", r.ContentLength, s.cfg.MaxBodyBytes)})
 		return
 	}
+	rc := http.NewResponseController(w)
+	if !s.readers.start(rc) {
+		fail(&httpError{http.StatusServiceUnavailable, "server is shutting down"})
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	s.readers.done(rc)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
 			fail(&httpError{http.StatusRequestEntityTooLarge, fmt.Sprintf("body is above the limit of %d bytes", s.cfg.MaxBodyBytes)})
+		} else if isTimeout(err) {
+			fail(&httpError{http.StatusRequestTimeout, "body not received in time (or the server is shutting down)"})
 		} else {
 			fail(badRequest("reading body: %v", err))
 		}
@@ -481,12 +512,18 @@ func ListenAndServe(ctx context.Context, addr string, ix *Index, cfg ServerConfi
 	if err != nil {
 		return err
 	}
+	if cfg.Logger == nil {
+		cfg.Logger = logger
+	}
 	s := NewServer(ix, cfg)
 	defer s.Close()
-	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 120 * time.Second}
+	cfg = s.cfg
+	srv := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: cfg.HeaderTimeout, ReadTimeout: cfg.ReadTimeout,
+		WriteTimeout: cfg.WriteTimeout, IdleTimeout: 120 * time.Second}
 	if logger != nil {
 		srv.ErrorLog = logger
 	}
+	ln = newLimitListener(ln, cfg.MaxConns)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	if ready != nil {
@@ -497,6 +534,9 @@ func ListenAndServe(ctx context.Context, addr string, ix *Index, cfg ServerConfi
 		return err
 	case <-ctx.Done():
 	}
+	// Requests still reading their body are cut short (408): only requests
+	// being searched are worth the grace period.
+	s.readers.cut()
 	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
