@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -37,6 +38,7 @@ Example:
 }
 
 type lpRow struct {
+	line int
 	obj  map[string]json.RawMessage
 	ids  []int
 	text bool
@@ -60,7 +62,7 @@ func runLogprobs(c *ucli.Context) error {
 	defer r.Close()
 	var rows []*lpRow
 	err = fileio.EachJSONL(r, in, func(line int, raw []byte) error {
-		row := &lpRow{}
+		row := &lpRow{line: line}
 		if err := json.Unmarshal(raw, &row.obj); err != nil {
 			return fileio.BadInput(in, line, "", "not a JSON object: %v", err)
 		}
@@ -72,6 +74,9 @@ func runLogprobs(c *ucli.Context) error {
 			if id < 0 || id >= m.VocabSize() {
 				return fileio.BadInput(in, line, "ids", "token id %d at position %d is outside the model's vocabulary [0, %d)", id, i, m.VocabSize())
 			}
+		}
+		if mp := m.MaxPositions(); mp > 0 && len(ids) > mp {
+			return fileio.BadInput(in, line, "ids", "%d tokens, beyond the model's max_position_embeddings %d", len(ids), mp)
 		}
 		row.ids, row.text = ids, isText
 		rows = append(rows, row)
@@ -109,6 +114,9 @@ func runLogprobs(c *ucli.Context) error {
 			if len(row.ids) > 0 {
 				for i := 1; i < len(row.ids); i++ {
 					v := lps[k][i]
+					if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+						return nonFinite(m, dir, in, row.line, i, v)
+					}
 					lp[i] = &v
 				}
 				k++
@@ -163,4 +171,18 @@ func rowIDs(obj map[string]json.RawMessage, tok *tokenizer.Lazy, file string, li
 		return t.Encode(text), true, nil
 	}
 	return nil, false, fileio.BadInput(file, line, "", `want "ids" or "text"`)
+}
+
+// nonFinite reports a NaN or infinite log-prob, naming the model's first
+// parameter that holds a NaN or an Inf when there is one (a checkpoint
+// written by a diverged run).
+func nonFinite(m *model.Model, dir, in string, line, pos int, v float32) error {
+	for _, name := range m.ParamNames() {
+		for _, x := range m.Param(name) {
+			if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
+				return fmt.Errorf("%s: parameter %s holds %v: the model is damaged (a diverged update?); log-prob of %s row %d position %d is %v", dir, name, x, in, line, pos, v)
+			}
+		}
+	}
+	return fmt.Errorf("%s: log-prob of %s row %d position %d is %v (the weights are finite: an overflow in the forward?)", dir, in, line, pos, v)
 }

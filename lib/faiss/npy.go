@@ -17,8 +17,11 @@ type NPYReader struct {
 	r    *bufio.Reader
 	Rows int64 // N
 	Dim  int   // d
-	read int64
-	buf  []byte
+	// DataOffset is where the rows start: a file holds exactly
+	// DataOffset + 4·Rows·Dim bytes.
+	DataOffset int64
+	read       int64
+	buf        []byte
 }
 
 var (
@@ -37,15 +40,17 @@ func NewNPYReader(r io.Reader) (*NPYReader, error) {
 	if string(pre[:6]) != "\x93NUMPY" {
 		return nil, fmt.Errorf("npy: not a .npy file (bad magic)")
 	}
-	var hlen int
+	var hlen, lenBytes int
 	switch pre[6] {
 	case 1:
+		lenBytes = 2
 		var b [2]byte
 		if _, err := io.ReadFull(br, b[:]); err != nil {
 			return nil, fmt.Errorf("npy: short header: %w", err)
 		}
 		hlen = int(binary.LittleEndian.Uint16(b[:]))
 	case 2, 3:
+		lenBytes = 4
 		var b [4]byte
 		if _, err := io.ReadFull(br, b[:]); err != nil {
 			return nil, fmt.Errorf("npy: short header: %w", err)
@@ -88,7 +93,7 @@ func NewNPYReader(r io.Reader) (*NPYReader, error) {
 	if len(dims) != 2 || dims[1] == 0 {
 		return nil, fmt.Errorf("npy: shape (%s) is not a matrix [N, d]", s[1])
 	}
-	return &NPYReader{r: br, Rows: dims[0], Dim: int(dims[1])}, nil
+	return &NPYReader{r: br, Rows: dims[0], Dim: int(dims[1]), DataOffset: int64(8 + lenBytes + hlen)}, nil
 }
 
 func firstGroup(m []string) string {

@@ -33,10 +33,11 @@ type vectorSource interface {
 }
 
 type npySource struct {
-	f   *os.File
-	r   *faiss.NPYReader
-	buf []float32
-	e   error
+	path string
+	f    *os.File
+	r    *faiss.NPYReader
+	buf  []float32
+	e    error
 }
 
 func (s *npySource) dim() int    { return s.r.Dim }
@@ -50,7 +51,7 @@ func (s *npySource) next() []float32 {
 	n, err := s.r.Next(s.buf)
 	if n == 0 {
 		if err != io.EOF {
-			s.e = err
+			s.e = fmt.Errorf("%s: %w", s.path, err)
 		}
 		return nil
 	}
@@ -171,7 +172,11 @@ func openVectors(path, column string) (vectorSource, error) {
 			f.Close()
 			return nil, fmt.Errorf("%s: %w", path, err)
 		}
-		return &npySource{f: f, r: r}, nil
+		if err := checkNPYSize(path, f, r); err != nil {
+			f.Close()
+			return nil, err
+		}
+		return &npySource{path: path, f: f, r: r}, nil
 	}
 	if strings.HasSuffix(strings.ToLower(path), ".parquet") {
 		if column == "" {
@@ -307,4 +312,20 @@ func copyFile(src, dst string) error {
 		return err
 	}
 	return out.Close()
+}
+
+// checkNPYSize compares a .npy file's size with the shape its header
+// declares, so a truncated (or padded) file is refused before any row is
+// used.
+func checkNPYSize(path string, f *os.File, r *faiss.NPYReader) error {
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, unwrapPath(err))
+	}
+	want := r.DataOffset + 4*r.Rows*int64(r.Dim)
+	if st.Size() != want {
+		whole := (st.Size() - r.DataOffset) / (4 * int64(r.Dim))
+		return fmt.Errorf("%s: %d bytes, its header's shape (%d, %d) needs %d (truncated? %d whole rows present)", path, st.Size(), r.Rows, r.Dim, want, max(whole, 0))
+	}
+	return nil
 }

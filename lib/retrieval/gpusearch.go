@@ -57,6 +57,9 @@ func LoadGPUFlat(path string, docs int64, dim int) (VectorSearcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	if err := checkNPYSize(path, f, r); err != nil {
+		return nil, err
+	}
 	if r.Rows != docs || r.Dim != dim {
 		return nil, fmt.Errorf("%s: %d×%d vectors, the index has %d passages of %d dimensions", path, r.Rows, r.Dim, docs, dim)
 	}

@@ -1,0 +1,54 @@
+package model
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"strings"
+)
+
+// MaxPositions is the model's max_position_embeddings: the longest sequence
+// (prompt and generated tokens) it was configured for.
+func (m *Model) MaxPositions() int { return m.cfg.MaxPositions }
+
+// KVCacheBytes is what Generate allocates for its key/value cache: rows
+// slots of capacity positions, keys and values of every layer, float32.
+func (m *Model) KVCacheBytes(rows, capacity int) float64 {
+	return 2 * float64(m.a.layers) * float64(rows) * float64(capacity) * float64(m.a.kvHeads*m.a.headDim) * 4
+}
+
+// AvailableMemory is what a generation may allocate on the model's backend:
+// the device's free memory on a GPU, the kernel's MemAvailable on the CPU;
+// ok is false when it cannot be told.
+func (m *Model) AvailableMemory() (bytes int64, where string, ok bool) {
+	if c, isCUDA := m.be.(*CUDA); isCUDA {
+		free, _, err := c.Device().MemInfo()
+		return free, "free GPU memory", err == nil
+	}
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0, "", false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, found := strings.CutPrefix(sc.Text(), "MemAvailable:"); found {
+			var kb int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d", &kb); err == nil {
+				return kb << 10, "available memory (MemAvailable)", true
+			}
+		}
+	}
+	return 0, "", false
+}
+
+// FormatBytes writes a byte count with a binary unit (12.5 GiB).
+func FormatBytes(b float64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	i := 0
+	for b >= 1024 && i < len(units)-1 {
+		b /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %s", b, units[i])
+}
