@@ -50,6 +50,7 @@ var updateFlags = concatFlags([]ucli.Flag{
 	&ucli.IntFlag{Name: "grad-shards", Value: 1, Usage: "accumulate each step's gradient as this many shards, summed in order exactly as apply sums the files of grad --shard i/n"},
 	&ucli.StringFlag{Name: "golden", Usage: "write logits of the written checkpoint on a few rollout sequences here (for scripts/check_update_hf.py)"},
 	&ucli.IntFlag{Name: "stop-after", Usage: "stop after this many optimizer steps and write a resumable checkpoint; rerunning the same command continues it"},
+	checkpointEveryFlag,
 }, flags.RL(), flags.Optim(update.DefaultConfig().Schedule.PeakLR), []ucli.Flag{miniBatchFlag}, planFlags(), flags.LoRA(), flags.LeanState())
 
 func concatFlags(fs ...[]ucli.Flag) []ucli.Flag {
@@ -397,6 +398,23 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 		frac := (float64(cur-from) + part) / float64(stop-from)
 		prog.Printf("step %d/%d: %s micro-batch %d/%d, %s", cur+1, total, phase, done+1, n, cli.ETA(prog.Elapsed(), frac))
 	}
+	// save writes the run state after done steps: at the end, at
+	// --stop-after, and every --checkpoint-every in between.
+	save := func(done int) error {
+		nrs := update.RunState{GlobalStep: t.StepCount(), Seed: j.plan.Seed, PlanStep: done, PlanSteps: total,
+			Fingerprint: fp, Schedule: j.cfg.Schedule, AdamW: j.cfg.AdamW, Iteration: iteration}
+		if done == total {
+			nrs.Iteration++
+		}
+		switch {
+		case j.lora != nil:
+			return update.SaveAdapterCheckpoint(j.out, t.Model, j.modelD, t.OptimizerState(), nrs, rows)
+		case j.cfg.Lean:
+			return j.saveLean(t, nrs, rows, done == total)
+		}
+		return update.SaveCheckpoint(j.out, t.Model, j.modelD, t.OptimizerState(), nrs, rows)
+	}
+	ck := newCheckpointer(c.Duration("checkpoint-every"))
 	for k := from; k < stop; k++ {
 		cur = k
 		res, err := t.Step(j.plan, k, j.shards)
@@ -409,22 +427,15 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 			return err
 		}
 		prog.Printf("step %d/%d loss %.4g clipfrac %.3f kl %s grad-norm %.3g", k+1, total, res.Row.Loss, res.Row.PGClipfrac, optG(res.Row.KL), res.GradNorm)
+		if k+1 < stop && ck.due() {
+			if err := ck.save(c.App.ErrWriter, j.out, k+1, total, save); err != nil {
+				return err
+			}
+		}
 	}
 	prog.Done("%d steps", stop-from)
 	printPeak(c, t.Model)
-	nrs := update.RunState{GlobalStep: t.StepCount(), Seed: j.plan.Seed, PlanStep: stop, PlanSteps: total,
-		Fingerprint: fp, Schedule: j.cfg.Schedule, AdamW: j.cfg.AdamW, Iteration: iteration}
-	if stop == total {
-		nrs.Iteration++
-	}
-	if j.lora != nil {
-		err = update.SaveAdapterCheckpoint(j.out, t.Model, j.modelD, t.OptimizerState(), nrs, rows)
-	} else if j.cfg.Lean {
-		err = j.saveLean(t, nrs, rows, stop == total)
-	} else {
-		err = update.SaveCheckpoint(j.out, t.Model, j.modelD, t.OptimizerState(), nrs, rows)
-	}
-	if err != nil {
+	if err := save(stop); err != nil {
 		return err
 	}
 	if stop < total {
