@@ -93,13 +93,16 @@ func WriteFileAtomic(path string, data []byte) error {
 }
 
 // TempDirBeside makes an empty directory next to dir for building a
-// replacement of it; ReplaceDir then swaps it in.
+// replacement of it; ReplaceDir then swaps it in (RemoveTempDir discards
+// it). What killed builds of dir left beside it is removed first
+// (building.go).
 func TempDirBeside(dir string) (string, error) {
 	parent := filepath.Dir(filepath.Clean(dir))
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return "", fmt.Errorf("%s: %w", dir, unwrapPathError(err))
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(dir)+".building-*")
+	removeStale(parent, filepath.Base(filepath.Clean(dir)))
+	tmp, err := newBuildingDir(parent, filepath.Base(filepath.Clean(dir)))
 	if err != nil {
 		return "", fmt.Errorf("%s: %w", dir, unwrapPathError(err))
 	}
@@ -124,6 +127,7 @@ func ReplaceDir(built, dir string) error {
 		}
 		return fmt.Errorf("%s: %w", dir, unwrapPathError(err))
 	}
+	releaseBuilding(built)
 	if old != "" {
 		os.RemoveAll(old)
 	}

@@ -170,7 +170,7 @@ func SaveCheckpoint(dir string, m *model.Model, tokDir string, st optim.State, r
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer cli.RemoveTempDir(tmp)
 	built := filepath.Join(tmp, "ckpt")
 	opts := checkpoint.SaveOptions{DType: safetensors.F32}
 	if tokDir != "" {
