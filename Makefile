@@ -11,7 +11,7 @@ APT_PKGS  := libfaiss-dev libopenblas-dev
 QWEN_TOK  := testdata/qwen3/tokenizer.json
 export QWEN_TOKENIZER := $(CURDIR)/$(QWEN_TOK)
 
-.PHONY: all build deps test bench bench-retrieval-1m demo demo-check demo-retrieval train eval-data clean fixtures-tokenizer gpu-bundle
+.PHONY: all build deps test fault-test bench bench-retrieval-1m demo demo-check demo-retrieval train eval-data clean fixtures-tokenizer gpu-bundle
 
 all: build
 
@@ -88,3 +88,9 @@ gpu-bundle: deps
 
 clean:
 	rm -rf $(BIN)
+
+# fault-test runs the fault table (test/fault/cases, docs/RELIABILITY.md) against
+# the built commands: damaged indexes, kills, stalled clients, a full disk, and
+# a 60 s soak of mempo-serve with 64 clients. About 3 minutes; not part of make test.
+fault-test: build
+	$(GO) test -tags fault -count=1 -timeout 20m -v ./test/fault/ -bin $(CURDIR)/$(BIN) 2>&1 | grep -E '^\s*(---|ok|FAIL|PASS)|stdout: soak|fault_test.go:[0-9]+: [^r]'; exit $${PIPESTATUS[0]}

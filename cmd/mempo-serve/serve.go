@@ -39,6 +39,10 @@ func serveApp() *ucli.App {
 		&ucli.Int64Flag{Name: "max-body", Value: 8 << 20, Usage: "request body limit in bytes (413 beyond)"},
 		&ucli.StringSliceFlag{Name: "faiss-param", Usage: "FAISS search parameter `NAME=VALUE` (efSearch=128, nprobe=32), repeatable"},
 		&ucli.DurationFlag{Name: "grace", Value: 30 * time.Second, Usage: "how long SIGTERM waits for requests in progress"},
+		&ucli.DurationFlag{Name: "read-timeout", Value: 30 * time.Second, Usage: "longest time a client may take to send a request, headers and body (408 beyond)"},
+		&ucli.DurationFlag{Name: "write-timeout", Value: 60 * time.Second, Usage: "longest time from the end of a request's headers to the end of its answer"},
+		&ucli.IntFlag{Name: "max-conns", Value: 1024, Usage: "open connections served at once; more clients wait in the listen backlog"},
+		&ucli.BoolFlag{Name: "verify", Usage: "check the checksum of every index file at start, the docstore and FAISS file included (slow on a large index)"},
 	}
 	app.Flags = append(app.Flags, flags.EncoderFlags()...)
 	app.Flags = append(app.Flags, &ucli.StringFlag{Name: "gpu-search", Usage: "search dense queries on the GPU (fp16 vectors, GEMM + top-k) over the index's vectors in this .npy `FILE` (INDEX.embeddings.npy after mempo-index --encoder)"})
@@ -63,6 +67,11 @@ func serveApp() *ucli.App {
 			return err
 		}
 		defer ix.Close()
+		if c.Bool("verify") {
+			if err := ix.Verify(); err != nil {
+				return err
+			}
+		}
 		for _, p := range c.StringSlice("faiss-param") {
 			name, val, ok := strings.Cut(p, "=")
 			v, err := strconv.ParseFloat(val, 64)
@@ -91,7 +100,8 @@ func serveApp() *ucli.App {
 			}
 		}
 		cfg := retrieval.ServerConfig{DefaultTopK: c.Int("topk"), MaxTopK: c.Int("max-topk"), Method: m, QueueSize: c.Int("queue"),
-			Workers: c.Int("workers"), MaxBatch: c.Int("max-batch"), MaxQueries: c.Int("max-queries"), MaxBodyBytes: c.Int64("max-body")}
+			Workers: c.Int("workers"), MaxBatch: c.Int("max-batch"), MaxQueries: c.Int("max-queries"), MaxBodyBytes: c.Int64("max-body"),
+			ReadTimeout: c.Duration("read-timeout"), WriteTimeout: c.Duration("write-timeout"), MaxConns: c.Int("max-conns")}
 		if enc != nil {
 			if ix.Dense == nil {
 				return fmt.Errorf("--encoder: %s has no dense index", c.String("index"))

@@ -86,7 +86,7 @@ func Save(dir string, cfg *Config, tensors map[string][]float32, opts SaveOption
 	done := false
 	defer func() {
 		if !done {
-			cli.RemoveTempDir(tmp)
+			fileio.RemoveTempDir(tmp)
 		}
 	}()
 

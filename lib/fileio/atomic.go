@@ -114,6 +114,9 @@ func TempDirBeside(dir string) (string, error) {
 // failure at any point leaves either the old or the new directory whole.
 func ReplaceDir(built, dir string) error {
 	dir = filepath.Clean(dir)
+	// Two runs replacing the same dir at once take turns (building.go).
+	unlock := lockParent(dir)
+	defer unlock()
 	old := ""
 	if _, err := os.Stat(dir); err == nil {
 		old = dir + ".old-" + filepath.Base(built)

@@ -118,7 +118,7 @@ func Build(ctx context.Context, opts BuildOptions) (*Manifest, error) {
 	ok := false
 	defer func() {
 		if !ok {
-			cli.RemoveTempDir(tmp)
+			fileio.RemoveTempDir(tmp)
 		}
 	}()
 	if err := os.Chmod(tmp, 0o755); err != nil { // MkdirTemp makes it 0700

@@ -170,7 +170,7 @@ func SaveCheckpoint(dir string, m *model.Model, tokDir string, st optim.State, r
 	if err != nil {
 		return err
 	}
-	defer cli.RemoveTempDir(tmp)
+	defer fileio.RemoveTempDir(tmp)
 	built := filepath.Join(tmp, "ckpt")
 	opts := checkpoint.SaveOptions{DType: safetensors.F32}
 	if tokDir != "" {

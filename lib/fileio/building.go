@@ -1,4 +1,4 @@
-package cli
+package fileio
 
 import (
 	"fmt"
@@ -106,4 +106,24 @@ func removeStale(parent, base string) {
 			}
 		}
 	}
+}
+
+// lockParent holds an exclusive flock on dir's parent until the returned
+// function is called: the renames of two ReplaceDir of one dir must not
+// interleave (the second would find the first's half-swapped state).
+func lockParent(dir string) func() {
+	if _, ours := building.Load(filepath.Dir(dir)); ours {
+		// A directory this process is building (and holds locked): no other
+		// process writes in it.
+		return func() {}
+	}
+	f, err := os.Open(filepath.Dir(dir))
+	if err != nil {
+		return func() {}
+	}
+	if syscall.Flock(int(f.Fd()), syscall.LOCK_EX) != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() { f.Close() }
 }
