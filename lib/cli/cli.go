@@ -62,6 +62,7 @@ func EnvCommand() *ucli.Command {
 }
 
 func run(app *ucli.App, args []string, stderr io.Writer) int {
+	guardOutputs(app)
 	err := canonicalErr(app.Run(FlagsAnywhere(app, args)))
 	if err == nil {
 		return 0

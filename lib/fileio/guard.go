@@ -1,0 +1,78 @@
+package fileio
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Named is a path given to a command with the flag that gave it.
+type Named struct {
+	Flag, Path string
+}
+
+// resolve makes a path absolute and resolves the symbolic links of its
+// longest existing prefix, so "a/../b", "./b" and a link to b all name b.
+func resolve(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	rest := ""
+	for cur := abs; ; {
+		if r, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(r, rest)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			return abs
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
+}
+
+func (n Named) label() string {
+	if n.Flag == "" {
+		return "argument " + n.Path
+	}
+	return "--" + n.Flag + " " + n.Path
+}
+
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
+}
+
+// CheckOutputs refuses outputs that would destroy an input: an output that
+// is an input (after resolving relative paths and symbolic links, or the
+// same file by another hard link), or an output directory holding an input
+// (replacing the directory deletes it). Empty paths and "-" are skipped.
+func CheckOutputs(inputs, outputs []Named) error {
+	for _, o := range outputs {
+		if o.Path == "" || o.Path == "-" {
+			continue
+		}
+		ro := resolve(o.Path)
+		ost, oerr := os.Stat(ro)
+		for _, in := range inputs {
+			if in.Path == "" || in.Path == "-" {
+				continue
+			}
+			ri := resolve(in.Path)
+			same := ri == ro
+			if !same && oerr == nil {
+				if ist, err := os.Stat(ri); err == nil && os.SameFile(ist, ost) {
+					same = true
+				}
+			}
+			switch {
+			case same:
+				return fmt.Errorf("%s is also the input %s: refusing to overwrite an input (write elsewhere, then move it)", o.label(), in.label())
+			case within(ri, ro):
+				return fmt.Errorf("%s would replace the directory that holds the input %s: write elsewhere", o.label(), in.label())
+			}
+		}
+	}
+	return nil
+}

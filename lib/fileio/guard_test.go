@@ -1,0 +1,46 @@
+package fileio
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCheckOutputs(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in.parquet")
+	os.WriteFile(in, []byte("x"), 0o644)
+	os.Symlink(in, filepath.Join(dir, "link.parquet"))
+	os.Link(in, filepath.Join(dir, "hard.parquet"))
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	wd, _ := os.Getwd()
+	defer os.Chdir(wd)
+	os.Chdir(dir)
+	inputs := []Named{{"rollouts", "in.parquet"}, {"model", "-"}}
+	for _, c := range []struct {
+		out  string
+		want string
+	}{
+		{"in.parquet", "is also the input --rollouts"},
+		{"./sub/../in.parquet", "is also the input"},
+		{filepath.Join(dir, "link.parquet"), "is also the input"},
+		{"hard.parquet", "is also the input"},
+		{".", "would replace the directory that holds the input"},
+		{dir, "would replace the directory"},
+		{"out.parquet", ""},
+		{"sub/in.parquet", ""},
+		{"-", ""},
+	} {
+		err := CheckOutputs(inputs, []Named{{"out", c.out}})
+		if c.want == "" {
+			if err != nil {
+				t.Errorf("--out %s: %v", c.out, err)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("--out %s: %v, want %q", c.out, err, c.want)
+		}
+	}
+}
