@@ -39,6 +39,7 @@ func indexApp() *ucli.App {
 		&ucli.StringFlag{Name: "faiss-read", Usage: "adopt a FAISS index `FILE` written by Python faiss for this corpus (e.g. e5_Flat.index)"},
 		&ucli.StringFlag{Name: "embeddings-out", Usage: "with --encoder: the .npy `FILE` passage embeddings stream to, resumed after a kill (default OUT.embeddings.npy)"},
 		&ucli.IntFlag{Name: "embed-chunk", Value: 1024, Usage: "with --encoder: passages embedded and written at a time (the unit of resumption)"},
+		&ucli.BoolFlag{Name: "force", Usage: "replace an existing non-empty --out directory that is not an index"},
 	}
 	app.Flags = append(app.Flags, flags.EncoderFlags()...)
 	app.Action = func(c *ucli.Context) error {
@@ -50,6 +51,9 @@ func indexApp() *ucli.App {
 		}
 		if c.Int("run-mb") <= 0 {
 			return fmt.Errorf("--run-mb must be positive")
+		}
+		if err := fileio.CheckReplaceable("out", c.String("out"), c.Bool("force"), retrieval.ManifestFile); err != nil {
+			return err
 		}
 		start := time.Now()
 		enc, err := flags.LoadEncoder(c)
@@ -128,6 +132,9 @@ func indexApp() *ucli.App {
 			st, err := retrieval.ConvertCorpus(from, files, out)
 			if err != nil {
 				return err
+			}
+			if st.Passages == 0 {
+				return fmt.Errorf("corpus: no passages in %d records of %s; --out %s left as it was", st.Records, strings.Join(files, ", "), outPath)
 			}
 			if err := out.Commit(); err != nil {
 				return err

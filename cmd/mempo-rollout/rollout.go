@@ -168,7 +168,11 @@ func parseRollout(c *ucli.Context) (*rolloutArgs, error) {
 	a := &rolloutArgs{out: out, jsonl: jsonl, journal: out + ".partial", groupSize: groupSize, sampling: sampling, agent: cfg}
 	if _, err := os.Stat(out); err == nil && !c.Bool("overwrite") {
 		if _, err := os.Stat(a.journal); errors.Is(err, os.ErrNotExist) {
-			fmt.Fprintf(os.Stderr, "mempo-rollout: %s already holds a finished run; nothing to do (--overwrite runs again)\n", out)
+			n, err := finishedRows(out)
+			if err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(os.Stderr, "mempo-rollout: %s already holds a finished run (%d trajectories); nothing to do (--overwrite runs again)\n", out, n)
 			return nil, nil
 		}
 	}
@@ -444,4 +448,20 @@ func defaultPolicyID(dir string) string {
 		abs = dir
 	}
 	return fmt.Sprintf("%s@%08x", filepath.Base(abs), h.Sum32())
+}
+
+// finishedRows checks that an existing --out without a journal is what a
+// finished run writes, a readable rollouts file with at least one
+// trajectory, before it is taken for one (an unrelated or damaged file used
+// to count as a finished run).
+func finishedRows(out string) (int, error) {
+	n := 0
+	err := records.Each(out, func(int, *records.Rollout) error { n++; return nil })
+	if err != nil {
+		return 0, fmt.Errorf("--out %s exists but is not a finished rollouts file (%v); move it away or pass --overwrite", out, err)
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("--out %s exists but holds no trajectories, not a finished run; move it away or pass --overwrite", out)
+	}
+	return n, nil
 }

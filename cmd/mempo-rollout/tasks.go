@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -22,6 +23,7 @@ func init() {
 			&ucli.StringFlag{Name: "source", Usage: "data source name for rows without data_source (default: the file's directory name)"},
 			&ucli.IntFlag{Name: "k", Value: 1, Usage: "questions per task"},
 			&ucli.StringFlag{Name: "out", Required: true, Usage: "tasks file (.parquet or .jsonl, - for stdout)"},
+			&ucli.BoolFlag{Name: "allow-empty", Usage: "write a tasks file even when no task could be built (otherwise an error)"},
 		},
 		Action: func(c *ucli.Context) error {
 			if c.NArg() == 0 {
@@ -42,6 +44,10 @@ func init() {
 				return err
 			}
 			out := append(direct, built...)
+			if len(out) == 0 && !c.Bool("allow-empty") {
+				return fmt.Errorf("no tasks: %d questions in %s make no task of k=%d (a shorter tail is dropped); --out %s left as it was (--allow-empty writes an empty file)",
+					len(all), strings.Join(c.Args().Slice(), ", "), c.Int("k"), c.String("out"))
+			}
 			if err := tasks.Write(c.String("out"), out); err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/mempo/mempo/cmd/internal/flags"
+	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/update"
 )
@@ -21,6 +22,7 @@ var applyCommand = &ucli.Command{
 		&ucli.StringFlag{Name: "model", Usage: "the checkpoint the gradients were computed on"},
 		&ucli.StringSliceFlag{Name: "grads", Usage: "gradient files, one per shard"},
 		&ucli.StringFlag{Name: "out", Usage: "checkpoint directory to write"},
+		forceFlag,
 		&ucli.StringFlag{Name: "metrics", Usage: "also write the metrics rows of this plan so far here"},
 		&ucli.StringFlag{Name: "optimizer", Usage: "optimizer state of --model (default: its optimizer.safetensors when present)"},
 	}, flags.Optim(update.DefaultConfig().Schedule.PeakLR)),
@@ -31,6 +33,9 @@ func init() { subcommands = append(subcommands, applyCommand) }
 
 func runApply(c *ucli.Context) error {
 	if err := required(c, "model", "grads", "out"); err != nil {
+		return err
+	}
+	if err := fileio.CheckReplaceable("out", c.String("out"), c.Bool("force"), "config.json", "adapter_config.json"); err != nil {
 		return err
 	}
 	cfg, _, err := knobs(c, false)

@@ -38,3 +38,7 @@ func (c *checkpointer) save(log io.Writer, out string, done, total int, save fun
 	fmt.Fprintf(log, "mempo-update: checkpoint at step %d of %d → %s (%.1fs); a rerun resumes here\n", done, total, out, took.Seconds())
 	return nil
 }
+
+// forceFlag lets --out replace a non-empty directory that is not a
+// checkpoint (one without config.json); without it that is refused.
+var forceFlag = &ucli.BoolFlag{Name: "force", Usage: "replace an existing non-empty --out directory that is not a checkpoint"}

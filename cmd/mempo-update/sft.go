@@ -22,7 +22,7 @@ var sftCommand = &ucli.Command{
 		&ucli.IntFlag{Name: "batch-size", Usage: "demonstration trajectories per optimizer step (0 = all)"},
 		&ucli.StringFlag{Name: "golden", Usage: "write logits of the written checkpoint on a few sequences here"},
 		&ucli.IntFlag{Name: "stop-after", Usage: "stop after this many optimizer steps with a resumable checkpoint"},
-		checkpointEveryFlag,
+		checkpointEveryFlag, forceFlag,
 	}, flags.Optim(update.DefaultSFTPeakLR), planFlags(), flags.LeanState()),
 	Action: runSFT,
 }

@@ -50,7 +50,7 @@ var updateFlags = concatFlags([]ucli.Flag{
 	&ucli.IntFlag{Name: "grad-shards", Value: 1, Usage: "accumulate each step's gradient as this many shards, summed in order exactly as apply sums the files of grad --shard i/n"},
 	&ucli.StringFlag{Name: "golden", Usage: "write logits of the written checkpoint on a few rollout sequences here (for scripts/check_update_hf.py)"},
 	&ucli.IntFlag{Name: "stop-after", Usage: "stop after this many optimizer steps and write a resumable checkpoint; rerunning the same command continues it"},
-	checkpointEveryFlag,
+	checkpointEveryFlag, forceFlag,
 }, flags.RL(), flags.Optim(update.DefaultConfig().Schedule.PeakLR), []ucli.Flag{miniBatchFlag}, planFlags(), flags.LoRA(), flags.LeanState())
 
 func concatFlags(fs ...[]ucli.Flag) []ucli.Flag {
@@ -306,6 +306,9 @@ func runUpdate(c *ucli.Context) error {
 func (j *job) run(m *model.Model, extraKnobs string) error {
 	c := j.c
 	if err := j.plan.Validate(); err != nil {
+		return err
+	}
+	if err := fileio.CheckReplaceable("out", j.out, c.Bool("force"), "config.json", "adapter_config.json"); err != nil {
 		return err
 	}
 	var st *optim.State

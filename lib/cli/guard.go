@@ -33,7 +33,7 @@ func guardOutputs(app *ucli.App) {
 				for _, v := range vals {
 					switch {
 					case outputFlags[name] && !(name == "metrics" && metricsIn):
-						outs = append(outs, fileio.Named{Flag: name, Path: v})
+						outs = append(outs, fileio.Named{Flag: name, Path: v, Replaces: name == "out"})
 					case inputFlags[name] || name == "metrics":
 						ins = append(ins, fileio.Named{Flag: name, Path: v})
 					}

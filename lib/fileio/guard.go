@@ -10,6 +10,10 @@ import (
 // Named is a path given to a command with the flag that gave it.
 type Named struct {
 	Flag, Path string
+	// Replaces marks an output that, when a directory, is replaced as a
+	// whole (an index, a checkpoint), so an input inside it would be lost;
+	// other outputs only write files into a directory.
+	Replaces bool
 }
 
 // resolve makes a path absolute and resolves the symbolic links of its
@@ -46,8 +50,8 @@ func within(p, dir string) bool {
 
 // CheckOutputs refuses outputs that would destroy an input: an output that
 // is an input (after resolving relative paths and symbolic links, or the
-// same file by another hard link), or an output directory holding an input
-// (replacing the directory deletes it). Empty paths and "-" are skipped.
+// same file by another hard link), or an output directory that is replaced
+// whole and holds an input (replacing it would delete the input). Empty paths and "-" are skipped.
 func CheckOutputs(inputs, outputs []Named) error {
 	for _, o := range outputs {
 		if o.Path == "" || o.Path == "-" {
@@ -69,7 +73,7 @@ func CheckOutputs(inputs, outputs []Named) error {
 			switch {
 			case same:
 				return fmt.Errorf("%s is also the input %s: refusing to overwrite an input (write elsewhere, then move it)", o.label(), in.label())
-			case within(ri, ro):
+			case o.Replaces && within(ri, ro):
 				return fmt.Errorf("%s would replace the directory that holds the input %s: write elsewhere", o.label(), in.label())
 			}
 		}

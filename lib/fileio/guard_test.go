@@ -17,7 +17,7 @@ func TestCheckOutputs(t *testing.T) {
 	wd, _ := os.Getwd()
 	defer os.Chdir(wd)
 	os.Chdir(dir)
-	inputs := []Named{{"rollouts", "in.parquet"}, {"model", "-"}}
+	inputs := []Named{{Flag: "rollouts", Path: "in.parquet"}, {Flag: "model", Path: "-"}}
 	for _, c := range []struct {
 		out  string
 		want string
@@ -32,7 +32,10 @@ func TestCheckOutputs(t *testing.T) {
 		{"sub/in.parquet", ""},
 		{"-", ""},
 	} {
-		err := CheckOutputs(inputs, []Named{{"out", c.out}})
+		if err := CheckOutputs(inputs, []Named{{"report", ".", false}}); err != nil {
+			t.Errorf("--report . (files written into it): %v", err)
+		}
+		err := CheckOutputs(inputs, []Named{{"out", c.out, true}})
 		if c.want == "" {
 			if err != nil {
 				t.Errorf("--out %s: %v", c.out, err)

@@ -118,36 +118,71 @@ func Run(cfg Config, stdout io.Writer) ([]string, error) {
 		updates = append(updates, RunUpdates{Run: label, Updates: rows})
 	}
 
+	// Every output is written aside first and committed together at the
+	// end: a report that cannot be written leaves --out as it was.
 	scores := acc.Scores()
-	if err := records.WriteFile(cfg.Out, scores); err != nil {
-		return nil, err
-	}
 	table := Markdown(scores, acc.Runs())
-	if _, err := io.WriteString(stdout, table); err != nil {
-		return nil, err
+	var stage string
+	if cfg.ReportDir != "" {
+		if err := os.MkdirAll(cfg.ReportDir, 0o755); err != nil {
+			return nil, fmt.Errorf("--report %s: %w", cfg.ReportDir, err)
+		}
+		var err error
+		if stage, err = os.MkdirTemp(cfg.ReportDir, ".report-*"); err != nil {
+			return nil, fmt.Errorf("--report %s: %w", cfg.ReportDir, err)
+		}
+		defer os.RemoveAll(stage)
 	}
-	if cfg.ReportDir == "" {
-		return nil, nil
-	}
-	if err := os.MkdirAll(cfg.ReportDir, 0o755); err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.ReportDir, err)
-	}
-	written := []string{filepath.Join(cfg.ReportDir, "table.md")}
-	if err := fileio.WriteFileAtomic(written[0], []byte(table)); err != nil {
-		return nil, err
-	}
-	ps, err := KPlots(cfg.ReportDir, scores, acc.Runs())
-	written = append(written, ps...)
+	out, err := records.Create[records.Score](cfg.Out)
 	if err != nil {
-		return written, err
+		return nil, err
 	}
-	if len(updates) > 0 {
-		ps, err = UpdatePlots(cfg.ReportDir, updates)
+	defer out.Abort()
+	if err := out.Write(scores...); err != nil {
+		return nil, err
+	}
+	var staged []string
+	if stage != "" {
+		staged = []string{filepath.Join(stage, "table.md")}
+		if err := os.WriteFile(staged[0], []byte(table), 0o644); err != nil {
+			return nil, err
+		}
+		ps, err := KPlots(stage, scores, acc.Runs())
+		if err != nil {
+			return nil, err
+		}
+		staged = append(staged, ps...)
+		if len(updates) > 0 {
+			ps, err = UpdatePlots(stage, updates)
+			if err != nil {
+				return nil, err
+			}
+			staged = append(staged, ps...)
+		}
+	}
+	var written []string
+	for _, p := range staged {
+		dst := filepath.Join(cfg.ReportDir, filepath.Base(p))
+		if err := os.Rename(p, dst); err != nil {
+			return written, fmt.Errorf("%s: %w", dst, err)
+		}
+		written = append(written, dst)
+	}
+	if cfg.ReportDir != "" {
+		ps, err := WriteIndex(cfg.ReportDir, written)
 		written = append(written, ps...)
 		if err != nil {
 			return written, err
 		}
 	}
-	ps, err = WriteIndex(cfg.ReportDir, written)
-	return append(written, ps...), err
+	if err := out.Commit(); err != nil {
+		return written, err
+	}
+	if _, err := io.WriteString(stdout, table); err != nil {
+		return written, err
+	}
+	if cfg.ReportDir == "" {
+		return nil, nil
+	}
+	return written, nil
 }
