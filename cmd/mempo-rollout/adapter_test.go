@@ -9,6 +9,7 @@ import (
 
 	"github.com/mempo/mempo/lib/peft"
 	"github.com/mempo/mempo/lib/peft/pefttest"
+	"github.com/mempo/mempo/lib/testenv"
 )
 
 // TestGenerateAdapterEqualsMerged: `generate --adapter` samples what the
@@ -24,7 +25,7 @@ func TestGenerateAdapterEqualsMerged(t *testing.T) {
 		if err := runGen(append([]string{"--in", in, "--out", out, "--max-tokens", "12", "--ignore-eos", "--seed", "4", "--device", "cpu"}, args...)...); err != nil {
 			t.Fatal(err)
 		}
-		return genLines(t, out)[0]
+		return testenv.ReadJSONL(t, out)[0]
 	}
 	a := gen("adapter", "--model", fixture, "--adapter", adDir)
 	b := gen("merged", "--model", merged)

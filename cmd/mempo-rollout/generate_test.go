@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,34 +10,12 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/mempo/mempo/lib/checkpoint"
-	"github.com/mempo/mempo/lib/cli"
 	"github.com/mempo/mempo/lib/safetensors"
+	"github.com/mempo/mempo/lib/testenv"
 )
 
 func runGen(args ...string) error {
-	app := cli.App("mempo-rollout", "test", "mempo-rollout generate")
-	app.Commands = []*ucli.Command{generateCommand}
-	return app.Run(append([]string{"mempo-rollout", "generate"}, args...))
-}
-
-func genLines(t *testing.T, path string) []map[string]any {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []map[string]any
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, m)
-	}
-	return out
+	return testenv.RunApp("mempo-rollout", []*ucli.Command{generateCommand}, append([]string{"generate"}, args...)...)
 }
 
 func ints(v any) []int {
@@ -70,7 +47,7 @@ func TestGenerateGreedyMatchesTransformers(t *testing.T) {
 	if err := runGen("--model", fixture, "--in", in, "--out", out, "--max-tokens", "32", "--temperature", "0", "--ignore-eos"); err != nil {
 		t.Fatal(err)
 	}
-	rows := genLines(t, out)
+	rows := testenv.ReadJSONL(t, out)
 	if len(rows) != 2 || rows[1]["id"] != "b" {
 		t.Fatalf("rows: %v", rows)
 	}
@@ -101,7 +78,7 @@ func TestGenerateSeededAndErrors(t *testing.T) {
 		if err := runGen(args...); err != nil {
 			t.Fatal(err)
 		}
-		return genLines(t, out)
+		return testenv.ReadJSONL(t, out)
 	}
 	r1, r2, r3 := run("--seed", "5", "--n", "2"), run("--seed", "5", "--n", "2"), run("--seed", "6", "--n", "2")
 	if len(r1) != 4 {
@@ -174,7 +151,7 @@ func TestGenerateChatAndStop(t *testing.T) {
 	if err := runGen("--model", mdir, "--in", in, "--out", out, "--max-tokens", "8", "--temperature", "0", "--ignore-eos"); err != nil {
 		t.Fatal(err)
 	}
-	rows := genLines(t, out)
+	rows := testenv.ReadJSONL(t, out)
 	text, ok := rows[0]["output_text"].(string)
 	if !ok || text == "" {
 		t.Fatalf("no output_text: %v", rows[0])
@@ -184,7 +161,7 @@ func TestGenerateChatAndStop(t *testing.T) {
 	if err := runGen("--model", mdir, "--in", in, "--out", out, "--max-tokens", "8", "--temperature", "0", "--ignore-eos", "--stop", words[0]); err != nil {
 		t.Fatal(err)
 	}
-	rows = genLines(t, out)
+	rows = testenv.ReadJSONL(t, out)
 	if rows[0]["finish_reason"] != "stop" || !strings.Contains(rows[0]["output_text"].(string), words[0]) {
 		t.Errorf("stop %q: %v", words[0], rows[0])
 	}

@@ -22,26 +22,30 @@ import (
 	"github.com/mempo/mempo/lib/retrieval"
 	"github.com/mempo/mempo/lib/rollout"
 	"github.com/mempo/mempo/lib/tasks"
+	"github.com/mempo/mempo/lib/testenv"
 	"github.com/mempo/mempo/lib/tokenizer"
 )
 
-// The test binary doubles as the command: with MEMPO_ROLLOUT_AS_COMMAND set
-// it runs main() on its arguments with the scripted policy (slowed down by
-// MEMPO_ROLLOUT_DELAY), so a test can kill it with SIGKILL mid-run.
+// asMain makes the test binary act as mempo-rollout (testenv.CommandMain),
+// with the scripted policy slowed down by MEMPO_ROLLOUT_DELAY, so a test can
+// kill it with SIGKILL mid-run.
+const asMain = "MEMPO_ROLLOUT_AS_COMMAND"
+
 func TestMain(m *testing.M) {
-	if os.Getenv("MEMPO_ROLLOUT_AS_COMMAND") != "" {
+	testenv.CommandMain(m, "mempo-rollout", asMain, func() {
 		d, _ := time.ParseDuration(os.Getenv("MEMPO_ROLLOUT_DELAY"))
 		useScripted(d)
-		os.Args = append([]string{"mempo-rollout"}, os.Args[1:]...)
 		main()
-		return
-	}
-	code := m.Run()
-	if roFix.dir != "" {
-		os.RemoveAll(roFix.dir)
-	}
-	os.Exit(code)
+	}, func() {
+		if roFix.dir != "" {
+			os.RemoveAll(roFix.dir)
+		}
+	})
 }
+
+// The file-in/file-out cases of testdata/cases (bad flags: one stderr line,
+// exit 1).
+func TestCases(t *testing.T) { testenv.RunCases(t, asMain) }
 
 var roMarker = regexp.MustCompile(`<mem>S(\d+)T(\d+) `)
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,33 +10,11 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/testenv"
 )
 
 func runTokenizeCmd(args ...string) error {
-	app := cli.App("mempo-rollout", "test", "mempo-rollout tokenize")
-	app.Commands = []*ucli.Command{tokenizeCommand}
-	return app.Run(append([]string{"mempo-rollout", "tokenize"}, args...))
-}
-
-func tokReadLines(t *testing.T, path string) []map[string]any {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []map[string]any
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("%s: %v in %q", path, err, sc.Text())
-		}
-		out = append(out, m)
-	}
-	return out
+	return testenv.RunApp("mempo-rollout", []*ucli.Command{tokenizeCommand}, append([]string{"tokenize"}, args...)...)
 }
 
 func tokInts(v any) []int {
@@ -92,7 +69,7 @@ func TestTokenizeGoldenFileToFile(t *testing.T) {
 	if err := runTokenizeCmd("--tokenizer", filepath.Dir(tokPath), "--in", inPath, "--out", outPath); err != nil {
 		t.Fatal(err)
 	}
-	rows := tokReadLines(t, outPath)
+	rows := testenv.ReadJSONL(t, outPath)
 	if len(rows) != len(lines) {
 		t.Fatalf("%d rows out, %d in", len(rows), len(lines))
 	}
@@ -117,7 +94,7 @@ func TestTokenizeGoldenFileToFile(t *testing.T) {
 	if err := runTokenizeCmd("--tokenizer", tokPath, "--decode", "--in", outPath, "--out", back); err != nil {
 		t.Fatal(err)
 	}
-	for i, r := range tokReadLines(t, back) {
+	for i, r := range testenv.ReadJSONL(t, back) {
 		var g struct {
 			Decoded string `json:"decoded"`
 		}
@@ -136,7 +113,7 @@ func TestTokenizeSpecialTokensAndNoHTMLEscape(t *testing.T) {
 	if err := runTokenizeCmd("--tokenizer", tokPath, "--in", inPath, "--out", outPath); err != nil {
 		t.Fatal(err)
 	}
-	rows := tokReadLines(t, outPath)
+	rows := testenv.ReadJSONL(t, outPath)
 	ids := tokInts(rows[0]["ids"])
 	if ids[0] != 1 || ids[len(ids)-1] != 2 { // <|im_start|> = 1, <|im_end|> = 2 in small-bpe.json
 		t.Fatalf("special tokens not matched: %v", ids)
@@ -151,41 +128,11 @@ func TestTokenizeSpecialTokensAndNoHTMLEscape(t *testing.T) {
 	}
 }
 
+// Bad input lines are the testdata/cases/tokenize-*.txtar cases (one line
+// naming the row and field, no output written); a bad tokenizer file is
+// named.
 func TestTokenizeBadInput(t *testing.T) {
 	dir := t.TempDir()
-	tokPath := "../../testdata/tokenizer/small-bpe.json"
-	cases := []struct {
-		name, input string
-		decode      bool
-		want        string
-	}{
-		{"bad json", "{\"text\": \"a\"}\n{\"text\": \n", false, `in.jsonl: row 2: not a JSON object`},
-		{"not an object", "[1, 2]\n", false, `row 1: not a JSON object`},
-		{"missing text", "{\"text\": \"a\"}\n{\"txt\": \"b\"}\n", false, `row 2: field "text": missing`},
-		{"text not string", "{\"text\": 5}\n", false, `row 1: field "text": want a string`},
-		{"missing ids", "{\"text\": \"a\"}\n", true, `row 1: field "ids": missing`},
-		{"ids not ints", "{\"ids\": [1, \"x\"]}\n", true, `row 1: field "ids": want an array of integer`},
-		{"id out of range", "{\"ids\": [1, 2]}\n{\"ids\": [3, 512]}\n", true, `row 2: field "ids": ids[1]: token id 512 is out of range [0, 512)`},
-		{"negative id", "{\"ids\": [-1]}\n", true, `row 1: field "ids": ids[0]: token id -1 is out of range`},
-	}
-	for _, c := range cases {
-		inPath, outPath := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "out.jsonl")
-		os.WriteFile(inPath, []byte(c.input), 0o644)
-		args := []string{"--tokenizer", tokPath, "--in", inPath, "--out", outPath}
-		if c.decode {
-			args = append(args, "--decode")
-		}
-		err := runTokenizeCmd(args...)
-		if err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: error %v, want one containing %q", c.name, err, c.want)
-		}
-		if err != nil && strings.Contains(err.Error(), "\n") {
-			t.Errorf("%s: error is not one line: %q", c.name, err)
-		}
-		if _, err := os.Stat(outPath); err == nil {
-			t.Errorf("%s: output written despite the error", c.name)
-		}
-	}
 	// A bad tokenizer file is named.
 	bad := filepath.Join(dir, "tokenizer.json")
 	os.WriteFile(bad, []byte(`{"model": {"type": "Unigram", "vocab": {}}}`), 0o644)

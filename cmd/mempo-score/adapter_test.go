@@ -8,6 +8,7 @@ import (
 
 	"github.com/mempo/mempo/lib/peft"
 	"github.com/mempo/mempo/lib/peft/pefttest"
+	"github.com/mempo/mempo/lib/testenv"
 )
 
 // TestLogprobsAdapterEqualsMerged: `logprobs --adapter` (the adapter applied
@@ -24,7 +25,7 @@ func TestLogprobsAdapterEqualsMerged(t *testing.T) {
 			t.Fatal(err)
 		}
 		var lps [][]float64
-		for _, row := range readLines(t, out) {
+		for _, row := range testenv.ReadJSONL(t, out) {
 			var lp []float64
 			for _, v := range row["logprobs"].([]any)[1:] {
 				lp = append(lp, v.(float64))

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"math"
 	"os"
@@ -12,33 +11,12 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/mempo/mempo/lib/checkpoint"
-	"github.com/mempo/mempo/lib/cli"
 	"github.com/mempo/mempo/lib/safetensors"
+	"github.com/mempo/mempo/lib/testenv"
 )
 
 func runApp(args ...string) error {
-	app := cli.App("mempo-score", "test", "mempo-score logprobs")
-	app.Commands = []*ucli.Command{logprobsCommand}
-	return app.Run(append([]string{"mempo-score"}, args...))
-}
-
-func readLines(t *testing.T, path string) []map[string]any {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []map[string]any
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, m)
-	}
-	return out
+	return testenv.RunApp("mempo-score", []*ucli.Command{logprobsCommand}, args...)
 }
 
 const fixture = "../../testdata/models/qwen2-untied-gqa4"
@@ -68,7 +46,7 @@ func TestLogprobsMatchTransformers(t *testing.T) {
 		if err := runApp("logprobs", "--model", fixture, "--in", in, "--out", out, "--batch-tokens", bt); err != nil {
 			t.Fatal(err)
 		}
-		rows := readLines(t, out)
+		rows := testenv.ReadJSONL(t, out)
 		if len(rows) != 2 {
 			t.Fatalf("%d rows", len(rows))
 		}
@@ -132,7 +110,7 @@ func TestLogprobsText(t *testing.T) {
 	if err := runApp("logprobs", "--model", mdir, "--in", in, "--out", out); err != nil {
 		t.Fatal(err)
 	}
-	rows := readLines(t, out)
+	rows := testenv.ReadJSONL(t, out)
 	ids := rows[0]["ids"].([]any)
 	// wordlevel-golden.jsonl: "Paris; France" -> [0, 0, 344]
 	if len(ids) != 3 || ids[2].(float64) != 344 || len(rows[0]["logprobs"].([]any)) != 3 {

@@ -14,11 +14,21 @@ import (
 	"github.com/mempo/mempo/lib/model"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/safetensors"
+	"github.com/mempo/mempo/lib/testenv"
 	"github.com/mempo/mempo/lib/update"
 )
 
 // runUpdateCmd runs the mempo-update app (root action and subcommands) with
 // args, as the binary would.
+// asMain makes the test binary act as mempo-update (testenv.CommandMain).
+const asMain = "MEMPO_UPDATE_AS_MAIN"
+
+func TestMain(m *testing.M) { testenv.CommandMain(m, "mempo-update", asMain, main) }
+
+// The file-in/file-out cases of testdata/cases: flags refused before any
+// file is read, one stderr line, nothing written.
+func TestCases(t *testing.T) { testenv.RunCases(t, asMain) }
+
 func runUpdateCmd(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	app := newApp()

@@ -12,14 +12,19 @@ import (
 // act as the command itself, so the tests run the real command (flag
 // parsing, exit status, stderr) without a separate build. With the
 // environment variable env set to "1" it runs main with os.Args[0] = name
-// and exits 0 (main exits itself on an error); otherwise it runs the tests.
-func CommandMain(m *testing.M, name, env string, main func()) {
+// and exits 0 (main exits itself on an error); otherwise it runs the tests,
+// then the after functions (removing shared fixtures).
+func CommandMain(m *testing.M, name, env string, main func(), after ...func()) {
 	if os.Getenv(env) == "1" {
 		os.Args = append([]string{name}, os.Args[1:]...)
 		main()
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	for _, f := range after {
+		f()
+	}
+	os.Exit(code)
 }
 
 // Command is the test binary run as the command (see CommandMain) with args.
