@@ -37,7 +37,7 @@ const (
 )
 
 // gpuDevice is what the GPU forward needs of a device: lib/cuda's Device, or
-// the CPU emulation of the kernels and GEMMs (internal/cudaemu) that the
+// the CPU emulation of the kernels and GEMMs (lib/cuda/cudaemu) that the
 // tests run where no GPU is. Pointers are device addresses; Gemm and
 // GemmStridedBatched have lib/cuda's row-major semantics.
 type gpuDevice interface {

@@ -4,7 +4,7 @@ package encoder
 // runs on two devices: "cuda", the real GPU (skipped without one, failed
 // instead under MEMPO_REQUIRE_CUDA=1), and "emu", kernels/bert.cu compiled
 // for the CPU by g++ with every CUDA thread a fiber and GEMMs as loops
-// (internal/cudaemu), which runs here on every `go test` and catches index,
+// (lib/cuda/cudaemu), which runs here on every `go test` and catches index,
 // offset and launch-shape mistakes, reads of unwritten memory (NaN poison)
 // and writes out of bounds (red zones).
 
@@ -21,7 +21,7 @@ import (
 	"unsafe"
 
 	"github.com/mempo/mempo/lib/cuda"
-	"github.com/mempo/mempo/lib/encoder/internal/cudaemu"
+	"github.com/mempo/mempo/lib/cuda/cudaemu"
 	"github.com/mempo/mempo/lib/faiss"
 	"github.com/mempo/mempo/lib/tensor/half"
 )

@@ -17,7 +17,7 @@
 // then one value per warp through shared memory; every thread gets the same
 // result bit for bit. bert_softmax_warp_* runs a warp per score row (rows
 // of at most SM_WARP_KEYS keys). lib/encoder's tests run this file on the
-// CPU, compiled by g++ with BERT_EMU defined (lib/encoder/internal/cudaemu,
+// CPU, compiled by g++ with BERT_EMU defined (lib/cuda/cudaemu,
 // whose fibers emulate the warp intrinsics too). Counts and offsets are
 // 64-bit where they can pass 2^31.
 

@@ -20,8 +20,6 @@
 //
 // topk_chunks (any k ≤ 1024): one block per chunk of TK_CHUNK entries,
 // bitonic-sorted in shared memory, its first k written out. For k > 256.
-// It uses no warp intrinsics, so testdata/topk_emu.cpp (built with
-// TK_SERIAL_EMU, which leaves out the warp kernels) runs it serially.
 
 #define TK_CHUNK 2048
 #define TK_THREADS 1024
@@ -82,7 +80,6 @@ extern "C" __global__ void __launch_bounds__(TK_THREADS)
 	}
 }
 
-#ifndef TK_SERIAL_EMU
 
 #define TK_WARPS 8  // warps (chunks) per block of the warp kernels
 #define TK_UNROLL 8 // loads per lane per step
@@ -213,4 +210,3 @@ extern "C" __global__ void __launch_bounds__(32 * TK_WARPS)
 	warp_topk<8>(scores, ids, rowLen, rowStride, idBase, k, chunk, outS, outI, outStride);
 }
 
-#endif // TK_SERIAL_EMU

@@ -1,13 +1,12 @@
-package encoder
+package cudaemu_test
 
 // lib/cuda's flat search (flatsearch.go's passes and kernels/flatsearch.cu's
-// top-k kernels) on the kernel emulation (internal/cudaemu, warp shuffles
+// top-k kernels) on the kernel emulation (this package, warp shuffles
 // and ballots included), against numpy's order computed here: higher score
 // first, lower id first on equal scores, NaN as -inf, missing entries -inf
 // with id -1. The emulated GEMM sums in double and rounds to fp32; the
 // reference does the same sums in the same order, so scores are equal bit
-// for bit and ids must agree exactly, ties included. (The test sits here
-// because internal/cudaemu is lib/encoder's.)
+// for bit and ids must agree exactly, ties included.
 
 import (
 	"math"
@@ -18,7 +17,7 @@ import (
 	"testing"
 
 	"github.com/mempo/mempo/lib/cuda"
-	"github.com/mempo/mempo/lib/encoder/internal/cudaemu"
+	"github.com/mempo/mempo/lib/cuda/cudaemu"
 	"github.com/mempo/mempo/lib/tensor/half"
 )
 
@@ -145,7 +144,7 @@ func TestEmuFlatSearch(t *testing.T) {
 	}
 	for _, c := range []tcase{
 		{"normal", 20011, 8, 3, 0, []int{1, 3, 10, 33, 100, 256, 300}, normal},
-		{"ties", 9001, 4, 4, 0, []int{1, 10, 64, 65, 200}, ties},
+		{"ties", 9001, 4, 4, 0, []int{1, 10, 64, 65, 200, 300}, ties}, // 300: topk_chunks on ties
 		{"nan_inf", 5003, 5, 5, 0, []int{3, 10, 129}, nans},
 		{"rising", 6000, 2, 2, 0, []int{7, 40}, rising},
 		{"few_vectors", 5, 3, 3, 0, []int{1, 5, 10, 300}, ties},

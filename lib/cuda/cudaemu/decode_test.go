@@ -1,15 +1,14 @@
-package encoder
+package cudaemu_test
 
 // lib/cuda's kernels/decode.cu (the CUDA decoding step of lib/model) on the
-// kernel emulation (internal/cudaemu), against references computed here in
+// kernel emulation (this package), against references computed here in
 // float64: residual add + RMSNorm, bias + RoPE + KV-cache write (padding
 // rows write no cache row), split-key decode attention with its merge (head
 // dims that are not multiples of 32, splits past a row's keys, one split),
 // and the small-batch bf16 GEMV kernels. Outputs start as NaN (the
 // emulation's fresh memory), so an unwritten element fails; red zones catch
 // writes out of bounds. The GPU runs of these kernels are lib/model's
-// TestCUDADecodeKernels and TestCUDADecodeStep. (The test sits here because
-// internal/cudaemu is lib/encoder's.)
+// TestCUDADecodeKernels and TestCUDADecodeStep.
 
 import (
 	"fmt"
@@ -20,7 +19,7 @@ import (
 	"unsafe"
 
 	"github.com/mempo/mempo/lib/cuda"
-	"github.com/mempo/mempo/lib/encoder/internal/cudaemu"
+	"github.com/mempo/mempo/lib/cuda/cudaemu"
 )
 
 type decEmu struct {
