@@ -47,6 +47,8 @@ var (
 	CUDADecode    = add("MEMPO_CUDA_DECODE", "decoding steps after the prefill: graph (default: the fused step replayed from a CUDA graph per batch bucket), direct (the same launches without graphs), generic (the model's op-by-op path)")
 	HostOptimizer = add("MEMPO_HOST_OPTIMIZER", "1: mempo-update keeps the AdamW step on the host even when the model is on the GPU")
 	SkipMemCheck  = add("MEMPO_SKIP_MEMORY_CHECK", "1: mempo-update and sft start a GPU run even when their memory estimate exceeds the free device memory")
+	DistFile      = add("MEMPO_DIST_FILE", "data-parallel rendezvous through a file on shared storage: rank 0 writes its address there, the other ranks read it (instead of MASTER_ADDR/MASTER_PORT); use a fresh path per run")
+	NCCLLib       = add("MEMPO_NCCL_LIB", "path of libnccl.so.2, tried before the CUDA library folders and the pip nvidia/nccl/lib folders")
 )
 
 // All lists the variables.
