@@ -13,6 +13,7 @@ import (
 	"github.com/mempo/mempo/cmd/internal/flags"
 	"github.com/mempo/mempo/lib/checkpoint"
 	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/dist"
 	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/model"
@@ -50,7 +51,7 @@ var updateFlags = concatFlags([]ucli.Flag{
 	&ucli.IntFlag{Name: "grad-shards", Value: 1, Usage: "accumulate each step's gradient as this many shards, summed in order exactly as apply sums the files of grad --shard i/n"},
 	&ucli.StringFlag{Name: "golden", Usage: "write logits of the written checkpoint on a few rollout sequences here (for scripts/check_update_hf.py)"},
 	&ucli.IntFlag{Name: "stop-after", Usage: "stop after this many optimizer steps and write a resumable checkpoint; rerunning the same command continues it"},
-	checkpointEveryFlag, forceFlag,
+	checkpointEveryFlag, forceFlag, nprocFlag,
 }, flags.RL(), flags.Optim(update.DefaultConfig().Schedule.PeakLR), []ucli.Flag{miniBatchFlag}, planFlags(), flags.LoRA(), flags.LeanState())
 
 func concatFlags(fs ...[]ucli.Flag) []ucli.Flag {
@@ -198,6 +199,7 @@ type job struct {
 	rolls   []records.Rollout
 	prepRef func(*update.Batch) error // loads the reference and fills its log-probs (nil: no KL)
 	lora    *loraRun                  // a LoRA update (lora.go), or nil
+	comm    dist.Comm                 // the ranks of a data-parallel update (dp.go), or nil
 }
 
 // stateDir is where the optimizer state to resume is looked for by default:
@@ -236,9 +238,22 @@ func runUpdate(c *ucli.Context) error {
 	if c.Int("grad-shards") < 1 {
 		return fmt.Errorf("--grad-shards must be ≥ 1")
 	}
-	j := &job{c: c, cfg: cfg, shards: c.Int("grad-shards"), modelD: c.String("model"), out: c.String("out")}
+	comm, err := joinRun(c)
+	if err != nil {
+		return err
+	}
+	if comm == nil && c.Int("nproc") > 1 {
+		return launch(c, c.Int("nproc"))
+	}
+	if comm != nil {
+		defer comm.Close()
+	}
+	j := &job{comm: comm, c: c, cfg: cfg, shards: c.Int("grad-shards"), modelD: c.String("model"), out: c.String("out")}
 	if j.lora, err = loraSetup(c); err != nil {
 		return err
+	}
+	if comm != nil && (cfg.Lean || j.lora != nil) {
+		return fmt.Errorf("--nproc/WORLD_SIZE: a data-parallel update takes the full-parameter fp32 AdamW state (no --optim-state 8bit, no LoRA) for now")
 	}
 	if cfg.Lean && j.lora != nil {
 		return fmt.Errorf("--optim-state 8bit is for full-parameter updates (a LoRA adapter's AdamW state is small); drop one of the two")
@@ -324,7 +339,11 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 	if rs != nil {
 		startGlobal, iteration = rs.GlobalStep, rs.Iteration
 	}
-	fp := fingerprint(j.sft, j.batch.Hash, j.cfg, extraKnobs, j.plan, j.shards, startGlobal)
+	shardsKey := j.shards
+	if j.comm != nil {
+		shardsKey = -1 // any number of ranks continues a partial data-parallel run
+	}
+	fp := fingerprint(j.sft, j.batch.Hash, j.cfg, extraKnobs, j.plan, shardsKey, startGlobal)
 
 	from := 0
 	var rows []records.Update
@@ -354,6 +373,15 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 		return err
 	}
 	t.SFT = j.sft
+	var dp *update.DataParallel
+	if j.comm != nil {
+		if dp, err = update.NewDataParallel(t, j.comm); err != nil {
+			return err
+		}
+		if st != nil {
+			*st = dp.OwnedState(*st)
+		}
+	}
 	if st != nil {
 		if err := t.Opt.LoadState(*st); err != nil {
 			return err
@@ -366,7 +394,7 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 	}
 	// On a GPU, one process: the optimizer runs there too (weights,
 	// gradients and moments stay on the device between steps).
-	if _, gpu := m.Backend().(*model.CUDA); gpu && j.shards <= 1 && !envconfig.HostOptimizer.On() {
+	if _, gpu := m.Backend().(*model.CUDA); gpu && j.shards <= 1 && j.comm == nil && !envconfig.HostOptimizer.On() {
 		if err := t.UseDeviceOptimizer(); err != nil {
 			return err
 		}
@@ -382,7 +410,7 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 		stop = from + n
 	}
 	var tb *tbevent.Writer
-	if dir := c.String("tb"); dir != "" {
+	if dir := c.String("tb"); dir != "" && (j.comm == nil || j.comm.Rank() == 0) {
 		if tb, err = tbevent.Create(dir); err != nil {
 			return err
 		}
@@ -414,13 +442,20 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 			return update.SaveAdapterCheckpoint(j.out, t.Model, j.modelD, t.OptimizerState(), nrs, rows)
 		case j.cfg.Lean:
 			return j.saveLean(t, nrs, rows, done == total)
+		case dp != nil:
+			return dp.SaveCheckpoint(j.out, j.modelD, nrs, rows)
 		}
 		return update.SaveCheckpoint(j.out, t.Model, j.modelD, t.OptimizerState(), nrs, rows)
 	}
 	ck := newCheckpointer(c.Duration("checkpoint-every"))
 	for k := from; k < stop; k++ {
 		cur = k
-		res, err := t.Step(j.plan, k, j.shards)
+		var res *update.StepResult
+		if dp != nil {
+			res, err = dp.Step(j.plan, k)
+		} else {
+			res, err = t.Step(j.plan, k, j.shards)
+		}
 		if err != nil {
 			return fmt.Errorf("step %d: %w", k, err)
 		}
@@ -452,6 +487,9 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 // finish writes --metrics and --golden from the finished --out.
 func (j *job) finish(m *model.Model, rows []records.Update) error {
 	c := j.c
+	if j.comm != nil && j.comm.Rank() != 0 {
+		return nil // --metrics and --golden are rank 0's
+	}
 	var err error
 	if rows == nil {
 		if rows, err = records.ReadFile[records.Update](filepath.Join(j.out, update.MetricsFile)); err != nil {

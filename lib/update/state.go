@@ -113,15 +113,27 @@ func WriteOptimizer(path string, st optim.State, rs RunState, shapes map[string]
 	return safetensors.WriteFile(path, ts, meta)
 }
 
-// ReadOptimizer reads a file written by WriteOptimizer.
-func ReadOptimizer(path string) (optim.State, RunState, error) {
+// ReadOptimizer reads a file written by WriteOptimizer, or the index of a
+// state written in shards by a data-parallel run (dpstate.go) with its
+// shards.
+func ReadOptimizer(path string) (optim.State, RunState, error) { return readOptimizer(path, nil) }
+
+// readOptimizer is ReadOptimizer keeping only the parameters keep accepts
+// (nil: all).
+func readOptimizer(path string, keep func(param string) bool) (optim.State, RunState, error) {
 	f, err := safetensors.Open(path)
 	if err != nil {
 		return optim.State{}, RunState{}, err
 	}
 	defer f.Close()
+	if f.Metadata[metaShards] != "" {
+		return readShardedOptimizer(path, f.Metadata, keep)
+	}
 	flat := map[string][]float32{}
 	for _, name := range f.Names() {
+		if keep != nil && !keep(name[:len(name)-len(filepath.Ext(name))]) {
+			continue
+		}
 		v, _, err := f.Float32(name)
 		if err != nil {
 			return optim.State{}, RunState{}, err
@@ -171,6 +183,14 @@ func SaveCheckpoint(dir string, m *model.Model, tokDir string, st optim.State, r
 		return err
 	}
 	defer fileio.RemoveTempDir(tmp)
+	return saveBuilt(dir, tmp, m, tokDir, rows, func(built string, shapes map[string][]int) error {
+		return WriteOptimizer(filepath.Join(built, OptimizerFile), st, rs, shapes)
+	})
+}
+
+// saveBuilt is SaveCheckpoint in the temporary directory tmp, with
+// writeOpt writing the optimizer file(s) into the built checkpoint.
+func saveBuilt(dir, tmp string, m *model.Model, tokDir string, rows []records.Update, writeOpt func(built string, shapes map[string][]int) error) error {
 	built := filepath.Join(tmp, "ckpt")
 	opts := checkpoint.SaveOptions{DType: safetensors.F32}
 	if tokDir != "" {
@@ -187,7 +207,7 @@ func SaveCheckpoint(dir string, m *model.Model, tokDir string, st optim.State, r
 	for _, name := range m.ParamNames() {
 		shapes[name] = m.ParamShape(name)
 	}
-	if err := WriteOptimizer(filepath.Join(built, OptimizerFile), st, rs, shapes); err != nil {
+	if err := writeOpt(built, shapes); err != nil {
 		return namedWrite(err, dir, tmp, OptimizerFile)
 	}
 	if err := records.WriteFile(filepath.Join(built, MetricsFile), rows); err != nil {

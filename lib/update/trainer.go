@@ -233,13 +233,18 @@ func (r *ShardResult) Add(o *ShardResult) error {
 			g[i] += h[i]
 		}
 	}
+	r.addSums(o)
+	return nil
+}
+
+// addSums adds o's metrics and counts (not its gradient) into r.
+func (r *ShardResult) addSums(o *ShardResult) {
 	r.Metrics.Merge(o.Metrics)
 	r.Trajs += o.Trajs
 	r.PeakSum += o.PeakSum
 	r.DriftSum += o.DriftSum
 	r.DriftMax = math.Max(r.DriftMax, o.DriftMax)
 	r.Shards += o.Shards
-	return nil
 }
 
 // Trainer runs optimizer steps of one batch on one model.
