@@ -308,22 +308,29 @@ func sizeErr(what string, r, got, want int) error {
 	return fmt.Errorf("dist: %s: rank %d gave %d values, rank 0 %d", what, r, got, want)
 }
 
-func (c *tcpComm) AllReduce(buf []float32) error {
-	var sum []float32
-	res, err := c.round(opAllReduce, f32bytes(buf), func(r int, p []byte) error {
+// summer is rank 0's take of a sum: rank 0's values, then + rank 1's, …
+// in float32, the contributions arriving in rank order.
+func summer(what string, n int, sum *[]float32) func(r int, p []byte) error {
+	return func(r int, p []byte) error {
 		v := bytesf32(p)
-		if len(v) != len(buf) {
-			return sizeErr("all-reduce", r, len(v), len(buf))
+		if len(v) != n {
+			return sizeErr(what, r, len(v), n)
 		}
 		if r == 0 {
-			sum = append([]float32(nil), v...)
+			*sum = append([]float32(nil), v...)
 			return nil
 		}
+		s := *sum
 		for i, x := range v {
-			sum[i] += x
+			s[i] += x
 		}
 		return nil
-	}, func(int) []byte { return f32bytes(sum) })
+	}
+}
+
+func (c *tcpComm) AllReduce(buf []float32) error {
+	var sum []float32
+	res, err := c.round(opAllReduce, f32bytes(buf), summer("all-reduce", len(buf), &sum), func(int) []byte { return f32bytes(sum) })
 	if err != nil {
 		return err
 	}
@@ -343,20 +350,7 @@ func (c *tcpComm) ReduceScatter(in, out []float32) error {
 	}
 	var sum []float32
 	n := len(out)
-	res, err := c.round(opReduceScatter, f32bytes(in), func(r int, p []byte) error {
-		v := bytesf32(p)
-		if len(v) != len(in) {
-			return sizeErr("reduce-scatter", r, len(v), len(in))
-		}
-		if r == 0 {
-			sum = append([]float32(nil), v...)
-			return nil
-		}
-		for i, x := range v {
-			sum[i] += x
-		}
-		return nil
-	}, func(r int) []byte { return f32bytes(sum[r*n : (r+1)*n]) })
+	res, err := c.round(opReduceScatter, f32bytes(in), summer("reduce-scatter", len(in), &sum), func(r int) []byte { return f32bytes(sum[r*n : (r+1)*n]) })
 	if err != nil {
 		return err
 	}
