@@ -28,15 +28,20 @@ SHORT=${SHORT:-0}                     # 1: the few-second smoke version make tes
 # full is a larger cold start and more RL: about 5 minutes on an H200, about
 # 25 on two CPU cores. make demo-check runs small over three seeds unless told
 # otherwise.
+# gpu is full's schedule with the SFT mix small uses (k up to 8, so the cold
+# start has seen every marker the k = 8 test writes), for one H200.
 PRESET=${PRESET:-small}
 case $PRESET in
-small) p_demos=16000 p_batch=8 p_iters=6 p_rl_tasks=16 p_rl_lr=1e-4 ;;
-full) p_demos=28800 p_batch=8 p_iters=12 p_rl_tasks=16 p_rl_lr=3e-4 ;;
-*) echo "PRESET=$PRESET: want small or full" >&2; exit 2 ;;
+small) p_demos=12000 p_batch=8 p_iters=6 p_rl_tasks=16 p_rl_lr=1e-4 p_sft_k="1 2 3 4 1 2 3 4 8" ;;
+full) p_demos=28800 p_batch=8 p_iters=12 p_rl_tasks=16 p_rl_lr=3e-4 p_sft_k="1 2 3 4" ;;
+gpu) p_demos=28800 p_batch=8 p_iters=12 p_rl_tasks=16 p_rl_lr=3e-4 p_sft_k="1 2 3 4 1 2 3 4 8" ;;
+*) echo "PRESET=$PRESET: want small, full or gpu" >&2; exit 2 ;;
 esac
 # Cold start.
 SFT_DEMOS=${SFT_DEMOS:-$p_demos}      # expert trajectories used for SFT (each seen once: repeated
 SFT_EPOCHS=${SFT_EPOCHS:-1}           # demonstrations get memorized instead of teaching to copy)
+SFT_K=${SFT_K:-$p_sft_k}              # objective counts of the SFT tasks, in turn (1 2 3 4 is the world's own
+                                      # train-sft.jsonl; any other list draws the tasks again for every world)
 SFT_LR=${SFT_LR:-3e-3}                # peak learning rate
 SFT_SCHEDULE=${SFT_SCHEDULE:-cosine}  # cosine: warmup then down to a tenth; constant: warmup then flat
 SFT_BATCH=${SFT_BATCH:-$p_batch}      # trajectories per optimizer step
@@ -53,6 +58,7 @@ GROUP=${GROUP:-8}                     # G, trajectories per task
 RL_LR=${RL_LR:-$p_rl_lr}
 RL_MINI_BATCH=${RL_MINI_BATCH:-16}    # trajectories per optimizer step (an iteration takes RL_TASKS*GROUP/RL_MINI_BATCH steps)
 RL_TEMP=${RL_TEMP:-1}
+MEM_FLAGS=${MEM_FLAGS:-}              # extra mempo-update flags of MemPO's updates only (--alpha, --mem-pool step)
 KL_COEF=${KL_COEF:-0.001}
 TASK_REWARD=${TASK_REWARD:-f1}        # R^T of the RL rollouts: f1 (mean over objectives, partial credit) or exact
 # Evaluation.
@@ -98,13 +104,26 @@ say "index → $OUT/index"
 #    remembering facts, only by copying them from the passages. RL and
 #    evaluation use the world itself.
 variant_dirs=("$WORLD") variant_index=("$OUT/index")
-if [ "$VARIANTS" -gt 1 ] && [ -z "$FROM_SFT" ]; then
+sft_world=$WORLD
+if { [ "$VARIANTS" -gt 1 ] || [ "$SFT_K" != "1 2 3 4" ]; } && [ -z "$FROM_SFT" ]; then
 	seed=$(sed -n 's/^ *"Seed": *\([0-9]*\),*$/\1/p' "$WORLD/world.json")
-	[ -n "$seed" ] || { echo "VARIANTS=$VARIANTS: no seed in $WORLD/world.json" >&2; exit 1; }
+	[ -n "$seed" ] || { echo "VARIANTS=$VARIANTS SFT_K=$SFT_K: no seed in $WORLD/world.json" >&2; exit 1; }
+fi
+if [ "$SFT_K" != "1 2 3 4" ] && [ -z "$FROM_SFT" ]; then
+	# The world's own SFT tasks cycle k = 1 … 4; SFT_K draws them again
+	# (the same world: corpus and tokenizer byte-identical, checked).
+	sft_world=$OUT/sft-world
+	say "SFT tasks, k in $SFT_K → $sft_world"
+	"$BIN/mempo-rollout" world --seed "$seed" --out "$sft_world" --sft-k "${SFT_K// /,}" \
+		--sft-tasks "$(( (SFT_DEMOS > REACT_DEMOS ? SFT_DEMOS : REACT_DEMOS) / VARIANTS + 1 ))" --rl-tasks 0 --test-tasks 0
+	cmp -s "$WORLD/corpus.jsonl" "$sft_world/corpus.jsonl" && cmp -s "$WORLD/tokenizer.json" "$sft_world/tokenizer.json" ||
+		{ echo "SFT_K: seed $seed does not regenerate $WORLD's corpus and tokenizer (a world written with other sizes?)" >&2; exit 1; }
+fi
+if [ "$VARIANTS" -gt 1 ] && [ -z "$FROM_SFT" ]; then
 	for v in $(seq 1 $(( VARIANTS - 1 ))); do
 		say "variant $v (facts $v) → $OUT/variants/v$v, its index"
 		"$BIN/mempo-rollout" world --seed "$seed" --fact-seed "$v" --out "$OUT/variants/v$v" \
-			--sft-tasks "$(( (SFT_DEMOS > REACT_DEMOS ? SFT_DEMOS : REACT_DEMOS) / VARIANTS + 1 ))" --rl-tasks 0 --test-tasks 0
+			--sft-tasks "$(( (SFT_DEMOS > REACT_DEMOS ? SFT_DEMOS : REACT_DEMOS) / VARIANTS + 1 ))" --sft-k "${SFT_K// /,}" --rl-tasks 0 --test-tasks 0
 		cmp -s "$WORLD/tokenizer.json" "$OUT/variants/v$v/tokenizer.json" ||
 			{ echo "variant $v: its tokenizer differs from $WORLD's (a world written with other sizes?)" >&2; exit 1; }
 		"$BIN/mempo-index" --corpus "$OUT/variants/v$v/corpus.jsonl" --out "$OUT/variants/v$v/index"
@@ -125,8 +144,9 @@ else
 		n=$(( SFT_DEMOS / VARIANTS + (v < SFT_DEMOS % VARIANTS ? 1 : 0) ))
 		nr=$(( REACT_DEMOS / VARIANTS + (v < REACT_DEMOS % VARIANTS ? 1 : 0) ))
 		sfx=; [ "$v" -gt 0 ] && sfx=-v$v
-		head -n "$n" "${variant_dirs[$v]}/train-sft.jsonl" > "$OUT/sft-tasks$sfx.jsonl"
-		head -n "$nr" "${variant_dirs[$v]}/train-sft.jsonl" > "$OUT/sft-react-tasks$sfx.jsonl"
+		src=${variant_dirs[$v]}/train-sft.jsonl; [ "$v" = 0 ] && src=$sft_world/train-sft.jsonl
+		head -n "$n" "$src" > "$OUT/sft-tasks$sfx.jsonl"
+		head -n "$nr" "$src" > "$OUT/sft-react-tasks$sfx.jsonl"
 		for keep in 1 all; do
 			name=demos$sfx tasks=$OUT/sft-tasks$sfx.jsonl; [ "$keep" = all ] && name=demos-react$sfx tasks=$OUT/sft-react-tasks$sfx.jsonl
 			"$BIN/mempo-rollout" expert --tasks "$tasks" --index "${variant_index[$v]}" \
@@ -194,6 +214,8 @@ rl() {
 			--group "$GROUP" --temperature "$RL_TEMP" --task-reward "$TASK_REWARD" --seed $(( SEED * 1000 + i )) "${mr[@]}"
 		say "$variant iteration $i/$ITERS: update"
 		local adv=(); [ "$variant" = grpo ] && adv=(--no-mem-adv)
+		# shellcheck disable=SC2206 # MEM_FLAGS is a list of flags
+		[ "$variant" = mempo ] && adv=($MEM_FLAGS)
 		"$BIN/mempo-update" --model "$ckpt" --ref "$OUT/sft" --rollouts "$dir/rollouts-$i.parquet" \
 			--out "$dir/iter$i" --lr "$RL_LR" --kl-coef "$KL_COEF" --mini-batch "$RL_MINI_BATCH" --seed "$SEED" "${adv[@]}" \
 			--metrics "$dir/metrics-$i.jsonl" "${dev[@]}"
