@@ -55,8 +55,8 @@ bench-retrieval-1m: build
 # demo trains a tiny Qwen2 model from scratch on the generated world in data/world
 # through the five commands (docs/DEMO.md); knobs are variables at the top of
 # scripts/demo/run.sh (PRESET=small, 15 minutes on two CPU cores). demo-check
-# runs it over three seeds and asserts that RL beats SFT by the margin measured
-# (not in CI: about 12 minutes a seed on two CPU cores).
+# runs it over three seeds and asserts the comparisons docs/DEMO.md's goal names
+# on the pooled seeds (not in CI: about 15 minutes a seed on two CPU cores).
 # demo-retrieval indexes a HotpotQA sample and serves it.
 demo: build
 	BIN=$(BIN) bash scripts/demo/run.sh

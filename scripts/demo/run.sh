@@ -58,6 +58,8 @@ GROUP=${GROUP:-8}                     # G, trajectories per task
 RL_LR=${RL_LR:-$p_rl_lr}
 RL_MINI_BATCH=${RL_MINI_BATCH:-16}    # trajectories per optimizer step (an iteration takes RL_TASKS*GROUP/RL_MINI_BATCH steps)
 RL_TEMP=${RL_TEMP:-1}
+GRPO_RM=${GRPO_RM:-0}                 # 1: score R^M on GRPO's rollouts too, to plot it beside MemPO's (its updates
+                                      # ignore it; make demo-check sets it)
 MEM_FLAGS=${MEM_FLAGS:-}              # extra mempo-update flags of MemPO's updates only (--alpha, --mem-pool step)
 KL_COEF=${KL_COEF:-0.001}
 TASK_REWARD=${TASK_REWARD:-f1}        # R^T of the RL rollouts: f1 (mean over objectives, partial credit) or exact
@@ -209,7 +211,9 @@ rl() {
 		# Iteration i takes the next RL_TASKS tasks of the training set.
 		sed -n "$(( (i - 1) * RL_TASKS + 1 )),$(( i * RL_TASKS ))p" "$WORLD/train-rl-k2.jsonl" > "$dir/tasks-$i.jsonl"
 		say "$variant iteration $i/$ITERS: rollout ($RL_TASKS tasks × $GROUP)"
-		local mr=(); [ "$variant" = grpo ] && mr=(--no-memory-reward)
+		# GRPO's rollouts score R^M too when GRPO_RM=1, only to be plotted
+		# beside MemPO's: its updates never read it (--no-mem-adv).
+		local mr=(); [ "$variant" = grpo ] && [ "$GRPO_RM" != 1 ] && mr=(--no-memory-reward)
 		rollout "$ckpt" "$dir/tasks-$i.jsonl" "$dir/rollouts-$i.parquet" \
 			--group "$GROUP" --temperature "$RL_TEMP" --task-reward "$TASK_REWARD" --seed $(( SEED * 1000 + i )) "${mr[@]}"
 		say "$variant iteration $i/$ITERS: update"
@@ -239,7 +243,8 @@ for k in $EVAL_K; do
 		react) model=$OUT/sft-react keep=all ;;
 		esac
 		# The memory reward (P(gold | mem)) is scored where the table reads it.
-		[ "$k" = 2 ] && { [ "$run" = sft ] || [ "$run" = mempo ]; } || mr=(--no-memory-reward)
+		[ "$k" = 2 ] && { [ "$run" = sft ] || [ "$run" = mempo ] || { [ "$run" = grpo ] && [ "$GRPO_RM" = 1 ]; }; } ||
+			mr=(--no-memory-reward)
 		say "eval $run k=$k"
 		rollout "$model" "$tasks" "$OUT/eval/$run-k$k.parquet" --group 1 --temperature 0 --keep "$keep" "${mr[@]}"
 	done
