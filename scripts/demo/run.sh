@@ -28,20 +28,18 @@ SHORT=${SHORT:-0}                     # 1: the few-second smoke version make tes
 # full is a larger cold start and more RL: about 5 minutes on an H200, about
 # 25 on two CPU cores. make demo-check runs small over three seeds unless told
 # otherwise.
-# gpu is full's schedule with the SFT mix small uses (k up to 8, so the cold
-# start has seen every marker the k = 8 test writes), for one H200.
 PRESET=${PRESET:-small}
 case $PRESET in
-small) p_demos=12000 p_batch=8 p_iters=6 p_rl_tasks=16 p_rl_lr=1e-4 p_sft_k="1 2 3 4 1 2 3 4 8" ;;
-full) p_demos=28800 p_batch=8 p_iters=12 p_rl_tasks=16 p_rl_lr=3e-4 p_sft_k="1 2 3 4" ;;
-gpu) p_demos=28800 p_batch=8 p_iters=12 p_rl_tasks=16 p_rl_lr=3e-4 p_sft_k="1 2 3 4 1 2 3 4 8" ;;
-*) echo "PRESET=$PRESET: want small, full or gpu" >&2; exit 2 ;;
+small) p_demos=16000 p_batch=8 p_iters=6 p_rl_tasks=16 p_rl_lr=1e-4 ;;
+full) p_demos=28800 p_batch=8 p_iters=12 p_rl_tasks=16 p_rl_lr=3e-4 ;;
+*) echo "PRESET=$PRESET: want small or full" >&2; exit 2 ;;
 esac
 # Cold start.
 SFT_DEMOS=${SFT_DEMOS:-$p_demos}      # expert trajectories used for SFT (each seen once: repeated
 SFT_EPOCHS=${SFT_EPOCHS:-1}           # demonstrations get memorized instead of teaching to copy)
-SFT_K=${SFT_K:-$p_sft_k}              # objective counts of the SFT tasks, in turn (1 2 3 4 is the world's own
-                                      # train-sft.jsonl; any other list draws the tasks again for every world)
+SFT_K=${SFT_K:-1 2 3 4}               # objective counts of the SFT tasks, in turn (1 2 3 4 is the world's own
+                                      # train-sft.jsonl; any other list draws the tasks again for every world;
+                                      # docs/DEMO.md, "Ablations", for what k up to 8 gave)
 SFT_LR=${SFT_LR:-3e-3}                # peak learning rate
 SFT_SCHEDULE=${SFT_SCHEDULE:-cosine}  # cosine: warmup then down to a tenth; constant: warmup then flat
 SFT_BATCH=${SFT_BATCH:-$p_batch}      # trajectories per optimizer step
