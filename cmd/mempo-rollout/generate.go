@@ -40,8 +40,7 @@ Example:
 		&ucli.StringFlag{Name: "tokenizer", Usage: "tokenizer.json or its directory (default: the model directory)"},
 		flags.Device(""),
 		flags.Adapter(""),
-		&ucli.IntFlag{Name: "max-tokens", Required: true, Usage: "most tokens to generate per row"},
-	}, flags.Sampling("random seed"), []ucli.Flag{
+	}, flags.Sampling(flags.RowTokens, "random seed"), []ucli.Flag{
 		&ucli.IntFlag{Name: "n", Value: 1, Usage: "samples per input row"},
 		&ucli.BoolFlag{Name: "ignore-eos", Usage: "do not stop at the model's EOS tokens"},
 		&ucli.StringSliceFlag{Name: "stop", Usage: "stop a row when its output text contains this string (repeatable)"},
@@ -52,15 +51,11 @@ Example:
 
 func runGenerate(c *ucli.Context) error {
 	dir, in := c.String("model"), c.String("in")
-	opts := model.GenerateOptions{MaxTokens: c.Int("max-tokens"), IgnoreEOS: c.Bool("ignore-eos")}
-	if opts.MaxTokens < 0 {
-		return fmt.Errorf("--max-tokens: must not be negative")
-	}
-	sampling, err := flags.ParseSampling(c)
+	maxTokens, sampling, err := flags.ParseSampling(c, flags.RowTokens)
 	if err != nil {
 		return err
 	}
-	opts.Sampling = sampling
+	opts := model.GenerateOptions{MaxTokens: maxTokens, Sampling: sampling, IgnoreEOS: c.Bool("ignore-eos")}
 	if c.Int("n") < 1 {
 		return fmt.Errorf("--n: must be at least 1")
 	}

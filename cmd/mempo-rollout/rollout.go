@@ -41,9 +41,8 @@ var rolloutFlags = slices.Concat([]ucli.Flag{
 	&ucli.StringFlag{Name: "jsonl", Usage: "also write a readable JSONL copy with the decoded text of every step"},
 	&ucli.StringFlag{Name: "tb", Usage: "also write throughput and reward scalars (rollout/*, one event per engine turn) as TensorBoard event files into `DIR`"},
 }, flags.Agent(), []ucli.Flag{
-	&ucli.IntFlag{Name: "max-step-tokens", Value: agent.DefaultConfig().MaxStepTokens, Usage: "generation budget of one step"},
 	&ucli.StringFlag{Name: "on-invalid", Value: "end", Usage: "after a badly formatted step: end (MEM1) or correct (Search-R1's corrective message)"},
-}, flags.Sampling("run seed; each (task, sample, turn) draws from its own stream"), []ucli.Flag{
+}, flags.Sampling(flags.StepTokens, "run seed; each (task, sample, turn) draws from its own stream"), []ucli.Flag{
 	&ucli.IntFlag{Name: "batch", Value: 64, Usage: "trajectories in flight at once (whole tasks; at least the group size)"},
 	&ucli.IntFlag{Name: "max-batch-tokens", Usage: "bound on rows × (longest context + --max-step-tokens) of one generation call, i.e. its KV cache; a turn over it is split into several calls (0: one call per turn); sampling does not change"},
 	&ucli.StringFlag{Name: "policy", Usage: "policy checkpoint id stored in every row (default: the model directory's name @ a hash of its files' sizes and times)"},
@@ -133,13 +132,10 @@ func parseRollout(c *ucli.Context) (*rolloutArgs, error) {
 		return nil, fmt.Errorf("give exactly one of --retriever URL and --index DIR")
 	}
 	groupSize := c.Int("group")
-	switch {
-	case groupSize < 1:
+	if groupSize < 1 {
 		return nil, fmt.Errorf("--group: must be at least 1, got %d", groupSize)
-	case c.Int("max-step-tokens") < 1:
-		return nil, fmt.Errorf("--max-step-tokens: must be at least 1")
 	}
-	sampling, err := flags.ParseSampling(c)
+	stepTokens, sampling, err := flags.ParseSampling(c, flags.StepTokens)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +155,7 @@ func parseRollout(c *ucli.Context) (*rolloutArgs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--on-invalid: %w", err)
 	}
-	cfg.MaxStepTokens, cfg.OnInvalid = c.Int("max-step-tokens"), onInvalid
+	cfg.MaxStepTokens, cfg.OnInvalid = stepTokens, onInvalid
 	cfg.ScoreGoldPrefix = c.String("score-gold-prefix")
 	cfg.ScoreGoldNumbered = c.Bool("score-gold-numbered")
 	if c.IsSet("score-lead-in") {
@@ -192,7 +188,6 @@ type rolloutRun struct {
 	searcher retrieval.Searcher
 	jr       *rollout.Journal
 	policyID string
-	eos      []int
 	closers  []func() error
 }
 
@@ -325,7 +320,7 @@ func openRollout(c *ucli.Context, a *rolloutArgs) (_ *rolloutRun, err error) {
 
 	r.run, r.jobs, r.resumed = run, jobs, len(run)-len(jobs)
 	r.cfg = cfg
-	r.tok, r.pol, r.ag, r.searcher, r.jr, r.policyID, r.eos = tok, pol, ag, searcher, jr, policyID, eos
+	r.tok, r.pol, r.ag, r.searcher, r.jr, r.policyID = tok, pol, ag, searcher, jr, policyID
 	return r, nil
 }
 
@@ -333,10 +328,10 @@ func openRollout(c *ucli.Context, a *rolloutArgs) (_ *rolloutRun, err error) {
 // journal into the output.
 func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
 	eng := &rollout.Engine{Agent: r.ag, Policy: r.pol.Policy, Searcher: r.searcher, Opts: rollout.Options{
-		GroupSize: a.groupSize, Batch: c.Int("batch"), MaxStepTokens: r.cfg.MaxStepTokens, MaxContext: r.pol.MaxPositions,
+		GroupSize: a.groupSize, Batch: c.Int("batch"), MaxContext: r.pol.MaxPositions,
 		GenTokensPerCall: c.Int("max-batch-tokens"),
 		Sampling:         a.sampling,
-		EOS:              r.eos, Decode: r.tok.Decode, Seed: c.Uint64("seed"), PolicyID: r.policyID, Keep: r.cfg.Keep.String(),
+		Decode:           r.tok.Decode, Seed: c.Uint64("seed"), PolicyID: r.policyID, Keep: r.cfg.Keep.String(),
 		MemoryReward: !c.Bool("no-memory-reward"), TaskReward: c.String("task-reward"),
 	}}
 	prog := cli.NewProgress()

@@ -99,7 +99,7 @@ func TestImportedContextsAreTheRolloutsOwn(t *testing.T) {
 	}
 	for _, keep := range []string{"1", "all"} {
 		cfg := agent.DefaultConfig()
-		cfg.TopK, cfg.MaxTurns = 2, 5
+		cfg.TopK, cfg.MaxTurns, cfg.MaxStepTokens = 2, 5, 256
 		cfg.Keep, _ = agent.ParseKeep(keep)
 		ag, err := agent.New(cfg, tok)
 		if err != nil {
@@ -124,7 +124,7 @@ func TestImportedContextsAreTheRolloutsOwn(t *testing.T) {
 		}}
 		srch := fixedSearcher{"hamlet author": hamletPassages, "capital of france": parisPassages}
 		e := &rollout.Engine{Agent: ag, Policy: pol, Searcher: srch, Opts: rollout.Options{
-			GroupSize: 1, Batch: 1, MaxStepTokens: 256, Decode: tok.Decode, PolicyID: "scripted", Keep: keep,
+			GroupSize: 1, Batch: 1, Decode: tok.Decode, PolicyID: "scripted", Keep: keep,
 		}}
 		task := tasks.Task{TaskID: got.TaskID, DataSource: got.DataSource, K: 2, Prompt: got.Prompt, Questions: got.Questions, Golds: got.Golds}
 		var want []records.Rollout

@@ -43,7 +43,8 @@ func BenchmarkRolloutTinyG16(b *testing.B) {
 		b.Fatal(err)
 	}
 	acfg := agent.DefaultConfig()
-	acfg.MaxTurns, acfg.OnInvalid, acfg.EOSIDs = 3, agent.CorrectOnInvalid, m.EOS()
+	const G, stepTokens = 16, 24
+	acfg.MaxTurns, acfg.MaxStepTokens, acfg.OnInvalid, acfg.EOSIDs = 3, stepTokens, agent.CorrectOnInvalid, m.EOS()
 	ag, err := agent.New(acfg, tok)
 	if err != nil {
 		b.Fatal(err)
@@ -53,8 +54,7 @@ func BenchmarkRolloutTinyG16(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer local.Close()
-	const G, stepTokens = 16, 24
-	opts := Options{GroupSize: G, Batch: 2 * G, MaxStepTokens: stepTokens, Decode: tok.Decode, EOS: m.EOS(),
+	opts := Options{GroupSize: G, Batch: 2 * G, Decode: tok.Decode,
 		Sampling: model.SampleParams{Temperature: 1, TopP: 1}, Seed: 1, Keep: "1", MemoryReward: true}
 	jobs := jobsOf(all[:2])
 
@@ -112,7 +112,7 @@ func BenchmarkRolloutScriptedSearchG16(b *testing.B) {
 	const G = 16
 	script := scriptFor(ts)
 	pol := &Scripted{Tok: tok, EOS: eosID, Script: func(p string, s int, seed uint64) string { return script(p, s%2, seed) }}
-	opts := Options{GroupSize: G, Batch: 4 * G, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID}, Keep: "1"}
+	opts := Options{GroupSize: G, Batch: 4 * G, Decode: tok.Decode, Keep: "1"}
 	b.ResetTimer()
 	var st Stats
 	for i := 0; i < b.N; i++ {

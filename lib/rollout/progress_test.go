@@ -12,8 +12,8 @@ import (
 func TestProgressWhileInFlight(t *testing.T) {
 	ts, tok, m, ag, local := tinyTwoTurnSetup(t, 3)
 	var seen []Stats
-	e := &Engine{Agent: ag, Policy: m, Searcher: local, Opts: Options{GroupSize: 2, Batch: 4, MaxStepTokens: 6, Decode: tok.Decode,
-		EOS: []int{eosID}, Seed: 5, Keep: "1", Sampling: model.SampleParams{Temperature: 1}}}
+	e := &Engine{Agent: ag, Policy: m, Searcher: local, Opts: Options{GroupSize: 2, Batch: 4, Decode: tok.Decode,
+		Seed: 5, Keep: "1", Sampling: model.SampleParams{Temperature: 1}}}
 	e.Progress = func(st Stats) { seen = append(seen, st) }
 	run(t, e, jobsOf(ts))
 	if len(seen) < 4 {

@@ -57,7 +57,9 @@ type suffixLogProbs interface {
 	LogProbsFrom(seqs [][]int, from []int) ([][]float32, error)
 }
 
-// Options are the engine's knobs besides the protocol (agent.Config).
+// Options are the engine's knobs besides the protocol. The protocol is the
+// Engine's Agent's agent.Config: a step's token budget is its MaxStepTokens,
+// and its EOSIDs end a step (kept in the step's output).
 type Options struct {
 	// GroupSize is G, the trajectories per task.
 	GroupSize int
@@ -66,16 +68,12 @@ type Options struct {
 	// samples share their first prefill, so it is raised to GroupSize when
 	// smaller.
 	Batch int
-	// MaxStepTokens is the generation budget of one step.
-	MaxStepTokens int
 	// MaxContext is the most positions the policy supports
-	// (max_position_embeddings). A step whose context plus MaxStepTokens
-	// would pass it is not generated: the trajectory ends there with failure
-	// context_overflow. 0: no limit.
+	// (max_position_embeddings). A step whose context plus the agent's
+	// MaxStepTokens would pass it is not generated: the trajectory ends
+	// there with failure context_overflow. 0: no limit.
 	MaxContext int
 	Sampling   model.SampleParams
-	// EOS ids end a step (kept in its output).
-	EOS []int
 	// Decode turns ids into text for the stop-string check; required.
 	Decode func(ids []int) string
 	// Seed is the run seed (see SampleSeed).
@@ -95,7 +93,7 @@ type Options struct {
 	MemTokensPerCall int
 	// GenTokensPerCall, when > 0, bounds the KV cache of one Generate call:
 	// lib/model gives every row of a call room for the longest prompt plus
-	// MaxStepTokens, so a turn whose rows × (longest context + MaxStepTokens)
+	// the agent's MaxStepTokens, so a turn whose rows × (longest context + MaxStepTokens)
 	// exceeds it is split into several calls (a request is never split). 0:
 	// the whole turn in one call. Sampling does not depend on the split.
 	GenTokensPerCall int
@@ -210,8 +208,9 @@ type traj struct {
 // overflow.
 func (t *traj) done() bool { return t.overflow || t.tr.Done() }
 
-// fits reports whether a step from a context of n ids fits MaxContext.
-func (o *Options) fits(n int) bool { return o.MaxContext <= 0 || n+o.MaxStepTokens <= o.MaxContext }
+// fits reports whether a step of at most step ids from a context of n ids
+// fits MaxContext.
+func (o *Options) fits(n, step int) bool { return o.MaxContext <= 0 || n+step <= o.MaxContext }
 
 type memTerms struct {
 	ok         bool
@@ -238,17 +237,18 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 	if o.GroupSize < 1 {
 		return Stats{}, fmt.Errorf("rollout: group size must be ≥ 1, got %d", o.GroupSize)
 	}
-	if o.MaxStepTokens < 1 {
-		return Stats{}, fmt.Errorf("rollout: max step tokens must be ≥ 1, got %d", o.MaxStepTokens)
+	acfg := e.Agent.Config()
+	if acfg.MaxStepTokens < 1 {
+		return Stats{}, fmt.Errorf("rollout: max step tokens must be ≥ 1, got %d", acfg.MaxStepTokens)
 	}
 	if o.Decode == nil {
 		return Stats{}, fmt.Errorf("rollout: a Decode function is needed for the stop strings")
 	}
 	batch := max(o.Batch, o.GroupSize)
 	gen := model.GenerateOptions{
-		MaxTokens:   o.MaxStepTokens,
+		MaxTokens:   acfg.MaxStepTokens,
 		Sampling:    o.Sampling,
-		EOS:         o.EOS,
+		EOS:         acfg.EOSIDs,
 		StopStrings: e.Agent.StopStrings(),
 		Decode:      o.Decode,
 	}
@@ -282,7 +282,7 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 			if js.fresh {
 				js.fresh = false
 				prompt := js.trajs[0].tr.Context()
-				if !o.fits(len(prompt)) {
+				if !o.fits(len(prompt), gen.MaxTokens) {
 					for _, t := range js.trajs {
 						t.overflow = true
 					}
@@ -297,7 +297,7 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 					continue
 				}
 				ctx := t.tr.Context()
-				if !o.fits(len(ctx)) {
+				if !o.fits(len(ctx), gen.MaxTokens) {
 					t.overflow = true
 					continue
 				}

@@ -168,10 +168,14 @@ func scriptFor(ts []tasks.Task) func(string, int, uint64) string {
 
 const eosID = 0 // <|endoftext|> in small-bpe.json
 
+// scriptedStepTokens is the step budget of the scripted policies' agents:
+// more than any scripted step takes.
+const scriptedStepTokens = 400
+
 func newAgent(t testing.TB, tok agent.Tokenizer, mut func(*agent.Config)) *agent.Agent {
 	t.Helper()
 	cfg := agent.DefaultConfig()
-	cfg.EOSIDs = []int{eosID}
+	cfg.MaxStepTokens, cfg.EOSIDs = scriptedStepTokens, []int{eosID}
 	if mut != nil {
 		mut(&cfg)
 	}
@@ -249,7 +253,7 @@ func TestScriptedRolloutsOnRealIndex(t *testing.T) {
 	const G = 5
 	pol := &callLog{Policy: &Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID}}
 	e := &Engine{Agent: ag, Policy: pol, Searcher: srch, Opts: Options{
-		GroupSize: G, Batch: 12, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID},
+		GroupSize: G, Batch: 12, Decode: tok.Decode,
 		Sampling: model.SampleParams{Temperature: 1, TopP: 1}, Seed: 7, PolicyID: "scripted", Keep: "1", MemoryReward: true,
 	}}
 	rows, st := run(t, e, jobsOf(ts))
@@ -458,7 +462,7 @@ func TestKeepAllAndObservationCut(t *testing.T) {
 	}
 	defer local.Close()
 	e := &Engine{Agent: ag, Policy: &Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID}, Searcher: local, Opts: Options{
-		GroupSize: 2, Batch: 4, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID}, Keep: "all",
+		GroupSize: 2, Batch: 4, Decode: tok.Decode, Keep: "all",
 	}}
 	rows, _ := run(t, e, jobsOf(ts))
 	for _, r := range rows {
@@ -542,7 +546,7 @@ func TestMemoryRewardAgainstModel(t *testing.T) {
 	// below through the model's full LogProbs.
 	pol := scriptedFrom{&Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID, LP: m.LogProbs}, m.LogProbsFrom}
 	e := &Engine{Agent: ag, Policy: pol, Searcher: local, Opts: Options{
-		GroupSize: 2, Batch: 4, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID}, Keep: "all", MemoryReward: true,
+		GroupSize: 2, Batch: 4, Decode: tok.Decode, Keep: "all", MemoryReward: true,
 		MemTokensPerCall: 1200, // several calls
 	}}
 	rows, _ := run(t, e, jobsOf(ts))
@@ -594,6 +598,7 @@ func tinyTwoTurnSetup(t *testing.T, from int) ([]tasks.Task, Tok, *model.Model, 
 	m := tinyModel(t, tok)
 	ag := newAgent(t, tok, func(c *agent.Config) {
 		c.MaxTurns = 2
+		c.MaxStepTokens = 6
 		c.OnInvalid = agent.CorrectOnInvalid
 		c.TaskPrompt = shortPrompt
 	})
@@ -607,7 +612,7 @@ func tinyTwoTurnSetup(t *testing.T, from int) ([]tasks.Task, Tok, *model.Model, 
 
 func TestTinyModelSamplingIsBatchIndependent(t *testing.T) {
 	ts, tok, m, ag, local := tinyTwoTurnSetup(t, 9)
-	opts := Options{GroupSize: 2, MaxStepTokens: 6, Decode: tok.Decode, EOS: []int{eosID}, Seed: 11, Keep: "1",
+	opts := Options{GroupSize: 2, Decode: tok.Decode, Seed: 11, Keep: "1",
 		Sampling: model.SampleParams{Temperature: 1, TopP: 0.95}, MemoryReward: true}
 	var results [][]records.Rollout
 	// Batch 2 (one task at a time), batch 4 in one Generate call per turn,
@@ -700,7 +705,7 @@ func TestMultiObjectiveRewards(t *testing.T) {
 		return "lost"
 	}
 	e := &Engine{Agent: ag, Policy: &Scripted{Tok: tok, Script: script, EOS: eosID}, Searcher: local, Opts: Options{
-		GroupSize: 3, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID}, Keep: "1"}}
+		GroupSize: 3, Decode: tok.Decode, Keep: "1"}}
 	rows, _ := run(t, e, jobsOf(ts))
 	want := []struct {
 		em     []float64
@@ -761,7 +766,7 @@ func TestRetrievalErrorStopsRun(t *testing.T) {
 	}
 	defer local.Close()
 	e := &Engine{Agent: ag, Policy: &Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID}, Searcher: &failingSearcher{Searcher: local, n: 5},
-		Opts: Options{GroupSize: 4, Batch: 4, MaxStepTokens: 400, Decode: tok.Decode, EOS: []int{eosID}}}
+		Opts: Options{GroupSize: 4, Batch: 4, Decode: tok.Decode}}
 	emitted := 0
 	_, err = e.Run(context.Background(), jobsOf(ts), func(j Job, rs []records.Rollout) error {
 		if len(rs) != 4 {
@@ -791,7 +796,7 @@ func TestContextOverflow(t *testing.T) {
 	}
 	defer local.Close()
 	ctx0 := len(ag.PromptIDs(ts[0].Questions)) + len(ag.GenPrompt())
-	const budget = 400
+	budget := ag.Config().MaxStepTokens
 	for _, c := range []struct {
 		maxContext int
 		steps      []int // per sample
@@ -800,7 +805,7 @@ func TestContextOverflow(t *testing.T) {
 		{ctx0 + budget - 1, []int{0, 0, 0, 0}}, // not even the first step
 	} {
 		e := &Engine{Agent: ag, Policy: &Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID}, Searcher: local, Opts: Options{
-			GroupSize: 4, MaxStepTokens: budget, MaxContext: c.maxContext, Decode: tok.Decode, EOS: []int{eosID}}}
+			GroupSize: 4, MaxContext: c.maxContext, Decode: tok.Decode}}
 		rows, _ := run(t, e, jobsOf(ts))
 		for _, r := range rows {
 			if len(r.Steps) != c.steps[r.Sample] {
