@@ -290,9 +290,11 @@ func (f *File) Float32(name string) ([]float32, []int, error) {
 			}
 		}
 	case BF16:
-		for i := range out {
-			out[i] = half.BF16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
-		}
+		parallelFor(len(out), func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				out[i] = half.BF16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
+			}
+		})
 	case F16:
 		for i := range out {
 			out[i] = half.F16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))

@@ -93,6 +93,7 @@ func WriteFile(path string, tensors []Tensor, metadata map[string]string) error 
 	w.Write(lenBuf[:])
 	w.WriteString(hdr.String())
 	chunk := make([]byte, 0, 1<<16)
+	var big []byte
 	for _, t := range ts {
 		if t.Raw != nil {
 			w.Write(t.Raw)
@@ -100,6 +101,19 @@ func WriteFile(path string, tensors []Tensor, metadata map[string]string) error 
 		}
 		if t.DType == F32 && nativeLittleEndian && len(t.F32) > 0 {
 			w.Write(unsafe.Slice((*byte)(unsafe.Pointer(&t.F32[0])), 4*len(t.F32)))
+			continue
+		}
+		if (t.DType == BF16 || t.DType == F16) && nativeLittleEndian && len(t.F32) >= parallelMin {
+			// In blocks of 64 MiB, each converted on every core.
+			const block = 32 << 20
+			if big == nil {
+				big = make([]byte, 2*block)
+			}
+			for i := 0; i < len(t.F32); i += block {
+				src := t.F32[i:min(i+block, len(t.F32))]
+				to16(big, src, t.DType)
+				w.Write(big[:2*len(src)])
+			}
 			continue
 		}
 		n := len(t.F32)

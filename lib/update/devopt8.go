@@ -8,6 +8,7 @@ import (
 	"github.com/mempo/mempo/lib/cuda"
 	"github.com/mempo/mempo/lib/model"
 	"github.com/mempo/mempo/lib/optim"
+	"github.com/mempo/mempo/lib/tensor"
 )
 
 // deviceOpt8 is the 8-bit AdamW (optim.AdamW8) on the GPU: moments as
@@ -17,6 +18,12 @@ import (
 // make the fp32 master weight (optim.SplitMaster), 4 bytes a parameter
 // instead of fp32's 4 plus bf16's 2. Vectors and every parameter in fp32
 // mode keep their fp32 master in the model's tensor.
+//
+// The remainders are read and written by the step alone, so they live in
+// host memory and pass through the GPU one parameter at a time during the
+// step (a copy each way, 2 B a parameter): the forward and backward then
+// see 8 B a parameter of state instead of 10, which at Qwen2.5-7B is the
+// 14 GiB between an 81 GiB and a 67 GiB update (docs/BENCHMARKS.md).
 type deviceOpt8 struct {
 	be    *model.CUDA
 	cfg   optim.AdamWConfig
@@ -29,7 +36,8 @@ type slot8 struct {
 	n, rows, cols  int
 	step           int64
 	split          bool
-	hi, lo         cuda.Ptr // split: bf16 weight, int16 remainder
+	hi             cuda.Ptr // split: bf16 weight
+	lo             []int16  // split: the remainders, in host memory
 	mq, ms, vq, vs cuda.Ptr
 }
 
@@ -83,19 +91,25 @@ func newDeviceOpt8(m *model.Model, cfg optim.AdamWConfig, st optim.State8) (*dev
 		}
 		if be.BF16() && s.rows > 1 && s.cols > 1 {
 			s.split = true
-			s.lo = alloc(2 * s.n)
+			tmp, dlo := be.Bytes(2 * s.n)
 			var loIn cuda.Ptr
 			if haveLo {
-				be.CopyFromHost(s.lo, unsafe.Pointer(&lo[0]), 2*s.n)
-				loIn = s.lo // read then written element by element
+				be.CopyFromHost(dlo, unsafe.Pointer(&lo[0]), 2*s.n)
+				loIn = dlo // read then written element by element
 			}
 			hi, err := be.DropF32(pt, func(f32, bf16 cuda.Ptr) error {
-				return be.Device().SplitMaster(f32, bf16, s.lo, loIn, s.n)
+				return be.Device().SplitMaster(f32, bf16, dlo, loIn, s.n)
 			})
 			if err != nil {
 				return nil, err
 			}
 			s.hi = hi
+			if !haveLo {
+				lo = make([]int16, s.n)
+			}
+			be.CopyToHost(unsafe.Pointer(&lo[0]), dlo, 2*s.n)
+			s.lo = lo
+			be.Free(tmp)
 		} else if haveLo {
 			if err := m.SetParam(name, joinHost(m.Param(name), lo)); err != nil {
 				return nil, err
@@ -128,21 +142,30 @@ func (d *deviceOpt8) apply(m *model.Model, maxNorm, lr float64) (float64, error)
 		s := d.slots[name]
 		s.step++
 		sc := cuda.AdamWScalars(d.cfg.Beta1, d.cfg.Beta2, d.cfg.Eps, d.cfg.WeightDecay, lr, int(s.step))
-		var p32 cuda.Ptr
+		var p32, dlo cuda.Ptr
+		var tmp model.Tensor
 		if !s.split {
 			p32 = d.be.DevicePtr(m.ParamTensor(name))
 			d.be.Touch(m.ParamTensor(name))
+		} else {
+			tmp, dlo = d.be.Bytes(2 * s.n)
+			d.be.CopyFromHost(dlo, unsafe.Pointer(&s.lo[0]), 2*s.n)
 		}
 		g := d.be.DevicePtr(m.GradTensor(name))
-		if err := d.be.Device().AdamW8(p32, s.hi, s.lo, g, s.mq, s.ms, s.vq, s.vs, s.n, d.tabs, cm.Max, cv.Max, sc); err != nil {
+		if err := d.be.Device().AdamW8(p32, s.hi, dlo, g, s.mq, s.ms, s.vq, s.vs, s.n, d.tabs, cm.Max, cv.Max, sc); err != nil {
 			return norm, err
+		}
+		if s.split {
+			d.be.CopyToHost(unsafe.Pointer(&s.lo[0]), dlo, 2*s.n)
+			d.be.Free(tmp)
 		}
 	}
 	return norm, nil
 }
 
-// state copies the moments and the remainders to the host, and returns
-// the bf16 weights of the checkpoint (as float32 values) beside it.
+// state copies the moments to the host, and returns them with the
+// remainders (shared with the optimizer: written out before the next step)
+// and the bf16 weights of the checkpoint (as float32 values) beside it.
 func (d *deviceOpt8) state(m *model.Model) (optim.State8, map[string][]float32) {
 	st := optim.NewState8()
 	weights := map[string][]float32{}
@@ -150,13 +173,14 @@ func (d *deviceOpt8) state(m *model.Model) (optim.State8, map[string][]float32) 
 		s := d.slots[name]
 		if s.split {
 			hi := make([]uint16, s.n)
-			lo := make([]int16, s.n)
 			d.be.CopyToHost(unsafe.Pointer(&hi[0]), s.hi, 2*s.n)
-			d.be.CopyToHost(unsafe.Pointer(&lo[0]), s.lo, 2*s.n)
+			lo := s.lo // shared: valid until the next step
 			w := make([]float32, s.n)
-			for i, h := range hi {
-				w[i] = math.Float32frombits(uint32(h) << 16)
-			}
+			tensor.Parallel(s.n, 1<<16, func(lo, up int) {
+				for i := lo; i < up; i++ {
+					w[i] = math.Float32frombits(uint32(hi[i]) << 16)
+				}
+			})
 			weights[name], st.MasterLo[name] = w, lo
 		} else {
 			weights[name], st.MasterLo[name] = splitHost(m.Param(name))

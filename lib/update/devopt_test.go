@@ -66,10 +66,14 @@ func TestDeviceOptimizerMatchesHost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The two models' gradients agree to rounding only: the GPU's bias,
-		// norm-weight and embedding gradients add up with atomics, in no
-		// fixed order (H200: norms within 1.3e-10 relative, weights equal).
-		if d := math.Abs(rh.GradNorm-rd.GradNorm) / rh.GradNorm; d > 1e-8 || rh.GradNorm <= ucfg.MaxGradNorm {
+		// The two models' gradients agree to float32 rounding only: the
+		// GPU's bias, norm-weight and embedding gradients add up with
+		// float32 atomics in no fixed order, so an element of one run can
+		// differ from the other's by a few float32 ulps (2⁻²³ ≈ 1.2e-7
+		// relative each), and so can the norm. 2e-6 is about 16 ulps
+		// (H200: 1.3e-10 to 3e-7 relative seen over runs); a missing or
+		// doubled gradient term moves the norm by far more.
+		if d := math.Abs(rh.GradNorm-rd.GradNorm) / rh.GradNorm; d > 2e-6 || rh.GradNorm <= ucfg.MaxGradNorm {
 			t.Errorf("step %d: grad norm host %v, device %v", k, rh.GradNorm, rd.GradNorm)
 		}
 		if rh.Row.Step != rd.Row.Step || rh.Row.LR != rd.Row.LR {
@@ -98,9 +102,17 @@ func TestDeviceOptimizerMatchesHost(t *testing.T) {
 		if sd.Steps[name] != n {
 			t.Fatalf("%s: step count host %d, device %d", name, n, sd.Steps[name])
 		}
+		// Relative to each value and, for the values of a gradient that
+		// cancelled to nearly nothing (whose atomics' rounding is large
+		// relative to them, e.g. 7.7e-18 off by 1e-5 relative on the H200),
+		// to the tensor's largest.
+		top := 0.0
+		for _, v := range sh.ExpAvgSq[name] {
+			top = math.Max(top, math.Abs(float64(v)))
+		}
 		for i, v := range sh.ExpAvgSq[name] {
 			w := sd.ExpAvgSq[name][i]
-			if d := math.Abs(float64(v - w)); d > 1e-5*math.Max(math.Abs(float64(v)), math.Abs(float64(w))) {
+			if d := math.Abs(float64(v - w)); d > 1e-5*math.Max(math.Abs(float64(v)), math.Abs(float64(w)))+1e-6*top {
 				t.Fatalf("%s: exp_avg_sq[%d] host %g, device %g", name, i, v, w)
 			}
 		}

@@ -26,12 +26,13 @@ func (p MemoryPlan) Total() int64 { return p.StateBytes + p.ActBytes + p.SlackBy
 
 // BytesPerParam is what every parameter costs on the device: fp32 weights
 // (+ their bf16 copy in bf16 mode), fp32 gradients and two fp32 moments; or,
-// lean, bf16 weights + 16-bit remainders (fp32 weights in fp32 mode),
-// fp32 gradients and two 8-bit moments with a scale per 256.
+// lean, bf16 weights (the 16-bit remainders that complete the master
+// weights stay in host memory, devopt8.go; fp32 weights in fp32 mode), fp32
+// gradients and two 8-bit moments with a scale per 256.
 func BytesPerParam(lean, bf16 bool) float64 {
 	switch {
 	case lean && bf16:
-		return 2 + 2 + 4 + 2 + 8.0/256
+		return 2 + 4 + 2 + 8.0/256
 	case lean:
 		return 4 + 4 + 2 + 8.0/256
 	case bf16:

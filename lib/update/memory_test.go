@@ -26,9 +26,10 @@ func TestEstimateMemory7B(t *testing.T) {
 	if g := gib(fp.Total()); g < 125 || g > 140 {
 		t.Errorf("fp32 estimate %.1f GiB: the run measured on the H200 held 137 GiB", g)
 	}
-	// Measured on the H200 (docs/BENCHMARKS.md): 81.0 GiB.
-	if g := gib(lean.Total()); g < 78 || g > 83 {
-		t.Errorf("lean estimate %.1f GiB, measured 81.0", g)
+	// Measured on the H200 (docs/BENCHMARKS.md): 81.0 GiB with the master
+	// remainders on the device, about 14 GiB less with them on the host.
+	if g := gib(lean.Total()); g < 63 || g > 70 {
+		t.Errorf("lean estimate %.1f GiB, want 63–70", g)
 	}
 	// The fp32 state just fits an H200's 139.9 GiB (the run measured there
 	// held 137 GiB through the step), not a GPU of 120 GiB.

@@ -14,7 +14,7 @@ import (
 // LeanState is the optimizer-state group.
 func LeanState() []ucli.Flag {
 	return []ucli.Flag{
-		&ucli.StringFlag{Name: "optim-state", Value: "fp32", Usage: "optimizer state: fp32 (AdamW moments and master weights in fp32: 16 B a parameter on the GPU, + a bf16 copy in cuda-bf16) or 8bit (8-bit blockwise moments, and with --device cuda-bf16 bf16 weights + 16-bit master remainders: 10 B a parameter; bf16 checkpoint)"},
+		&ucli.StringFlag{Name: "optim-state", Value: "fp32", Usage: "optimizer state: fp32 (AdamW moments and master weights in fp32: 16 B a parameter on the GPU, + a bf16 copy in cuda-bf16) or 8bit (8-bit blockwise moments, and with --device cuda-bf16 bf16 weights + 16-bit master remainders, kept in host memory: 8 B a parameter on the GPU; bf16 checkpoint)"},
 		&ucli.StringFlag{Name: "optimizer-dir", Usage: "8bit: write the optimizer state into this `DIR` (e.g. /dev/shm/run) instead of --out; --out's optimizer.safetensors then names it"},
 		&ucli.IntFlag{Name: "optimizer-every", Value: 1, Usage: "8bit: keep the optimizer state only every N-th iteration (the others keep only the bf16 weights; the next run starts AdamW afresh from them)"},
 	}
