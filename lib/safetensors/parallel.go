@@ -1,10 +1,9 @@
 package safetensors
 
 import (
-	"runtime"
-	"sync"
 	"unsafe"
 
+	"github.com/mempo/mempo/lib/tensor"
 	"github.com/mempo/mempo/lib/tensor/half"
 )
 
@@ -13,25 +12,8 @@ import (
 // tensors of more than parallelMin values are converted on every core.
 const parallelMin = 1 << 20
 
-// parallelFor runs fn over [0, n) in contiguous pieces on GOMAXPROCS
-// goroutines.
-func parallelFor(n int, fn func(lo, hi int)) {
-	workers := runtime.GOMAXPROCS(0)
-	if n < parallelMin || workers < 2 {
-		fn(0, n)
-		return
-	}
-	per := (n + workers - 1) / workers
-	var wg sync.WaitGroup
-	for lo := 0; lo < n; lo += per {
-		wg.Add(1)
-		go func(lo, hi int) {
-			defer wg.Done()
-			fn(lo, hi)
-		}(lo, min(lo+per, n))
-	}
-	wg.Wait()
-}
+// parallelFor runs fn over [0, n), on every core for large n.
+func parallelFor(n int, fn func(lo, hi int)) { tensor.Parallel(n, parallelMin/4, fn) }
 
 // to16 converts src to BF16 or F16 values (little-endian bytes on every
 // host this package supports, which it checks: nativeLittleEndian) in

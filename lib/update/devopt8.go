@@ -176,8 +176,8 @@ func (d *deviceOpt8) state(m *model.Model) (optim.State8, map[string][]float32) 
 			d.be.CopyToHost(unsafe.Pointer(&hi[0]), s.hi, 2*s.n)
 			lo := s.lo // shared: valid until the next step
 			w := make([]float32, s.n)
-			tensor.Parallel(s.n, 1<<16, func(lo, up int) {
-				for i := lo; i < up; i++ {
+			tensor.Parallel(s.n, 1<<16, func(a, b int) {
+				for i := a; i < b; i++ {
 					w[i] = math.Float32frombits(uint32(hi[i]) << 16)
 				}
 			})

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/mempo/mempo/lib/checkpoint"
@@ -16,6 +17,7 @@ import (
 	"github.com/mempo/mempo/lib/optim"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/safetensors"
+	"github.com/mempo/mempo/lib/tensor"
 )
 
 // The lean full-parameter update (Config.Lean): optim.AdamW8's 8-bit
@@ -252,10 +254,18 @@ func SaveLeanCheckpoint(dir string, m *model.Model, weights map[string][]float32
 		}
 	}
 	for name, w := range weights {
-		for i, v := range w {
-			if math.Float32bits(v)&0xffff != 0 {
-				return fmt.Errorf("update: weight %s[%d] = %v is not a bf16 value (internal error)", name, i, v)
+		var bad atomic.Int64
+		bad.Store(-1)
+		tensor.Parallel(len(w), 1<<16, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				if math.Float32bits(w[i])&0xffff != 0 {
+					bad.CompareAndSwap(-1, int64(i))
+					return
+				}
 			}
+		})
+		if i := bad.Load(); i >= 0 {
+			return fmt.Errorf("update: weight %s[%d] = %v is not a bf16 value (internal error)", name, i, w[i])
 		}
 	}
 	if err := checkpoint.Save(built, m.Config(), weights, opts); err != nil {

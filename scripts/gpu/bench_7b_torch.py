@@ -8,8 +8,11 @@ recompute), then forward + backward of the summed output log-probs in micro-batc
 then the optimizer step. The batch is the long-context one of make_long_rollouts.py:
 SEQS sequences of CTX + OUTLEN ids, micro-batches of MICRO sequences.
 
-env: SEQS (16), CTX (4000), OUTLEN (96), MICRO (1), STEPS (2, the first is warm-up)
+env: SEQS (16), CTX (4000), OUTLEN (96), MICRO (1), STEPS (2, the first is warm-up);
+ROWS=R.jsonl takes the batch from a rollouts file instead (each row's first step: context + output ids, the
+output ids carrying the loss; one sequence a micro-batch), the same trajectories mempo-update steps on.
 """
+import json
 import os
 import time
 
@@ -32,10 +35,19 @@ opt = torch.optim.AdamW(model.parameters(), lr=1e-6, weight_decay=0.01, fused=Tr
 n = sum(p.numel() for p in model.parameters())
 print(f"torch {torch.__version__}: {n/1e9:.3f} B parameters on the GPU in {time.time()-t0:.1f} s", flush=True)
 g = torch.Generator(device="cuda").manual_seed(1)
-ids = torch.randint(0, 151643, (seqs, ctx + out), device="cuda", generator=g)
+if os.environ.get("ROWS"):
+    rows = [json.loads(l)["steps"][0] for l in open(os.environ["ROWS"]) if l.strip()]
+    batch = [(torch.tensor([r["context_ids"] + r["output_ids"]], device="cuda"), len(r["output_ids"])) for r in rows]
+    micro = 1
+else:
+    ids = torch.randint(0, 151643, (seqs, ctx + out), device="cuda", generator=g)
+    batch = [(ids[i:i + micro], out) for i in range(0, seqs, micro)]
+tok = sum(x.numel() for x, _ in batch)
+nout = sum(x.shape[0] * o for x, o in batch)
+print(f"batch: {len(batch)} micro-batches, {tok} tokens, {nout} loss tokens", flush=True)
 
 
-def out_logprobs(x):
+def out_logprobs(x, out):
     logits = model(input_ids=x, logits_to_keep=out + 1).logits[:, :-1].float()
     return torch.log_softmax(logits, -1).gather(-1, x[:, -out:, None]).squeeze(-1)
 
@@ -44,12 +56,12 @@ for s in range(steps):
     torch.cuda.synchronize()
     t = time.time()
     with torch.no_grad():
-        for i in range(0, seqs, micro):
-            out_logprobs(ids[i:i + micro])
+        for x, o in batch:
+            out_logprobs(x, o)
     torch.cuda.synchronize()
     t1 = time.time()
-    for i in range(0, seqs, micro):
-        loss = -out_logprobs(ids[i:i + micro]).sum() / (seqs * out)
+    for x, o in batch:
+        loss = -out_logprobs(x, o).sum() / nout
         loss.backward()
     torch.cuda.synchronize()
     t2 = time.time()
@@ -58,7 +70,6 @@ for s in range(steps):
     opt.zero_grad(set_to_none=True)
     torch.cuda.synchronize()
     t3 = time.time()
-    tok = seqs * (ctx + out)
     print(f"BENCH torch-7b step {s}: {tok} tokens in {t3-t:.2f} s = {tok/(t3-t):.0f} tokens/s "
           f"(log-prob pass {t1-t:.2f} s, fwd+bwd {t2-t1:.2f} s, clip+AdamW {t3-t2:.2f} s); "
           f"peak allocated {torch.cuda.max_memory_allocated()/2**30:.1f} GiB, reserved {torch.cuda.max_memory_reserved()/2**30:.1f} GiB", flush=True)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Helpers of scripts/gpu/lora.sh's Qwen2.5-7B LoRA measurement (run on the GPU machine).
 
-    lora7b.py prompts --out P.jsonl --tasks 8 --len 256 --vocab 152064
-        one JSONL row per task: {"task": i, "ids": [...]} with fixed pseudo-random ids (seed 1).
+    lora7b.py prompts --out P.jsonl --tasks 8 --len 256 [--lens 128,3968,...] --vocab 152064
+        one JSONL row per task: {"task": i, "ids": [...]} with fixed pseudo-random ids (seed 1); --lens gives task i
+        the i-th length (cycling) instead of --len.
     lora7b.py rollouts --gen G.jsonl --out R.jsonl
         `mempo-rollout generate --n 16` output -> a rollouts file (records.Rollout JSON): one single-step trajectory
         per generated row, grouped by task, the generator's log-probs as the old log-probs, a <mem> span on the first
@@ -24,9 +25,10 @@ import time
 def prompts(a):
     r = random.Random(1)
     with open(a.out, "w") as f:
+        lens = [int(x) for x in a.lens.split(",")] if a.lens else [a.len]
         for t in range(a.tasks):
             lo = min(1000, a.vocab // 4)
-            ids = [r.randrange(lo, a.vocab - lo) for _ in range(a.len)]
+            ids = [r.randrange(lo, a.vocab - lo) for _ in range(lens[t % len(lens)])]
             f.write(json.dumps({"task": t, "ids": ids}) + "\n")
 
 
@@ -138,6 +140,7 @@ def main():
     p.add_argument("--out", required=True)
     p.add_argument("--tasks", type=int, default=8)
     p.add_argument("--len", type=int, default=256)
+    p.add_argument("--lens", default="")
     p.add_argument("--vocab", type=int, default=152064)
     p = sub.add_parser("rollouts")
     p.add_argument("--gen", required=True)
