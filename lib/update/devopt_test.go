@@ -80,15 +80,25 @@ func TestDeviceOptimizerMatchesHost(t *testing.T) {
 			t.Errorf("step %d: rows differ: host step %d lr %g, device step %d lr %g", k, rh.Row.Step, rh.Row.LR, rd.Row.Step, rd.Row.LR)
 		}
 	}
-	worst := 0.0
+	// Gradients a few ulps apart change an AdamW update of about lr by far
+	// less than a weight's ulp, but can tip the rounding of w − update to
+	// the neighbouring float32: at most one ulp a step (H200: one ulp of a
+	// norm weight near 1, 1.19e-7), so 4 ulps of the weight bound 3 steps;
+	// small weights keep the absolute bound of 1e-7 that they always met.
+	worst, bad := 0.0, 0
 	for _, name := range host.ParamNames() {
 		a, c := host.Param(name), dev.Param(name)
 		for i := range a {
-			worst = math.Max(worst, math.Abs(float64(a[i]-c[i])))
+			d := math.Abs(float64(a[i] - c[i]))
+			worst = math.Max(worst, d)
+			mag := float32(math.Max(math.Abs(float64(a[i])), math.Abs(float64(c[i]))))
+			if ulp := float64(math.Nextafter32(mag, 2*mag+1) - mag); d > 1e-7 && d > 4*ulp {
+				bad++
+			}
 		}
 	}
-	if worst > 1e-7 {
-		t.Errorf("weights differ by %g after %d steps", worst, plan.Steps())
+	if bad > 0 {
+		t.Errorf("weights differ by up to %g after %d steps (%d beyond 1e-7 and 4 ulps)", worst, plan.Steps(), bad)
 	}
 	moved := 0.0
 	for i, v := range dev.Param("model.layers.0.mlp.up_proj.weight") {

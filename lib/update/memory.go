@@ -72,7 +72,9 @@ func EstimateMemory(cfg *checkpoint.Config, lean, bf16, recompute bool, microTok
 	// again as the activations, which the backend's buffer pool keeps in
 	// size classes the next micro-batch may not reuse (Qwen2.5-7B, 8-bit
 	// state, 4096 tokens with --recompute: 81.0 GiB measured on the H200,
-	// 80.5 estimated so; docs/BENCHMARKS.md).
+	// 80.5 estimated so, with the remainders on the device; its width at 4
+	// layers with them on the host: 21.3 GiB measured, 21.8 estimated;
+	// docs/BENCHMARKS.md).
 	return MemoryPlan{Params: n, StateBytes: int64(BytesPerParam(lean, bf16) * float64(n)), ActBytes: act,
 		SlackBytes: 1<<30 + act, Lean: lean, BF16: bf16, Recompute: recompute, MicroTokens: microTokens}
 }
