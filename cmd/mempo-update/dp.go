@@ -11,8 +11,10 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/mempo/mempo/lib/cuda"
 	"github.com/mempo/mempo/lib/dist"
 	"github.com/mempo/mempo/lib/envconfig"
+	"github.com/mempo/mempo/lib/model"
 )
 
 // Data-parallel updates: `--nproc N` starts N ranks of this very command on
@@ -108,4 +110,19 @@ func launch(c *ucli.Context, n int) error {
 		return fmt.Errorf("rank %d of %d failed (%v); the other ranks were stopped", first.rank, n, first.err)
 	}
 	return nil
+}
+
+// collectives is the comm a data-parallel step uses: NCCL on the device
+// when the model is on a GPU (the control comm then only carries the small
+// exchanges), else the control comm itself.
+func collectives(ctl dist.Comm, m *model.Model) (dist.Comm, func(), error) {
+	cu, ok := m.Backend().(*model.CUDA)
+	if !ok {
+		return ctl, func() {}, nil
+	}
+	nc, err := cuda.JoinNCCL(cu.Device(), ctl)
+	if err != nil {
+		return nil, nil, fmt.Errorf("NCCL: %w", err)
+	}
+	return nc, func() { nc.Close() }, nil
 }

@@ -375,7 +375,12 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 	t.SFT = j.sft
 	var dp *update.DataParallel
 	if j.comm != nil {
-		if dp, err = update.NewDataParallel(t, j.comm); err != nil {
+		comm, done, err := collectives(j.comm, m)
+		if err != nil {
+			return err
+		}
+		defer done()
+		if dp, err = update.NewDataParallel(t, comm); err != nil {
 			return err
 		}
 		if st != nil {
