@@ -99,6 +99,7 @@ type rolloutArgs struct {
 	groupSize           int // G
 	sampling            model.SampleParams
 	agent               agent.Config
+	shard, shards       int // --shard i/n (shard.go); shards 1 when unset
 }
 
 // parseRollout checks the flags; it returns nil args (and no error) when
@@ -162,6 +163,9 @@ func parseRollout(c *ucli.Context) (*rolloutArgs, error) {
 		cfg.ScoreLeadIn = c.String("score-lead-in")
 	}
 	a := &rolloutArgs{out: out, jsonl: jsonl, journal: out + ".partial", groupSize: groupSize, sampling: sampling, agent: cfg}
+	if a.shard, a.shards, err = parseShard(c); err != nil {
+		return nil, err
+	}
 	if _, err := os.Stat(out); err == nil && !c.Bool("overwrite") {
 		if _, err := os.Stat(a.journal); errors.Is(err, os.ErrNotExist) {
 			n, err := finishedRows(out)
@@ -189,6 +193,7 @@ type rolloutRun struct {
 	jr       *rollout.Journal
 	policyID string
 	closers  []func() error
+	groups   []int64 // the task groups of this run (all, or --shard's)
 }
 
 func (r *rolloutRun) close() {
@@ -307,16 +312,29 @@ func openRollout(c *ucli.Context, a *rolloutArgs) (_ *rolloutRun, err error) {
 		// earlier runs still resume.
 		set["task_reward"] = tr
 	}
+	if a.shards > 1 {
+		set["shard"] = fmt.Sprintf("%d/%d", a.shard, a.shards)
+	}
 	jr, done, err := rollout.OpenJournal(a.journal, set, a.groupSize, all)
 	if err != nil {
 		return nil, err
 	}
 	var jobs []rollout.Job
+	var mine []tasks.Task
 	for i, t := range run {
+		if !a.inShard(i) {
+			continue
+		}
+		mine = append(mine, t)
+		r.groups = append(r.groups, int64(i))
 		if !done[int64(i)] {
 			jobs = append(jobs, rollout.Job{Group: int64(i), Task: t})
 		}
 	}
+	if len(mine) == 0 {
+		return nil, fmt.Errorf("--shard %d/%d: no task falls in this shard (%d tasks)", a.shard, a.shards, len(run))
+	}
+	run = mine
 
 	r.run, r.jobs, r.resumed = run, jobs, len(run)-len(jobs)
 	r.cfg = cfg
@@ -360,7 +378,7 @@ func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
 		prog.Done("")
 		return err
 	}
-	n, rt, err := r.jr.Merge(a.out, a.jsonl, len(r.run), r.tok)
+	n, rt, err := r.jr.MergeGroups(a.out, a.jsonl, r.groups, r.tok)
 	if err != nil {
 		return err
 	}

@@ -147,6 +147,16 @@ func (j *Journal) Put(group int64, rows []records.Rollout) error {
 // order, then removes the journal. It returns the rows written and their
 // mean R^T.
 func (j *Journal) Merge(out, jsonl string, n int, tok Tok) (int, float64, error) {
+	groups := make([]int64, n)
+	for g := range groups {
+		groups[g] = int64(g)
+	}
+	return j.MergeGroups(out, jsonl, groups, tok)
+}
+
+// MergeGroups is Merge of the given task groups only, in their order (the
+// shard of a `--shard i/n` run).
+func (j *Journal) MergeGroups(out, jsonl string, groups []int64, tok Tok) (int, float64, error) {
 	w, err := records.Create[records.Rollout](out)
 	if err != nil {
 		return 0, 0, err
@@ -160,7 +170,7 @@ func (j *Journal) Merge(out, jsonl string, n int, tok Tok) (int, float64, error)
 		defer jw.Abort()
 	}
 	rows, rt := 0, 0.0
-	for g := int64(0); g < int64(n); g++ {
+	for _, g := range groups {
 		if !j.done[g] {
 			return 0, 0, fmt.Errorf("%s: task %d (%s) has no rows; rerun to finish it", j.dir, g, j.tasks[g].TaskID)
 		}
