@@ -89,6 +89,7 @@ MEMORY_REWARD=${MEMORY_REWARD:-1}      # 0: plain GRPO (no R^M passes, no A^M)
 SAVE_EVERY=${SAVE_EVERY:-0}            # write a resumable update checkpoint every N optimizer steps (0: only at the end)
 ROLLOUT_BATCH=${ROLLOUT_BATCH:-256}    # trajectories in flight in a rollout (at least G)
 DEVICE=${DEVICE:-}                     # cpu, cuda or cuda-bf16; empty: cuda when usable
+GPUS=${GPUS:-1}                        # GPUs of this machine: N > 1 runs N rollout shards in parallel (one a GPU, then merged) and the update on N ranks (--nproc N)
 KEEP_CHECKPOINTS=${KEEP_CHECKPOINTS:-0} # keep only the last N iterations' checkpoints (0: all); iter-0 is kept
 # Evaluation.
 EVAL=${EVAL:-}                         # evaluation tasks files, space-separated; default: eval_data.sh's sets
@@ -116,6 +117,24 @@ mkdir -p "$OUT/data"
 T0=$(date +%s)
 dev=(); [ -n "$DEVICE" ] && dev=(--device "$DEVICE")
 proto=(--keep "$KEEP" --max-turns "$MAX_TURNS" --max-step-tokens "$MAX_STEP_TOKENS" --obs-tokens "$OBS_TOKENS" --topk "$TOPK")
+[ "$GPUS" -ge 1 ] 2>/dev/null || die "GPUS=$GPUS: want a whole number ≥ 1"
+nproc=(); [ "$GPUS" -gt 1 ] && nproc=(--nproc "$GPUS")
+# rollout OUT ARGS…: one mempo-rollout, or with GPUS > 1 one shard a GPU in
+# parallel (--shard s/GPUS, MEMPO_CUDA_DEVICE=s), merged into OUT. Each shard
+# resumes from its own journal when the iteration is rerun.
+rollout() {
+	local out=$1 s p rc=0 pids=() parts=()
+	shift
+	if [ "$GPUS" -le 1 ]; then "$BIN/mempo-rollout" "$@" --out "$out"; return; fi
+	for s in $(seq 0 $(( GPUS - 1 ))); do
+		parts+=("${out%.parquet}.shard$s.parquet")
+		MEMPO_CUDA_DEVICE=$s "$BIN/mempo-rollout" "$@" --shard "$s/$GPUS" --out "${parts[$s]}" &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p" || rc=1; done
+	[ "$rc" = 0 ] || return 1
+	"$BIN/mempo-rollout" merge --out "$out" "${parts[@]}" >&2 && rm -f "${parts[@]}"
+}
 [ -f "$OUT/timings.tsv" ] || printf 'iter\tstage\tseconds\n' > "$OUT/timings.tsv"
 
 # 1. Retrieval.
@@ -226,9 +245,9 @@ for i in $(seq 1 "$ITERS"); do
 	fi
 	if [ ! -f "$dir/.rollout.done" ]; then
 		say "iteration $i/$ITERS: rollout ($TASKS_PER_ITER tasks × $G)"
-		timed "$i" rollout "$BIN/mempo-rollout" --model "$prev" --tasks "$dir/tasks.jsonl" "${search[@]}" "${proto[@]}" \
+		timed "$i" rollout rollout "$dir/rollouts.parquet" --model "$prev" --tasks "$dir/tasks.jsonl" "${search[@]}" "${proto[@]}" \
 			--group "$G" --temperature "$TEMPERATURE" --task-reward "$TASK_REWARD" --seed $(( SEED * 100000 + i )) \
-			--batch "$ROLLOUT_BATCH" "${mr[@]}" "${dev[@]}" --out "$dir/rollouts.parquet" 2>> "$dir/rollout.log"
+			--batch "$ROLLOUT_BATCH" "${mr[@]}" "${dev[@]}" 2>> "$dir/rollout.log"
 		mark "$dir/.rollout.done"
 	fi
 	if [ ! -f "$dir/.update.done" ]; then
@@ -237,7 +256,7 @@ for i in $(seq 1 "$ITERS"); do
 		while :; do
 			timed "$i" update "$BIN/mempo-update" --model "$prev" --ref "$REF" --rollouts "$dir/rollouts.parquet" \
 				--out "$dir/ckpt" --lr "$LR" --kl-coef "$KL" --mini-batch "$MINI_BATCH" --seed "$SEED" "${adv[@]}" \
-				--metrics "$dir/metrics.jsonl" "${stop[@]}" "${dev[@]}" > "$dir/update.out" 2>> "$dir/update.log"
+				--metrics "$dir/metrics.jsonl" "${stop[@]}" "${dev[@]}" "${nproc[@]}" > "$dir/update.out" 2>> "$dir/update.log"
 			cat "$dir/update.out" >> "$dir/update.log"
 			grep -q "rerun the same command to continue" "$dir/update.out" || break
 		done
