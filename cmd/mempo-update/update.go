@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -422,6 +423,9 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 		defer tb.Close()
 	}
 	prog := cli.NewProgress()
+	if j.comm != nil && j.comm.Rank() != 0 {
+		prog = cli.NewProgressTo(io.Discard, false, cli.LogInterval) // rank 0 reports for all
+	}
 	base := filepath.Base(filepath.Clean(j.out))
 	cur := from
 	// Per micro-batch: a step's forward (log-probs) is about a third of its
