@@ -56,13 +56,13 @@ const char *mncclGetErrorString(ncclResult_t r) { return p_ncclGetErrorString(r)
 ncclResult_t mncclGetUniqueId(char *id) {
 	mncclUniqueId u;
 	ncclResult_t r = p_ncclGetUniqueId(&u);
-	memcpy(id, u.internal, MEMPO_NCCL_ID_BYTES);
+	memcpy(id, u.internal, MNCCL_ID_BYTES);
 	return r;
 }
 ncclResult_t mncclCommInitRank(CUcontext ctx, ncclComm_t *comm, int nranks, const char *id, int rank) {
 	NCTX(ctx);
 	mncclUniqueId u;
-	memcpy(u.internal, id, MEMPO_NCCL_ID_BYTES);
+	memcpy(u.internal, id, MNCCL_ID_BYTES);
 	return p_ncclCommInitRank(comm, nranks, u, rank);
 }
 ncclResult_t mncclCommDestroy(CUcontext ctx, ncclComm_t comm) {
@@ -71,19 +71,19 @@ ncclResult_t mncclCommDestroy(CUcontext ctx, ncclComm_t comm) {
 }
 ncclResult_t mncclAllReduce(CUcontext ctx, CUdeviceptr send, CUdeviceptr recv, size_t count, ncclComm_t comm, CUstream s) {
 	NCTX(ctx);
-	return p_ncclAllReduce((const void *)send, (void *)recv, count, MEMPO_NCCL_FLOAT32, MEMPO_NCCL_SUM, comm, s);
+	return p_ncclAllReduce((const void *)send, (void *)recv, count, MNCCL_FLOAT32, MNCCL_SUM, comm, s);
 }
 ncclResult_t mncclReduceScatter(CUcontext ctx, CUdeviceptr send, CUdeviceptr recv, size_t recvcount, ncclComm_t comm, CUstream s) {
 	NCTX(ctx);
-	return p_ncclReduceScatter((const void *)send, (void *)recv, recvcount, MEMPO_NCCL_FLOAT32, MEMPO_NCCL_SUM, comm, s);
+	return p_ncclReduceScatter((const void *)send, (void *)recv, recvcount, MNCCL_FLOAT32, MNCCL_SUM, comm, s);
 }
 ncclResult_t mncclAllGather(CUcontext ctx, CUdeviceptr send, CUdeviceptr recv, size_t sendcount, ncclComm_t comm, CUstream s) {
 	NCTX(ctx);
-	return p_ncclAllGather((const void *)send, (void *)recv, sendcount, MEMPO_NCCL_FLOAT32, comm, s);
+	return p_ncclAllGather((const void *)send, (void *)recv, sendcount, MNCCL_FLOAT32, comm, s);
 }
 ncclResult_t mncclBroadcast(CUcontext ctx, CUdeviceptr send, CUdeviceptr recv, size_t count, int root, ncclComm_t comm, CUstream s) {
 	NCTX(ctx);
-	return p_ncclBroadcast((const void *)send, (void *)recv, count, MEMPO_NCCL_FLOAT32, root, comm, s);
+	return p_ncclBroadcast((const void *)send, (void *)recv, count, MNCCL_FLOAT32, root, comm, s);
 }
 ncclResult_t mncclGroupStart(void) { return p_ncclGroupStart(); }
 ncclResult_t mncclGroupEnd(void) { return p_ncclGroupEnd(); }

@@ -24,7 +24,7 @@ import (
 // host's GPUs out of service.
 
 // NCCLIDBytes is the size of an NCCL unique id.
-const NCCLIDBytes = C.MEMPO_NCCL_ID_BYTES
+const NCCLIDBytes = C.MNCCL_ID_BYTES
 
 var (
 	ncclOnce sync.Once

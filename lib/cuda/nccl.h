@@ -7,12 +7,12 @@
 
 typedef int ncclResult_t;
 typedef void *ncclComm_t;
-#define MEMPO_NCCL_ID_BYTES 128
-typedef struct { char internal[MEMPO_NCCL_ID_BYTES]; } mncclUniqueId;
+#define MNCCL_ID_BYTES 128
+typedef struct { char internal[MNCCL_ID_BYTES]; } mncclUniqueId;
 
 // ncclDataType_t and ncclRedOp_t values used here.
-#define MEMPO_NCCL_FLOAT32 7
-#define MEMPO_NCCL_SUM 0
+#define MNCCL_FLOAT32 7
+#define MNCCL_SUM 0
 
 const char *mempo_load_nccl(const char *path);
 ncclResult_t mncclGetVersion(int *v);
