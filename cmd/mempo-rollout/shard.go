@@ -3,11 +3,10 @@ package main
 import (
 	"fmt"
 	"sort"
-	"strconv"
-	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
+	"github.com/mempo/mempo/cmd/internal/flags"
 	"github.com/mempo/mempo/lib/records"
 )
 
@@ -28,13 +27,7 @@ func parseShard(c *ucli.Context) (int, int, error) {
 	if s == "" {
 		return 0, 1, nil
 	}
-	a, b, ok := strings.Cut(s, "/")
-	i, err1 := strconv.Atoi(a)
-	n, err2 := strconv.Atoi(b)
-	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
-		return 0, 0, fmt.Errorf("--shard %q: want i/n with 0 ≤ i < n", s)
-	}
-	return i, n, nil
+	return flags.ParseShard("shard", s)
 }
 
 func (a *rolloutArgs) inShard(task int) bool { return a.shards <= 1 || task%a.shards == a.shard }

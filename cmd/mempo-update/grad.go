@@ -2,8 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -36,21 +34,11 @@ var gradCommand = &ucli.Command{
 
 func init() { subcommands = append(subcommands, gradCommand) }
 
-func parseShard(s string) (int, int, error) {
-	a, b, ok := strings.Cut(s, "/")
-	i, err1 := strconv.Atoi(a)
-	n, err2 := strconv.Atoi(b)
-	if !ok || err1 != nil || err2 != nil || n < 1 || i < 0 || i >= n {
-		return 0, 0, fmt.Errorf("--shard %q: want i/n with 0 ≤ i < n", s)
-	}
-	return i, n, nil
-}
-
 func runGrad(c *ucli.Context) error {
 	if err := required(c, "model", "rollouts", "out", "shard"); err != nil {
 		return err
 	}
-	si, sn, err := parseShard(c.String("shard"))
+	si, sn, err := flags.ParseShard("shard", c.String("shard"))
 	if err != nil {
 		return err
 	}
