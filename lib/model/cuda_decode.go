@@ -25,13 +25,18 @@ import (
 // the gate and up products, SwiGLU, the down product: 13 launches (15 with
 // split attention's merge) instead of about 20 plus their host work. The
 // fused elementwise kernels (kernels/decode.cu) keep the arithmetic of the
-// kernels they replace. Two do not, where a step has few rows: attention
-// with the keys split across blocks (attn_split; the op-by-op decode kernel
-// runs one block per row and kv head, 2 to 8 blocks for a batch-1 step,
-// about 50–80 µs a layer on the H200), and, in bf16 mode, the products of
-// steps of at most four rows (gemv_bf16: cuBLAS reads the weights at about
-// two thirds of the copy bandwidth there). Their sums run in another order,
-// so log-probs differ from the op-by-op path's in the last bits.
+// kernels they replace. Some do not, where a step has few rows: attention
+// with the keys split across blocks (attn_split_merged, whose last split
+// of a head merges the partials; the op-by-op decode kernel runs one block
+// per row and kv head, 2 to 8 blocks for a batch-1 step, about 50–80 µs a
+// layer on the H200), the sampler split over blocks (sample_split_*), and,
+// in bf16 mode, the products of steps of at most four rows (gemv_bf16:
+// cuBLAS reads the weights at about two thirds of the copy bandwidth
+// there). Those steps are bound by their launches more than by their bytes,
+// so their GEMVs also take the RMSNorm in (fusedNorm: gemv_qkv_bf16 with
+// bias, RoPE and the cache write, gemv_swiglu_norm_bf16): five launches a
+// layer. Their sums run in another order, so log-probs differ from the
+// op-by-op path's in the last bits.
 //
 // MEMPO_CUDA_DECODE selects it: "graph" (default), "direct" (the same step
 // without graphs), "generic" (the model's op-by-op path).
@@ -114,6 +119,9 @@ type cudaStepper struct {
 
 	held                               []heldBuf
 	x, xn, q, k, v, att, att16, lse, o cuda.Ptr
+	x2                                 cuda.Ptr // the residual stream's other buffer (fusedNorm)
+	cnt                                cuda.Ptr // attn_split_merged's counters
+	spart                              cuda.Ptr // the split sampler's chunk records
 	gate, up, act, logits, res, rstd   cuda.Ptr
 	part                               cuda.Ptr // attn_split's partials
 	in                                 cuda.Ptr // input block (layout in stepInput)
@@ -183,7 +191,7 @@ func (b *CUDA) newStepper(m *Model, c *kvCache, rows int) stepper {
 	if s.bf16 {
 		act = 2 // GEMM operands: xn, act (bf16 only)
 	}
-	s.x, s.xn = get(4*B*H), get(act*B*H)
+	s.x, s.x2, s.xn = get(4*B*H), get(4*B*H), get(act*B*H)
 	s.q, s.k, s.v = get(4*B*qd), get(4*B*kvd), get(4*B*kvd)
 	s.att, s.lse = get(4*B*qd), get(4*B*A.heads)
 	if s.bf16 {
@@ -196,6 +204,11 @@ func (b *CUDA) newStepper(m *Model, c *kvCache, rows int) stepper {
 	s.rstd = get(4 * B * A.heads)
 	s.part = get(4 * B * A.heads * (A.headDim + 2) * ((c.capacity + splitMinChunk - 1) / splitMinChunk))
 	s.in = get(s.inBytes())
+	s.cnt = get(4 * B * A.heads)
+	if _, nc := s.sampleSplit(B); nc > 1 {
+		s.spart = get(8 * 4 * B * nc)
+	}
+	must(b.dev.Memset32(s.cnt, 0, B*A.heads)) // attn_split_merged leaves them at zero
 	var err error
 	if s.host, err = b.dev.PinnedAlloc(s.inBytes()); err == nil {
 		s.out, err = b.dev.PinnedAlloc(s.resBytes())
@@ -330,7 +343,9 @@ func (s *cudaStepper) launch(module, name string, grid cuda.Dim3, block, shmem i
 func (s *cudaStepper) gemm(c, a, w cuda.Ptr, m, n, k int) {
 	b := s.b
 	if s.gemv(m, k) {
-		s.launch("decode", "gemv_bf16", cuda.Dim3{X: (n + 7) / 8}, 256, 0, c, a, w, m, n, k)
+		// Blocks of 4 warps (a warp per column): the 0.5B shape's 896
+		// columns then cover every multiprocessor.
+		s.launch("decode", "gemv_bf16", cuda.Dim3{X: (n + 3) / 4}, 128, 0, c, a, w, m, n, k)
 		return
 	}
 	dt, name := cuda.F32, "gemm"
@@ -348,14 +363,29 @@ func (s *cudaStepper) gemv(m, k int) bool { return s.bf16 && m <= gemvMaxRows &&
 
 // norm is dec_add_rmsnorm: x += d (when d ≠ 0), xn = RMSNorm(x)·w, written
 // in the products' precision.
-func (s *cudaStepper) norm(bk int, d, w cuda.Ptr) {
+func (s *cudaStepper) norm(bk int, x, d, w cuda.Ptr) {
 	var o32, o16 cuda.Ptr = s.xn, 0
 	if s.bf16 {
 		o32, o16 = 0, s.xn
 	}
 	H := s.a.hidden
-	s.launch("decode", "dec_add_rmsnorm", cuda.Dim3{X: min(bk, 65535*4)}, normBlock(H), 0, s.x, d, o32, o16, w, bk, H, s.a.eps)
+	s.launch("decode", "dec_add_rmsnorm", cuda.Dim3{X: min(bk, 65535*4)}, normBlock(H), 0, x, d, o32, o16, w, bk, H, s.a.eps)
 }
+
+// fusedNorm says whether a step of bk rows takes the GEMVs with the RMSNorm
+// (and, for q/k/v, bias + RoPE + cache write) inside (decode.cu's
+// gemv_qkv_bf16, gemv_swiglu_norm_bf16): bf16 GEMV steps of models without
+// q/k norms, whose normalized rows fit the default shared memory.
+func (s *cudaStepper) fusedNorm(bk int) bool {
+	A := s.a
+	return s.gemv(bk, A.hidden) && !A.qkNorm && A.headDim%2 == 0 && 2*bk*A.hidden <= 48<<10 && !s.b.noFusedNorm
+}
+
+// fusedMaxBlocks is the most blocks per multiprocessor of the GEMVs with
+// the norm inside: each block normalizes the rows again (the 7B shape's
+// gate/up GEMV with a block per 8 columns, 2,368 blocks, measured slower
+// than the separate norm kernel), so their warps loop over the columns.
+const fusedMaxBlocks = 4
 
 // launchStep queues every launch of one step for bk rows.
 func (s *cudaStepper) launchStep(bk int) {
@@ -371,14 +401,30 @@ func (s *cudaStepper) launchStep(bk int) {
 	if s.bf16 {
 		attOp = s.att16
 	}
+	fused := s.fusedNorm(bk)
+	// x is the residual stream; the fused GEMVs write its sum with d to the
+	// other buffer (every block of theirs reads x), which then becomes x.
+	x, xo := s.x, s.x2
 	for l := range s.layers {
 		W := &s.layers[l]
 		var d cuda.Ptr
 		if l > 0 {
 			d = s.o // the previous layer's MLP output
 		}
-		s.norm(bk, d, W.inNorm)
-		if s.gemv(bk, H) {
+		if fused {
+			qkvPairs := (qd + 2*kvd) / 2
+			s.launch("decode", "gemv_qkv_bf16", cuda.Dim3{X: min((qkvPairs+3)/4, fusedMaxBlocks*s.b.dev.SMs)}, 128, 2*bk*H,
+				s.q, W.kc, W.vc, W.wq, W.wk, W.wv, W.bq, W.bk, W.bv, x, d, xo, W.inNorm, A.eps, pos, crow,
+				s.rope.cos, s.rope.sin, bk, H, A.heads, A.kvHeads, hd)
+			if d != 0 {
+				x, xo = xo, x
+			}
+		} else {
+			s.norm(bk, x, d, W.inNorm)
+		}
+		if fused {
+			// q, k, v, bias, RoPE and the cache write are done.
+		} else if s.gemv(bk, H) {
 			s.launch("decode", "gemv3_bf16", cuda.Dim3{X: (qd + 2*kvd + 7) / 8}, 256, 0,
 				s.q, W.wq, qd, s.k, W.wk, kvd, s.v, W.wv, kvd, s.xn, bk, H)
 		} else {
@@ -397,15 +443,16 @@ func (s *cudaStepper) launchStep(bk int) {
 			s.launch("model", "rmsnorm_f32", cuda.Dim3{X: min(bk*A.heads, 65535*4)}, normBlock(hd), 0, s.q, s.rstd, s.q, W.qNorm, bk*A.heads, hd, A.eps, cuda.Ptr(0))
 			s.launch("model", "rmsnorm_f32", cuda.Dim3{X: min(bk*A.kvHeads, 65535*4)}, normBlock(hd), 0, s.k, s.rstd, s.k, W.kNorm, bk*A.kvHeads, hd, A.eps, cuda.Ptr(0))
 		}
-		s.launch("decode", "dec_rope_kv", cuda.Dim3{X: bk}, 128, 0, s.q, s.k, s.v, bq, bkk, W.bv, W.kc, W.vc, pos, crow,
-			s.rope.cos, s.rope.sin, A.heads, A.kvHeads, hd)
+		if !fused {
+			s.launch("decode", "dec_rope_kv", cuda.Dim3{X: bk}, 128, 0, s.q, s.k, s.v, bq, bkk, W.bv, W.kc, W.vc, pos, crow,
+				s.rope.cos, s.rope.sin, A.heads, A.kvHeads, hd)
+		}
 		if s.b.useSplit(bk, A.kvHeads) {
 			chunk, nsp := s.b.splitPlan(bk, A.kvHeads, s.cap)
-			s.launch("decode", "attn_split", cuda.Dim3{X: bk, Y: A.kvHeads, Z: nsp}, 32*g, 0,
-				s.att, s.att16, s.lse, s.part, s.q, W.kc, W.vc, rows, A.heads, A.kvHeads, hd, s.scale, chunk)
-			if nsp > 1 {
-				s.launch("decode", "attn_split_combine", cuda.Dim3{X: bk, Y: A.heads}, 32, 0, s.att, s.att16, s.lse, s.part, rows, A.heads, hd, nsp)
-			}
+			// The last split of each head merges the partials (no
+			// attn_split_combine launch).
+			s.launch("decode", "attn_split_merged", cuda.Dim3{X: bk, Y: A.kvHeads, Z: nsp}, 32*g, 0,
+				s.att, s.att16, s.lse, s.part, s.q, W.kc, W.vc, rows, A.heads, A.kvHeads, hd, s.scale, chunk, s.cnt)
 		} else {
 			shmem := 4 * (32*(hd+1) + 32*hd + g*hd)
 			s.launch("attndecode", "attn_decode", cuda.Dim3{X: bk, Y: A.kvHeads}, 32*g, shmem,
@@ -418,8 +465,16 @@ func (s *cudaStepper) launchStep(bk int) {
 		if W.bo != 0 {
 			s.launch("model", "add_bias_f32", gridFor(bk*H), 256, 0, s.o, W.bo, int64(bk*H), H, cuda.Ptr(0))
 		}
-		s.norm(bk, s.o, W.postNorm)
-		if s.gemv(bk, H) {
+		if fused {
+			s.launch("decode", "gemv_swiglu_norm_bf16", cuda.Dim3{X: min((I+7)/8, fusedMaxBlocks*s.b.dev.SMs)}, 256, 2*bk*H, s.act, x, s.o, xo, W.postNorm, A.eps,
+				W.wg, W.wu, bk, I, H)
+			x, xo = xo, x
+		} else {
+			s.norm(bk, x, s.o, W.postNorm)
+		}
+		if fused {
+			// gate, up and SwiGLU are done.
+		} else if s.gemv(bk, H) {
 			s.launch("decode", "gemv_swiglu_bf16", cuda.Dim3{X: (I + 7) / 8}, 256, 0, s.act, s.xn, W.wg, W.wu, bk, I, H)
 		} else {
 			s.gemm(s.gate, s.xn, W.wg, bk, I, H)
@@ -432,9 +487,31 @@ func (s *cudaStepper) launchStep(bk int) {
 		}
 		s.gemm(s.o, s.act, W.wd, bk, H, I)
 	}
-	s.norm(bk, s.o, s.normW)
+	s.norm(bk, x, s.o, s.normW)
 	s.gemm(s.logits, s.xn, s.head, bk, V, H)
 	res := s.res
+	invT, u := in+cuda.Ptr(s.offInvT()), in+cuda.Ptr(s.offU())
+	if ch, nc := s.sampleSplit(bk); nc > 1 {
+		s.launch("sample", "sample_split_max", cuda.Dim3{X: nc, Y: bk}, 256, 0, s.spart, s.logits, int64(V), ch)
+		s.launch("sample", "sample_split_sum", cuda.Dim3{X: nc, Y: bk}, 256, 0, s.spart, s.logits, int64(V), ch, invT)
+		s.launch("sample", "sample_split_pick", cuda.Dim3{X: bk}, 1024, 0, res, res+cuda.Ptr(4*s.maxB), res+cuda.Ptr(8*s.maxB),
+			s.spart, s.logits, int64(V), ch, nc, invT, u)
+		return
+	}
 	s.launch("sample", "sample_f32", cuda.Dim3{X: bk}, 1024, 0, res, res+cuda.Ptr(4*s.maxB), res+cuda.Ptr(8*s.maxB),
-		s.logits, int64(V), in+cuda.Ptr(s.offInvT()), in+cuda.Ptr(s.offU()))
+		s.logits, int64(V), invT, u)
+}
+
+// sampleSplit is the split sampler's chunk of ids and chunks per row for a
+// step of rows rows (sample.cu's sample_split_*): about two blocks per
+// multiprocessor in all, chunks of at least 1,024 ids; nc = 1 (sample_f32,
+// one block a row) once the rows alone fill the chip.
+func (s *cudaStepper) sampleSplit(rows int) (ch, nc int) {
+	V := s.a.vocab
+	want := min((2*s.b.dev.SMs+rows-1)/rows, (V+1023)/1024)
+	if rows >= s.b.dev.SMs || want <= 1 {
+		return V, 1
+	}
+	ch = (V + want - 1) / want
+	return ch, (V + ch - 1) / ch
 }

@@ -115,6 +115,41 @@ func TestCUDADecodeStep(t *testing.T) {
 						t.Errorf("%s: log-probs differ from the op-by-op path by %.3g > %.3g", c.what, worst, tol)
 					}
 				}
+				// Steps of at most 4 rows (in bf16 mode the GEMVs with the
+				// norm, RoPE and cache write inside) against the op-by-op
+				// path, and the batch composition: the request decodes alone
+				// as it does beside the others, greedy and sampled.
+				for _, opts := range []GenerateOptions{greedy, {MaxTokens: 16, Sampling: SampleParams{Temperature: 0.9}}} {
+					be.decode = decodeGraph
+					alone, err := m.Generate(reqs[1:2], opts)
+					if err != nil {
+						t.Fatal(err)
+					}
+					be.decode = decodeGeneric
+					aloneGen, err := m.Generate(reqs[1:2], opts)
+					if err != nil {
+						t.Fatal(err)
+					}
+					all := run(decodeGraph, opts)
+					var worst float64
+					for i := range alone {
+						if !equalInts(alone[i].IDs, aloneGen[i].IDs) {
+							t.Errorf("T=%g alone row %d: graph %v, op-by-op %v", opts.Sampling.Temperature, i, alone[i].IDs, aloneGen[i].IDs)
+						}
+						if !equalInts(alone[i].IDs, all[1+i].IDs) {
+							t.Errorf("T=%g row %d: alone %v, in the batch %v", opts.Sampling.Temperature, i, alone[i].IDs, all[1+i].IDs)
+							continue
+						}
+						for j := range alone[i].LogProbs {
+							worst = math.Max(worst, math.Abs(float64(alone[i].LogProbs[j]-aloneGen[i].LogProbs[j])))
+							worst = math.Max(worst, math.Abs(float64(alone[i].LogProbs[j]-all[1+i].LogProbs[j])))
+						}
+					}
+					t.Logf("T=%g small steps: log-probs within %.3g of the op-by-op path and the batch", opts.Sampling.Temperature, worst)
+					if worst > tol {
+						t.Errorf("T=%g small steps: log-probs differ by %.3g > %.3g", opts.Sampling.Temperature, worst, tol)
+					}
+				}
 				// A frozen base (LoadFrozen: in bf16 mode its matrices are
 				// bf16 only) decodes through the step as the full model does.
 				fm, err := LoadFrozen(fixtureDir(name), be)

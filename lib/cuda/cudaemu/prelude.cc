@@ -193,6 +193,15 @@ static unsigned __ballot_sync(unsigned, int pred) {
 }
 static void __syncwarp(unsigned = 0xffffffffu) { emu_warp(0); }
 static int __popc(unsigned x) { return __builtin_popcount(x); }
+// Blocks run one after another and a fiber yields only at barriers and warp
+// operations, so atomics are plain read-modify-writes and fences no-ops.
+static int atomicAdd(int *p, int v) {
+	int o = *p;
+	*p = o + v;
+	return o;
+}
+static void __threadfence() {}
+template <typename T> static T __ldcg(const T *p) { return *p; }
 static int __ffs(int x) { return __builtin_ffs(x); }
 
 static void emu_fiber_entry() {

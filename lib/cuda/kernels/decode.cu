@@ -121,8 +121,11 @@ __device__ __forceinline__ float dec_warp_sum(float v) {
 // writes its partial (acc[hd], m, l) to part[((row·heads + h)·nsplit + s)·(hd+2)]
 // and attn_split_combine merges them. rows[3·i …] = (query row, first key
 // row, keys), as attn_decode's.
-extern "C" __global__ void attn_split(float *out, unsigned short *o16, float *lse, float *part, const float *q, const float *k, const float *v,
-                                      const int *rows, int heads, int kvheads, int hd, float scale, int chunk) {
+__device__ void split_merge(float *out, unsigned short *o16, float *lse, const float *pp, int qrow, int h, int heads, int hd, int nsp, int lane);
+
+__device__ __forceinline__ void attn_split_run(float *out, unsigned short *o16, float *lse, float *part, const float *q, const float *k,
+                                               const float *v, const int *rows, int heads, int kvheads, int hd, float scale, int chunk,
+                                               int *cnt) {
 	const int g = heads / kvheads, row = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z, nsp = gridDim.z;
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	if (w >= g) return;
@@ -197,6 +200,33 @@ extern "C" __global__ void attn_split(float *out, unsigned short *o16, float *ls
 		pp[hd] = m;
 		pp[hd + 1] = l;
 	}
+	if (!cnt) return;
+	// The last warp of the nsp to finish head h merges the partials (the
+	// threadFenceReduction pattern): each lane's partial is made visible
+	// device-wide before lane 0 counts it; the merging warp reads them
+	// through L2 and resets the counter for the next launch.
+	__threadfence();
+	__syncwarp();
+	int last = 0;
+	if (lane == 0) last = atomicAdd(&cnt[row * heads + h], 1) == nsp - 1;
+	last = __shfl_sync(0xffffffffu, last, 0);
+	if (!last) return;
+	__threadfence();
+	split_merge(out, o16, lse, part + (long long)(row * heads + h) * nsp * (hd + 2), qrow, h, heads, hd, nsp, lane);
+	if (lane == 0) cnt[row * heads + h] = 0;
+}
+
+extern "C" __global__ void attn_split(float *out, unsigned short *o16, float *lse, float *part, const float *q, const float *k, const float *v,
+                                      const int *rows, int heads, int kvheads, int hd, float scale, int chunk) {
+	attn_split_run(out, o16, lse, part, q, k, v, rows, heads, kvheads, hd, scale, chunk, nullptr);
+}
+
+// attn_split_merged: attn_split with the merge done by the last split of
+// each (row, query head) instead of attn_split_combine's launch. cnt holds
+// rows·heads counters, zero before the launch and zero after it.
+extern "C" __global__ void attn_split_merged(float *out, unsigned short *o16, float *lse, float *part, const float *q, const float *k,
+                                             const float *v, const int *rows, int heads, int kvheads, int hd, float scale, int chunk, int *cnt) {
+	attn_split_run(out, o16, lse, part, q, k, v, rows, heads, kvheads, hd, scale, chunk, cnt);
 }
 
 // attn_split_combine: one warp per (row, query head) merges the nsp
@@ -205,18 +235,22 @@ extern "C" __global__ void attn_split(float *out, unsigned short *o16, float *ls
 // nothing), lse = M + log of the denominator; o16 as attn_split's.
 extern "C" __global__ void attn_split_combine(float *out, unsigned short *o16, float *lse, const float *part, const int *rows, int heads, int hd,
                                               int nsp) {
-	const int row = blockIdx.x, h = blockIdx.y, lane = threadIdx.x;
-	const int qrow = rows[3 * row];
-	const float *pp = part + (long long)(row * heads + h) * nsp * (hd + 2);
+	const int row = blockIdx.x, h = blockIdx.y;
+	split_merge(out, o16, lse, part + (long long)(row * heads + h) * nsp * (hd + 2), rows[3 * row], h, heads, hd, nsp, threadIdx.x);
+}
+
+// split_merge is one warp's merge of head h's nsp partials pp (loads
+// through L2: attn_split_merged's partials come from other blocks).
+__device__ void split_merge(float *out, unsigned short *o16, float *lse, const float *pp, int qrow, int h, int heads, int hd, int nsp, int lane) {
 	float M = -DEC_INF;
-	for (int s = 0; s < nsp; s++) M = fmaxf(M, pp[s * (hd + 2) + hd]);
+	for (int s = 0; s < nsp; s++) M = fmaxf(M, __ldcg(pp + s * (hd + 2) + hd));
 	float L = 0.f;
-	for (int s = 0; s < nsp; s++) L += __expf(pp[s * (hd + 2) + hd] - M) * pp[s * (hd + 2) + hd + 1];
+	for (int s = 0; s < nsp; s++) L += __expf(__ldcg(pp + s * (hd + 2) + hd) - M) * __ldcg(pp + s * (hd + 2) + hd + 1);
 	float inv = 1.f / L;
 	const long long o = (long long)qrow * heads * hd + (long long)h * hd;
 	for (int d = lane; d < hd; d += 32) {
 		float acc = 0.f;
-		for (int s = 0; s < nsp; s++) acc += __expf(pp[s * (hd + 2) + hd] - M) * pp[s * (hd + 2) + d];
+		for (int s = 0; s < nsp; s++) acc += __expf(__ldcg(pp + s * (hd + 2) + hd) - M) * __ldcg(pp + s * (hd + 2) + d);
 		out[o + d] = acc * inv;
 		if (o16) o16[o + d] = dec_to_bf16(acc * inv);
 	}
@@ -226,12 +260,15 @@ extern "C" __global__ void attn_split_combine(float *out, unsigned short *o16, f
 // gemv_bf16: y[m×n] = x[m×k]·wᵀ for the few rows of a decoding step
 // (m ≤ GEMV_MAXM): w [n×k] and x in bf16, products summed in fp32, y fp32.
 // One warp per output column j (row j of w), lanes reading 16-byte pieces
-// (8 values) of it, four pieces in flight per lane; the rows of x come
+// (8 values) of it, GEMV_UNROLL pieces in flight per lane; the rows of x come
 // through L1/L2, being read by every warp. k must be a multiple of 8 and
 // the buffers 16-byte aligned. Weight bytes are read once: the step is
 // memory-bound, where cuBLAS's kernels for one or a few rows reach about
 // two thirds of the copy bandwidth.
 #define GEMV_MAXM 4
+// GEMV_UNROLL pieces in flight per lane (each lane's pieces are summed in
+// the same order whatever the unrolling).
+#define GEMV_UNROLL 8
 
 __device__ __forceinline__ void bf16x8(uint4 u, float *f) {
 	unsigned int a[4] = {u.x, u.y, u.z, u.w};
@@ -247,16 +284,16 @@ __device__ __forceinline__ void gemv_dot(float *acc, const unsigned short *__res
 	const int lane = threadIdx.x & 31;
 	const uint4 *wr = (const uint4 *)(w + j * k);
 	const int pieces = k >> 3;
-	for (int p0 = lane; p0 < pieces; p0 += 128) {
-		uint4 wv[4];
+	for (int p0 = lane; p0 < pieces; p0 += 32 * GEMV_UNROLL) {
+		uint4 wv[GEMV_UNROLL];
 #pragma unroll
-		for (int u = 0; u < 4; u++) {
+		for (int u = 0; u < GEMV_UNROLL; u++) {
 			int p = p0 + 32 * u;
 			if (p < pieces) wv[u] = wr[p];
 			else wv[u].x = wv[u].y = wv[u].z = wv[u].w = 0u;
 		}
 #pragma unroll
-		for (int u = 0; u < 4; u++) {
+		for (int u = 0; u < GEMV_UNROLL; u++) {
 			int p = p0 + 32 * u;
 			if (p >= pieces) break;
 			float wf[8];
@@ -320,4 +357,148 @@ extern "C" __global__ void gemv_swiglu_bf16(unsigned short *act16, const unsigne
 			float v = xx / (1.f + expf(-xx)) * u[r];
 			act16[(long long)r * n + j] = dec_to_bf16(v);
 		}
+}
+
+// ---- GEMVs with the RMSNorm before them (steps of at most GEMV_MAXM rows) ----
+//
+// A step of a few rows is bound by its launches more than by its bytes (the
+// 0.5B shape's matrices are 0.8 to 8.7 MB, a few microseconds each at the
+// copy bandwidth), so the kernels below take the residual add + RMSNorm
+// (dec_add_rmsnorm) into the product that reads its output, and the q/k/v
+// product also takes the bias, RoPE and KV-cache write (dec_rope_kv): a
+// layer is five launches instead of nine. Every block computes the norm of
+// the m input rows itself (m·k fp32 values read through L2) into shared
+// memory; as every block reads x, the residual sum cannot be stored back in
+// place: block 0 writes it to xo, the other buffer of the residual stream.
+
+#ifndef DYN_SMEM
+#define DYN_SMEM(type, name) extern __shared__ type name[]
+#endif
+
+// gemv_norm_in fills xs [m×k] (bf16, shared memory) with w·v·rstd(v) per
+// row, v = x + d (d may be null; then xo is not written), the arithmetic of
+// dec_add_rmsnorm with the sum of squares over this block's threads.
+__device__ void gemv_norm_in(unsigned short *xs, const float *x, const float *d, float *xo, const float *w, int m, int k, float eps) {
+	__shared__ float scratch[32];
+	float rs[GEMV_MAXM];
+#pragma unroll
+	for (int r = 0; r < GEMV_MAXM; r++) {
+		rs[r] = 0.f;
+		if (r >= m) continue;
+		const float *xr = x + (long long)r * k;
+		const float *dr = d ? d + (long long)r * k : nullptr;
+		float ss = 0.f;
+		for (int j = threadIdx.x; j < k; j += blockDim.x) {
+			float v = dr ? dr[j] + xr[j] : xr[j];
+			ss += v * v;
+		}
+		ss = dec_block_sum(ss, scratch);
+		rs[r] = 1.0f / sqrtf(ss / (float)k + eps);
+	}
+	const bool store = d && xo && blockIdx.x == 0;
+#pragma unroll
+	for (int r = 0; r < GEMV_MAXM; r++) {
+		if (r >= m) continue;
+		const float *xr = x + (long long)r * k;
+		const float *dr = d ? d + (long long)r * k : nullptr;
+		for (int j = threadIdx.x; j < k; j += blockDim.x) {
+			float v = dr ? dr[j] + xr[j] : xr[j];
+			xs[(long long)r * k + j] = dec_to_bf16(w[j] * (v * rs[r]));
+			if (store) xo[(long long)r * k + j] = v;
+		}
+	}
+	__syncthreads();
+}
+
+// qkv_pair is gemv_qkv_bf16's work on pair t (one warp).
+__device__ __forceinline__ void qkv_pair(float *q, float *kc, float *vc, const unsigned short *wq, const unsigned short *wk,
+                                         const unsigned short *wv, const float *bq, const float *bk, const float *bv,
+                                         const unsigned short *xs, const int *pos, const int *crow, const float *cs, const float *sn, int m,
+                                         int k, int heads, int kvheads, int hd, int t) {
+	const int half = hd / 2, pq = heads * half, pk = kvheads * half;
+	int part = 0;
+	if (t >= pq) {
+		t -= pq, part = 1;
+		if (t >= pk) t -= pk, part = 2;
+	}
+	const int h = t / half, i = t - h * half, j1 = h * hd + i, j2 = j1 + half;
+	const unsigned short *w = part == 0 ? wq : part == 1 ? wk : wv;
+	const float *b = part == 0 ? bq : part == 1 ? bk : bv;
+	float a1[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f}, a2[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
+	gemv_dot(a1, xs, w, j1, m, k);
+	gemv_dot(a2, xs, w, j2, m, k);
+	if ((threadIdx.x & 31) != 0) return;
+	const long long qd = (long long)heads * hd, kvd = (long long)kvheads * hd;
+#pragma unroll
+	for (int r = 0; r < GEMV_MAXM; r++) {
+		if (r >= m) break;
+		float x1 = a1[r], x2 = a2[r];
+		if (b) {
+			x1 = x1 + b[j1];
+			x2 = x2 + b[j2];
+		}
+		const int cr = crow[r];
+		if (part == 2) {
+			if (cr >= 0) {
+				vc[cr * kvd + j1] = x1;
+				vc[cr * kvd + j2] = x2;
+			}
+			continue;
+		}
+		const long long p = (long long)pos[r] * half;
+		float c = cs[p + i], s = sn[p + i];
+		float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
+		if (part == 0) {
+			q[r * qd + j1] = y1;
+			q[r * qd + j2] = y2;
+		} else if (cr >= 0) {
+			kc[cr * kvd + j1] = y1;
+			kc[cr * kvd + j2] = y2;
+		}
+	}
+}
+
+// gemv_qkv_bf16: RMSNorm (gemv_norm_in, weights nw) of the m rows, then the
+// q, k and v products with the bias, RoPE and cache write of dec_rope_kv:
+// one warp per pair of columns (i, i + hd/2) of a head, so that the warp
+// that sums both rotates them. Pairs [0, heads·hd/2) are q's (written to q,
+// rotated), the next kvheads·hd/2 k's (rotated, to row crow[r] of kc), the
+// next kvheads·hd/2 v's (to row crow[r] of vc); rows with crow[r] < 0 write
+// no cache row. Biases may be null. Dynamic shared memory: 2·m·k bytes.
+// Warps loop over the pairs (a grid of fewer blocks reads x fewer times).
+extern "C" __global__ void gemv_qkv_bf16(float *q, float *kc, float *vc, const unsigned short *wq, const unsigned short *wk,
+                                         const unsigned short *wv, const float *bq, const float *bk, const float *bv, const float *x,
+                                         const float *d, float *xo, const float *nw, float eps, const int *pos, const int *crow,
+                                         const float *cs, const float *sn, int m, int k, int heads, int kvheads, int hd) {
+	DYN_SMEM(uint4, xs4);
+	unsigned short *xs = (unsigned short *)xs4;
+	gemv_norm_in(xs, x, d, xo, nw, m, k, eps);
+	const int half = hd / 2, pq = heads * half, pk = kvheads * half, wpb = blockDim.x >> 5;
+	for (int t0 = blockIdx.x * wpb + (threadIdx.x >> 5); t0 < pq + 2 * pk; t0 += gridDim.x * wpb)
+		qkv_pair(q, kc, vc, wq, wk, wv, bq, bk, bv, xs, pos, crow, cs, sn, m, k, heads, kvheads, hd, t0);
+}
+
+// gemv_swiglu_norm_bf16: gemv_swiglu_bf16 over the RMSNorm of the m rows
+// (gemv_norm_in), warps looping over the columns. Dynamic shared memory:
+// 2·m·k bytes.
+extern "C" __global__ void gemv_swiglu_norm_bf16(unsigned short *act16, const float *x, const float *d, float *xo, const float *nw, float eps,
+                                                 const unsigned short *__restrict__ wg, const unsigned short *__restrict__ wu, int m, int n,
+                                                 int k) {
+	DYN_SMEM(uint4, xs4);
+	unsigned short *xs = (unsigned short *)xs4;
+	gemv_norm_in(xs, x, d, xo, nw, m, k, eps);
+	const int wpb = blockDim.x >> 5;
+	for (int j = blockIdx.x * wpb + (threadIdx.x >> 5); j < n; j += gridDim.x * wpb) {
+		float g[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f}, u[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
+		gemv_dot(g, xs, wg, j, m, k);
+		gemv_dot(u, xs, wu, j, m, k);
+		if ((threadIdx.x & 31) == 0)
+#pragma unroll
+			for (int r = 0; r < GEMV_MAXM; r++) {
+				if (r >= m) break;
+				float xx = g[r];
+				float v = xx / (1.f + expf(-xx)) * u[r];
+				act16[(long long)r * n + j] = dec_to_bf16(v);
+			}
+	}
 }

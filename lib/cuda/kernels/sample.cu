@@ -267,3 +267,168 @@ extern "C" __global__ void __launch_bounds__(NTH) sample_filtered_f32(int *ids, 
 	lp[r] = zr[id] - lse1;
 	slp[r] = (float)log(cw[pick] / mass);
 }
+
+// ---- the same draw split over blocks (steps of few rows) ----
+//
+// sample_f32 gives a row one block, which at a batch-1 decoding step reads
+// the 151,936 logits of Qwen's vocabulary from one multiprocessor (about
+// 70 µs on the H200). The three kernels below make the same choice with nc
+// blocks per row, each over a contiguous chunk of ch ids (chunk c: ids
+// [c·ch, min(V, (c+1)·ch))): sample_split_max finds each chunk's first
+// maximum; sample_split_sum, the global maximum m from those, sums each
+// chunk's exp(z − m) and exp((z − m)·invT) (float64, the same terms as
+// sample_f32); sample_split_pick merges (the first maximum of the lowest
+// chunk holding m; log-sum-exp) and, for temperature rows, picks the chunk
+// where the inverse CDF crosses u·total, then the id inside it as
+// sample_f32 does. Only the order of the float64 sums differs from
+// sample_f32. part holds 4 doubles per (row, chunk): max, arg, Σ, Σ_T.
+
+// split_dsum is a block sum of doubles (any multiple of 32 threads up to
+// 1024), the result in every thread.
+__device__ double split_dsum(double v, double *sc) {
+	const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	__syncthreads();
+	if (lane == 0) sc[w] = v;
+	__syncthreads();
+	v = lane < nw ? sc[lane] : 0.0;
+	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+	return v;
+}
+
+__device__ __forceinline__ void split_first_max(float &best, int &arg, float b2, int a2) {
+	if (b2 > best || (b2 == best && a2 < arg)) {
+		best = b2;
+		arg = a2;
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(256) sample_split_max(double *part, const float *z, long long V, int ch) {
+	__shared__ float smax[32];
+	__shared__ int sarg[32];
+	const int r = blockIdx.y, c = blockIdx.x, nc = gridDim.x;
+	const float *zr = z + (long long)r * V;
+	const long long lo = (long long)c * ch, hi = min(V, lo + ch);
+	float best = -__int_as_float(0x7f800000);
+	int arg = 0x7fffffff;
+	for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x) split_first_max(best, arg, zr[j], (int)j);
+	for (int o = 16; o > 0; o >>= 1) split_first_max(best, arg, __shfl_xor_sync(0xffffffffu, best, o), __shfl_xor_sync(0xffffffffu, arg, o));
+	const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+	if (lane == 0) {
+		smax[w] = best;
+		sarg[w] = arg;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		for (int i = 1; i < nw; i++) split_first_max(best, arg, smax[i], sarg[i]);
+		double *p = part + ((long long)r * nc + c) * 4;
+		p[0] = best;
+		p[1] = arg; // 0x7fffffff for an empty chunk (with best = −inf)
+	}
+}
+
+// split_row_max is the row's maximum over the chunks' maxima.
+__device__ __forceinline__ float split_row_max(const double *pr, int nc) {
+	float m = -__int_as_float(0x7f800000);
+	for (int i = 0; i < nc; i++) m = fmaxf(m, (float)pr[4 * i]);
+	return m;
+}
+
+extern "C" __global__ void __launch_bounds__(256) sample_split_sum(double *part, const float *z, long long V, int ch, const double *invT) {
+	__shared__ double sc[32];
+	const int r = blockIdx.y, c = blockIdx.x, nc = gridDim.x;
+	const float *zr = z + (long long)r * V;
+	const double *pr = part + (long long)r * nc * 4;
+	const float m = split_row_max(pr, nc);
+	const double it = invT[r];
+	const long long lo = (long long)c * ch, hi = min(V, lo + ch);
+	double s1 = 0.0, st = 0.0;
+	for (long long j = lo + threadIdx.x; j < hi; j += blockDim.x) {
+		s1 += exp((double)(zr[j] - m));
+		if (it > 0.0) st += exp((double)(zr[j] - m) * it);
+	}
+	s1 = split_dsum(s1, sc);
+	st = split_dsum(st, sc);
+	if (threadIdx.x == 0) {
+		double *p = part + ((long long)r * nc + c) * 4;
+		p[2] = s1;
+		p[3] = st;
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(NTH) sample_split_pick(int *ids, float *lp, float *slp, const double *part, const float *z, long long V,
+                                                                    int ch, int nc, const double *invT, const double *u) {
+	__shared__ double scan[NTH];
+	__shared__ int pick;
+	const int r = blockIdx.x;
+	const float *zr = z + (long long)r * V;
+	const double *pr = part + (long long)r * nc * 4;
+	const float m = split_row_max(pr, nc);
+	const double it = invT[r];
+	// Every thread merges the nc chunk records (nc is small) in chunk order.
+	int am = 0x7fffffff;
+	double s1 = 0.0, total = 0.0;
+	for (int i = 0; i < nc; i++) {
+		if (am == 0x7fffffff && (float)pr[4 * i] == m) am = (int)pr[4 * i + 1];
+		s1 += pr[4 * i + 2];
+		total += pr[4 * i + 3];
+	}
+	const float lse1 = m + (float)log(s1);
+	if (it <= 0.0) {
+		if (threadIdx.x == 0) {
+			ids[r] = am;
+			lp[r] = zr[am] - lse1;
+			slp[r] = 0.f;
+		}
+		return;
+	}
+	const double target = u[r] * total;
+	// The chunk where the cumulative mass crosses the target (the last
+	// chunk when rounding leaves it short), and the mass before it.
+	int cstar = -1;
+	double before = 0.0;
+	for (int i = 0; i < nc; i++) {
+		if (before + pr[4 * i + 3] > target) {
+			cstar = i;
+			break;
+		}
+		before += pr[4 * i + 3];
+	}
+	if (cstar < 0) cstar = nc - 1, before -= pr[4 * (nc - 1) + 3];
+	// Inside chunk cstar: sample_f32's per-thread ranges and scan.
+	const long long clo = (long long)cstar * ch, chi = min(V, clo + ch);
+	const long long per = (chi - clo + NTH - 1) / NTH;
+	const long long lo = min(chi, clo + threadIdx.x * per), hi = min(chi, lo + per);
+	double cs = 0.0;
+	for (long long j = lo; j < hi; j++) cs += exp((double)(zr[j] - m) * it);
+	scan[threadIdx.x] = cs;
+	__syncthreads();
+	for (int o = 1; o < NTH; o <<= 1) {
+		double add = threadIdx.x >= o ? scan[threadIdx.x - o] : 0.0;
+		__syncthreads();
+		scan[threadIdx.x] += add;
+		__syncthreads();
+	}
+	if (threadIdx.x == 0) pick = (int)(chi - 1);
+	__syncthreads();
+	const double incl = before + scan[threadIdx.x], excl = incl - cs;
+	if (lo < hi && excl <= target && incl > target) {
+		double c = excl;
+		long long id = hi - 1;
+		for (long long j = lo; j < hi; j++) {
+			c += exp((double)(zr[j] - m) * it);
+			if (c > target) {
+				id = j;
+				break;
+			}
+		}
+		pick = (int)id;
+	}
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		const int id = pick;
+		ids[r] = id;
+		lp[r] = zr[id] - lse1;
+		slp[r] = (float)log(exp((double)(zr[id] - m) * it) / total);
+	}
+}
