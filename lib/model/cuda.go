@@ -56,9 +56,8 @@ type CUDA struct {
 	decode   string // decoding step: graph, direct or generic (cuda_decode.go)
 	graphErr error  // why a capture failed (the step then runs direct)
 
-	graphReplays   int  // decoding steps replayed from a graph (tests read it)
-	splitMaxBlocks int  // rows × kv heads up to which decoding takes attn_split; 0: the SM count, < 0: never (tests)
-	noFusedNorm    bool // decoding steps of few rows keep the RMSNorm out of their GEMVs (benchmarks)
+	graphReplays   int // decoding steps replayed from a graph (tests read it)
+	splitMaxBlocks int // rows × kv heads up to which decoding takes attn_split; 0: the SM count, < 0: never (tests)
 
 	live      atomic.Int64 // bytes of device memory held by tensors
 	peak      atomic.Int64 // PeakBytes (cuda_lean.go)

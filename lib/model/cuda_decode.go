@@ -22,8 +22,8 @@ import (
 // The step computes what the model's op-by-op path (layerForward) computes.
 // Per layer: residual add + RMSNorm, the q, k, v products, bias + RoPE +
 // KV-cache write, attention, the output product, residual add + RMSNorm,
-// the gate and up products, SwiGLU, the down product: 13 launches (15 with
-// split attention's merge) instead of about 20 plus their host work. The
+// the gate and up products, SwiGLU, the down product: 13 launches (8 with
+// the bf16 GEMVs of small steps) instead of about 20 plus their host work. The
 // fused elementwise kernels (kernels/decode.cu) keep the arithmetic of the
 // kernels they replace. Some do not, where a step has few rows: attention
 // with the keys split across blocks (attn_split_merged, whose last split
@@ -32,11 +32,11 @@ import (
 // layer on the H200), the sampler split over blocks (sample_split_*), and,
 // in bf16 mode, the products of steps of at most four rows (gemv_bf16:
 // cuBLAS reads the weights at about two thirds of the copy bandwidth
-// there). Those steps are bound by their launches more than by their bytes,
-// so their GEMVs also take the RMSNorm in (fusedNorm: gemv_qkv_bf16 with
-// bias, RoPE and the cache write, gemv_swiglu_norm_bf16): five launches a
-// layer. Their sums run in another order, so log-probs differ from the
-// op-by-op path's in the last bits.
+// there). Their sums run in another order, so log-probs differ from the
+// op-by-op path's in the last bits. (GEMVs that also took the RMSNorm, and
+// for q/k/v the bias, RoPE and cache write, in — five launches a layer
+// instead of seven — were measured 2–9% slower on the H200 than these
+// separate kernels: every block normalized the rows again.)
 //
 // MEMPO_CUDA_DECODE selects it: "graph" (default), "direct" (the same step
 // without graphs), "generic" (the model's op-by-op path).
@@ -119,7 +119,6 @@ type cudaStepper struct {
 
 	held                               []heldBuf
 	x, xn, q, k, v, att, att16, lse, o cuda.Ptr
-	x2                                 cuda.Ptr // the residual stream's other buffer (fusedNorm)
 	cnt                                cuda.Ptr // attn_split_merged's counters
 	spart                              cuda.Ptr // the split sampler's chunk records
 	gate, up, act, logits, res, rstd   cuda.Ptr
@@ -191,7 +190,7 @@ func (b *CUDA) newStepper(m *Model, c *kvCache, rows int) stepper {
 	if s.bf16 {
 		act = 2 // GEMM operands: xn, act (bf16 only)
 	}
-	s.x, s.x2, s.xn = get(4*B*H), get(4*B*H), get(act*B*H)
+	s.x, s.xn = get(4*B*H), get(act*B*H)
 	s.q, s.k, s.v = get(4*B*qd), get(4*B*kvd), get(4*B*kvd)
 	s.att, s.lse = get(4*B*qd), get(4*B*A.heads)
 	if s.bf16 {
@@ -363,29 +362,14 @@ func (s *cudaStepper) gemv(m, k int) bool { return s.bf16 && m <= gemvMaxRows &&
 
 // norm is dec_add_rmsnorm: x += d (when d ≠ 0), xn = RMSNorm(x)·w, written
 // in the products' precision.
-func (s *cudaStepper) norm(bk int, x, d, w cuda.Ptr) {
+func (s *cudaStepper) norm(bk int, d, w cuda.Ptr) {
 	var o32, o16 cuda.Ptr = s.xn, 0
 	if s.bf16 {
 		o32, o16 = 0, s.xn
 	}
 	H := s.a.hidden
-	s.launch("decode", "dec_add_rmsnorm", cuda.Dim3{X: min(bk, 65535*4)}, normBlock(H), 0, x, d, o32, o16, w, bk, H, s.a.eps)
+	s.launch("decode", "dec_add_rmsnorm", cuda.Dim3{X: min(bk, 65535*4)}, normBlock(H), 0, s.x, d, o32, o16, w, bk, H, s.a.eps)
 }
-
-// fusedNorm says whether a step of bk rows takes the GEMVs with the RMSNorm
-// (and, for q/k/v, bias + RoPE + cache write) inside (decode.cu's
-// gemv_qkv_bf16, gemv_swiglu_norm_bf16): bf16 GEMV steps of models without
-// q/k norms, whose normalized rows fit the default shared memory.
-func (s *cudaStepper) fusedNorm(bk int) bool {
-	A := s.a
-	return s.gemv(bk, A.hidden) && !A.qkNorm && A.headDim%2 == 0 && 2*bk*A.hidden <= 48<<10 && !s.b.noFusedNorm
-}
-
-// fusedMaxBlocks is the most blocks per multiprocessor of the GEMVs with
-// the norm inside: each block normalizes the rows again (the 7B shape's
-// gate/up GEMV with a block per 8 columns, 2,368 blocks, measured slower
-// than the separate norm kernel), so their warps loop over the columns.
-const fusedMaxBlocks = 4
 
 // launchStep queues every launch of one step for bk rows.
 func (s *cudaStepper) launchStep(bk int) {
@@ -401,30 +385,14 @@ func (s *cudaStepper) launchStep(bk int) {
 	if s.bf16 {
 		attOp = s.att16
 	}
-	fused := s.fusedNorm(bk)
-	// x is the residual stream; the fused GEMVs write its sum with d to the
-	// other buffer (every block of theirs reads x), which then becomes x.
-	x, xo := s.x, s.x2
 	for l := range s.layers {
 		W := &s.layers[l]
 		var d cuda.Ptr
 		if l > 0 {
 			d = s.o // the previous layer's MLP output
 		}
-		if fused {
-			qkvPairs := (qd + 2*kvd) / 2
-			s.launch("decode", "gemv_qkv_bf16", cuda.Dim3{X: min((qkvPairs+3)/4, fusedMaxBlocks*s.b.dev.SMs)}, 128, 2*bk*H,
-				s.q, W.kc, W.vc, W.wq, W.wk, W.wv, W.bq, W.bk, W.bv, x, d, xo, W.inNorm, A.eps, pos, crow,
-				s.rope.cos, s.rope.sin, bk, H, A.heads, A.kvHeads, hd)
-			if d != 0 {
-				x, xo = xo, x
-			}
-		} else {
-			s.norm(bk, x, d, W.inNorm)
-		}
-		if fused {
-			// q, k, v, bias, RoPE and the cache write are done.
-		} else if s.gemv(bk, H) {
+		s.norm(bk, d, W.inNorm)
+		if s.gemv(bk, H) {
 			s.launch("decode", "gemv3_bf16", cuda.Dim3{X: (qd + 2*kvd + 7) / 8}, 256, 0,
 				s.q, W.wq, qd, s.k, W.wk, kvd, s.v, W.wv, kvd, s.xn, bk, H)
 		} else {
@@ -443,10 +411,8 @@ func (s *cudaStepper) launchStep(bk int) {
 			s.launch("model", "rmsnorm_f32", cuda.Dim3{X: min(bk*A.heads, 65535*4)}, normBlock(hd), 0, s.q, s.rstd, s.q, W.qNorm, bk*A.heads, hd, A.eps, cuda.Ptr(0))
 			s.launch("model", "rmsnorm_f32", cuda.Dim3{X: min(bk*A.kvHeads, 65535*4)}, normBlock(hd), 0, s.k, s.rstd, s.k, W.kNorm, bk*A.kvHeads, hd, A.eps, cuda.Ptr(0))
 		}
-		if !fused {
-			s.launch("decode", "dec_rope_kv", cuda.Dim3{X: bk}, 128, 0, s.q, s.k, s.v, bq, bkk, W.bv, W.kc, W.vc, pos, crow,
-				s.rope.cos, s.rope.sin, A.heads, A.kvHeads, hd)
-		}
+		s.launch("decode", "dec_rope_kv", cuda.Dim3{X: bk}, 128, 0, s.q, s.k, s.v, bq, bkk, W.bv, W.kc, W.vc, pos, crow,
+			s.rope.cos, s.rope.sin, A.heads, A.kvHeads, hd)
 		if s.b.useSplit(bk, A.kvHeads) {
 			chunk, nsp := s.b.splitPlan(bk, A.kvHeads, s.cap)
 			// The last split of each head merges the partials (no
@@ -465,16 +431,8 @@ func (s *cudaStepper) launchStep(bk int) {
 		if W.bo != 0 {
 			s.launch("model", "add_bias_f32", gridFor(bk*H), 256, 0, s.o, W.bo, int64(bk*H), H, cuda.Ptr(0))
 		}
-		if fused {
-			s.launch("decode", "gemv_swiglu_norm_bf16", cuda.Dim3{X: min((I+7)/8, fusedMaxBlocks*s.b.dev.SMs)}, 256, 2*bk*H, s.act, x, s.o, xo, W.postNorm, A.eps,
-				W.wg, W.wu, bk, I, H)
-			x, xo = xo, x
-		} else {
-			s.norm(bk, x, s.o, W.postNorm)
-		}
-		if fused {
-			// gate, up and SwiGLU are done.
-		} else if s.gemv(bk, H) {
+		s.norm(bk, s.o, W.postNorm)
+		if s.gemv(bk, H) {
 			s.launch("decode", "gemv_swiglu_bf16", cuda.Dim3{X: (I + 7) / 8}, 256, 0, s.act, s.xn, W.wg, W.wu, bk, I, H)
 		} else {
 			s.gemm(s.gate, s.xn, W.wg, bk, I, H)
@@ -487,7 +445,7 @@ func (s *cudaStepper) launchStep(bk int) {
 		}
 		s.gemm(s.o, s.act, W.wd, bk, H, I)
 	}
-	s.norm(bk, x, s.o, s.normW)
+	s.norm(bk, s.o, s.normW)
 	s.gemm(s.logits, s.xn, s.head, bk, V, H)
 	res := s.res
 	invT, u := in+cuda.Ptr(s.offInvT()), in+cuda.Ptr(s.offU())

@@ -57,12 +57,7 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 				return time.Since(s).Seconds()
 			}
 			for _, mode := range modes {
-				// graph-unfused: the graph step with the RMSNorm kept out
-				// of the small steps' GEMVs (CUDA.noFusedNorm).
-				be.decode, be.noFusedNorm = mode, mode == "graph-unfused"
-				if be.noFusedNorm {
-					be.decode = decodeGraph
-				}
+				be.decode = mode
 				be.graphErr = nil
 				gen(4) // warm-up: kernels, cuBLAS heuristics, the pool
 				t1 := min(gen(1), gen(1))
@@ -78,7 +73,6 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 				fmt.Printf("BENCH %s decode B=%d %-7s: %7.0f tokens/s = %5.1f%% of bound (incl. prefill); steps alone %7.0f tokens/s = %5.1f%% (%.3f ms/step); HBM bound %.0f tokens/s\n",
 					name, B, mode, whole, 100*whole/bound, steps, 100*steps/bound, 1000*(t128-t1)/127, bound)
 			}
-			be.noFusedNorm = false
 			if B == 1 || B == 256 {
 				be.decode = decodeGraph // profiling runs the fused step directly, with events
 				be.StartProfile()

@@ -115,10 +115,10 @@ func TestCUDADecodeStep(t *testing.T) {
 						t.Errorf("%s: log-probs differ from the op-by-op path by %.3g > %.3g", c.what, worst, tol)
 					}
 				}
-				// Steps of at most 4 rows (in bf16 mode the GEMVs with the
-				// norm, RoPE and cache write inside) against the op-by-op
-				// path, and the batch composition: the request decodes alone
-				// as it does beside the others, greedy and sampled.
+				// Steps of at most 4 rows (in bf16 mode the GEMV kernels;
+				// the split sampler) against the op-by-op path, and the
+				// batch composition: the request decodes alone as it does
+				// beside the others, greedy and sampled.
 				for _, opts := range []GenerateOptions{greedy, {MaxTokens: 16, Sampling: SampleParams{Temperature: 0.9}}} {
 					be.decode = decodeGraph
 					alone, err := m.Generate(reqs[1:2], opts)
