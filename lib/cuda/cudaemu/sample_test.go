@@ -1,7 +1,8 @@
 package cudaemu_test
 
 // kernels/sample.cu's split draw (sample_split_max, _sum, _pick: a row over
-// several blocks) against sample_f32 (one block a row) on the emulation:
+// several blocks) against sample_f32 (one block a row; itself against a
+// float64 draw computed here) on the emulation:
 // the same ids for greedy and temperature rows (uniforms near 0 and 1, the
 // first of tied maxima in different chunks), the same log-probs up to the
 // order of their float64 sums.
@@ -67,6 +68,38 @@ func TestEmuSampleSplit(t *testing.T) {
 	e.run("sample_split_sum", cuda.Dim3{X: nc, Y: R}, cuda.Dim3{X: 256}, part, zp, int64(V), ch, itp)
 	e.run("sample_split_pick", cuda.Dim3{X: R}, cuda.Dim3{X: 1024}, gp[0], gp[1], gp[2], part, zp, int64(V), ch, nc, itp, up)
 	read(&got, gp)
+	// sample_f32 against the draw computed here in float64: the first
+	// maximum (greedy), else the first id whose running weight passes u·Σw.
+	for i := 0; i < R; i++ {
+		zr := z[i*V : (i+1)*V]
+		m, am := zr[0], 0
+		for j, x := range zr {
+			if x > m {
+				m, am = x, j
+			}
+		}
+		var s1, total float64
+		for _, x := range zr {
+			s1 += math.Exp(float64(x - m))
+			total += math.Exp(float64(x-m) * invT[i])
+		}
+		id := am
+		if invT[i] > 0 {
+			target, c := u[i]*total, 0.0
+			for j, x := range zr {
+				if c += math.Exp(float64(x-m) * invT[i]); c > target {
+					id = j
+					break
+				}
+			}
+		}
+		if int(ref.ids[i]) != id {
+			t.Errorf("row %d: sample_f32 chose %d, the float64 draw %d", i, ref.ids[i], id)
+		}
+		if want := float64(zr[id]-m) - math.Log(s1); math.Abs(float64(ref.lp[i])-want) > 1e-5 {
+			t.Errorf("row %d: sample_f32 log-prob %v, want %v", i, ref.lp[i], want)
+		}
+	}
 	if ref.ids[5] != 150 {
 		t.Fatalf("sample_f32 chose %d on the tied row, want 150", ref.ids[5])
 	}
