@@ -28,17 +28,21 @@ type decEmu struct {
 	r *rand.Rand
 }
 
-func newDecEmu(t *testing.T) *decEmu {
+func newDecEmu(t *testing.T) *decEmu { return newEmuModule(t, "decode", 3) }
+
+// newEmuModule is the emulation of kernels/<module>.cu with a generator of
+// seed seed (the test skips where g++ is missing).
+func newEmuModule(t *testing.T, module string, seed uint64) *decEmu {
 	if ok, why := cudaemu.Available(); !ok {
 		t.Skipf("no kernel emulation: %s", why)
 	}
 	dir := t.TempDir()
-	d, err := cudaemu.NewModule(dir, "decode", 0)
+	d, err := cudaemu.NewModule(dir, module, 0)
 	os.RemoveAll(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &decEmu{t: t, d: d, r: rand.New(rand.NewPCG(3, 16))}
+	return &decEmu{t: t, d: d, r: rand.New(rand.NewPCG(seed, 16))}
 }
 
 func (e *decEmu) rnd(n int, scale float64) []float32 {

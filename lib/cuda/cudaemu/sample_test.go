@@ -9,26 +9,15 @@ package cudaemu_test
 
 import (
 	"math"
-	"math/rand/v2"
-	"os"
 	"testing"
 	"unsafe"
 
 	"github.com/mempo/mempo/lib/cuda"
-	"github.com/mempo/mempo/lib/cuda/cudaemu"
 )
 
 func TestEmuSampleSplit(t *testing.T) {
-	if ok, why := cudaemu.Available(); !ok {
-		t.Skipf("no kernel emulation: %s", why)
-	}
-	dir := t.TempDir()
-	d, err := cudaemu.NewModule(dir, "sample", 0)
-	os.RemoveAll(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &decEmu{t: t, d: d, r: rand.New(rand.NewPCG(5, 16))}
+	e := newEmuModule(t, "sample", 5)
+	d := e.d
 	const V, ch = 1000, 143 // 7 chunks, the last one short
 	nc := (V + ch - 1) / ch
 	invT := []float64{0, 0.7, 1.3, 1, 2, 0}
