@@ -45,6 +45,8 @@ var rolloutFlags = slices.Concat([]ucli.Flag{
 }, flags.Sampling(flags.StepTokens, "run seed; each (task, sample, turn) draws from its own stream"), []ucli.Flag{
 	&ucli.IntFlag{Name: "batch", Value: 64, Usage: "trajectories in flight at once (whole tasks; at least the group size)"},
 	&ucli.IntFlag{Name: "max-batch-tokens", Usage: "bound on rows × (longest context + --max-step-tokens) of one generation call, i.e. its KV cache; a turn over it is split into several calls (0: one call per turn); sampling does not change"},
+	&ucli.IntFlag{Name: "force-search-turns", Usage: "benchmarks: force the first n steps of every trajectory to be searches, n drawn per task from 1..N (the sampled text becomes the memory; the query is the question and its first words), so that a policy that does not search by itself (random weights) drives retrieval and R^M; such rows are not samples of the policy"},
+	&ucli.BoolFlag{Name: "sync-retrieval", Usage: "wait for a turn's searches before the memory rewards of the tasks that ended in it (default: they run while the searcher works)"},
 	&ucli.StringFlag{Name: "policy", Usage: "policy checkpoint id stored in every row (default: the model directory's name @ a hash of its files' sizes and times)"},
 	&ucli.BoolFlag{Name: "no-memory-reward", Usage: "skip the teacher-forced P(gold | …) passes of R^M"},
 	&ucli.BoolFlag{Name: "score-gold-numbered", Usage: `R^M scores each objective's gold after its position's marker, "[1] Paris; [2] Berlin", to match a policy that numbers its answers that way`},
@@ -145,6 +147,8 @@ func parseRollout(c *ucli.Context) (*rolloutArgs, error) {
 		return nil, fmt.Errorf("--limit: must not be negative")
 	case c.Int("max-batch-tokens") < 0:
 		return nil, fmt.Errorf("--max-batch-tokens: must not be negative")
+	case c.Int("force-search-turns") < 0:
+		return nil, fmt.Errorf("--force-search-turns: must not be negative")
 	case !slices.Contains(records.TaskRewards, c.String("task-reward")):
 		return nil, fmt.Errorf("--task-reward: %q, want one of %s", c.String("task-reward"), strings.Join(records.TaskRewards, ", "))
 	}
@@ -307,6 +311,9 @@ func openRollout(c *ucli.Context, a *rolloutArgs) (_ *rolloutRun, err error) {
 	if c.IsSet("score-lead-in") {
 		set["score_lead_in"] = strconv.Quote(cfg.ScoreLeadIn)
 	}
+	if n := c.Int("force-search-turns"); n > 0 {
+		set["force_search_turns"] = strconv.Itoa(n) // only when set: earlier journals resume
+	}
 	if tr := c.String("task-reward"); tr != "exact" {
 		// Only a non-default reward enters the settings, so journals of
 		// earlier runs still resume.
@@ -348,8 +355,9 @@ func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
 	eng := &rollout.Engine{Agent: r.ag, Policy: r.pol.Policy, Searcher: r.searcher, Opts: rollout.Options{
 		GroupSize: a.groupSize, Batch: c.Int("batch"), MaxContext: r.pol.MaxPositions,
 		GenTokensPerCall: c.Int("max-batch-tokens"),
-		Sampling:         a.sampling,
-		Decode:           r.tok.Decode, Seed: c.Uint64("seed"), PolicyID: r.policyID, Keep: r.cfg.Keep.String(),
+		ForceSearchTurns: c.Int("force-search-turns"), Encode: r.tok.Encode, SyncRetrieval: c.Bool("sync-retrieval"),
+		Sampling: a.sampling,
+		Decode:   r.tok.Decode, Seed: c.Uint64("seed"), PolicyID: r.policyID, Keep: r.cfg.Keep.String(),
 		MemoryReward: !c.Bool("no-memory-reward"), TaskReward: c.String("task-reward"),
 	}}
 	prog := cli.NewProgress()
@@ -382,12 +390,8 @@ func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
 	if err != nil {
 		return err
 	}
-	reward := 0.0
-	if st.Wall > 0 {
-		reward = 100 * st.Reward.Seconds() / st.Wall.Seconds()
-	}
-	summary := fmt.Sprintf("mempo-rollout: %d tasks (%d resumed), %d trajectories, mean R^T %.3f; %s, memory-reward passes %.1f%%; wall %.1fs → %s",
-		len(r.run), r.resumed, n, rt, rates(st), reward, st.Wall.Seconds(), a.out)
+	summary := fmt.Sprintf("mempo-rollout: %d tasks (%d resumed), %d trajectories, mean R^T %.3f; %s; %s; wall %.1fs → %s",
+		len(r.run), r.resumed, n, rt, rates(st), shares(st), st.Wall.Seconds(), a.out)
 	if prog.Terminal() {
 		prog.Done("%s", summary)
 	} else {
@@ -430,6 +434,13 @@ func rates(st rollout.Stats) string {
 	}
 	return fmt.Sprintf("%.2f traj/s, %.0f gen tok/s, %.1f turns/traj, retrieval wait %.1f%% of wall",
 		float64(st.Trajectories)/sec, float64(st.GeneratedTokens)/sec, turns, 100*st.SearchShare())
+}
+
+// shares is where the wall time went, for the summary line.
+func shares(st rollout.Stats) string {
+	g, s, m, h := st.Shares()
+	return fmt.Sprintf("wall in generation %.1f%%, retrieval wait %.1f%% (searches %.1fs in %d calls, %d queries), memory-reward passes %.1f%%, host %.1f%%; %d steps, %d generated and %d context tokens",
+		100*g, 100*s, st.Search.Seconds(), st.SearchCalls, st.SearchesRun, 100*m, 100*h, st.Steps, st.GeneratedTokens, st.ContextTokens)
 }
 
 func containsID(ids []int, id int) bool {

@@ -11,6 +11,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"sync"
 	"unsafe"
 
 	"github.com/mempo/mempo/lib/tensor/half"
@@ -62,6 +63,19 @@ type FlatIndex struct {
 	n, dim   int
 	added    int
 	scoreMiB int // scratch bound for one block of scores
+
+	// The device buffers of a search are kept for the next one: allocating
+	// and freeing a score block of hundreds of MiB per call (stream-ordered
+	// pools give memory back at every synchronisation) cost as much as the
+	// search itself at 1M vectors. mu serialises searches over them.
+	mu      sync.Mutex
+	scratch []flatBuf
+}
+
+// flatBuf is one kept device buffer.
+type flatBuf struct {
+	p     Ptr
+	bytes int
 }
 
 // NewFlatIndex allocates room for n vectors of dim values; Add fills it.
@@ -83,12 +97,43 @@ func NewFlatIndexOn(dev FlatDevice, n, dim int) (*FlatIndex, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cuda: flat index of %d×%d fp16 (%d MiB): %w", n, dim, (2*n*dim)>>20, err)
 	}
-	return &FlatIndex{dev: dev, base: p, n: n, dim: dim, scoreMiB: 512}, nil
+	return &FlatIndex{dev: dev, base: p, n: n, dim: dim, scoreMiB: defaultScoreMiB}, nil
 }
 
+// defaultScoreMiB bounds one block of fp32 scores: 2 GiB holds a batch of
+// 512 queries over 1M vectors in one GEMM and one top-k pass chain (several
+// blocks of a small corpus cost a pass chain each); at 21M the blocks are
+// large enough either way.
+const defaultScoreMiB = 2048
+
 // SetScratchMiB bounds the fp32 scores of one block of vectors (default
-// 512 MiB); tests lower it to make several blocks.
+// 2 GiB); tests lower it to make several blocks.
 func (x *FlatIndex) SetScratchMiB(m int) { x.scoreMiB = max(m, 1) }
+
+// buf returns kept buffer i with room for bytes, reallocating it when it is
+// smaller.
+func (x *FlatIndex) buf(i, bytes int) (Ptr, error) {
+	bytes = max(bytes, 256)
+	for len(x.scratch) <= i {
+		x.scratch = append(x.scratch, flatBuf{})
+	}
+	b := &x.scratch[i]
+	if b.bytes >= bytes {
+		return b.p, nil
+	}
+	if b.p != 0 {
+		if err := x.dev.Free(b.p); err != nil {
+			return 0, err
+		}
+		*b = flatBuf{}
+	}
+	p, err := x.dev.Alloc(bytes)
+	if err != nil {
+		return 0, err
+	}
+	*b = flatBuf{p, bytes}
+	return p, nil
+}
 
 // Ntotal is the number of vectors added so far.
 func (x *FlatIndex) Ntotal() int { return x.added }
@@ -119,6 +164,14 @@ func (x *FlatIndex) Add(v []float32) error {
 
 // Free releases the device memory.
 func (x *FlatIndex) Free() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for _, b := range x.scratch {
+		if b.p != 0 {
+			x.dev.Free(b.p)
+		}
+	}
+	x.scratch = nil
 	if x.base == 0 {
 		return nil
 	}
@@ -147,18 +200,12 @@ func (x *FlatIndex) Search(queries []float32, k int) ([]float32, []int64, error)
 	d := x.dev
 	plan := planFlat(nq, x.added, k, x.scoreMiB<<20)
 
-	var allocs []Ptr
-	defer func() {
-		for _, p := range allocs {
-			d.Free(p)
-		}
-	}()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	nbuf := 0
 	alloc := func(bytes int) (Ptr, error) {
-		p, err := d.Alloc(max(bytes, 256))
-		if err == nil {
-			allocs = append(allocs, p)
-		}
-		return p, err
+		nbuf++
+		return x.buf(nbuf-1, bytes)
 	}
 	q16 := make([]uint16, len(queries))
 	ToF16(q16, queries)

@@ -97,6 +97,17 @@ type Options struct {
 	// exceeds it is split into several calls (a request is never split). 0:
 	// the whole turn in one call. Sampling does not depend on the split.
 	GenTokensPerCall int
+	// ForceSearchTurns, when > 0, forces the first 1..ForceSearchTurns steps
+	// (drawn per task) of every trajectory to be searches, for benchmarks of the whole loop
+	// with a policy that does not search by itself (random weights): see
+	// forced.go. Rows of such a run are not samples of the policy.
+	ForceSearchTurns int
+	// Encode turns text into ids; required with ForceSearchTurns.
+	Encode func(text string) []int
+	// SyncRetrieval waits for a turn's searches before the memory rewards
+	// and the rows of the tasks that ended in that turn, instead of running
+	// them while the searcher works (the default). Benchmarks compare both.
+	SyncRetrieval bool
 }
 
 // Job is one task with its group id (unique within the run).
@@ -107,18 +118,22 @@ type Job struct {
 
 // Stats are running totals of a Run.
 type Stats struct {
-	Tasks, TasksDone     int
-	Trajectories         int   // finished
-	TrajectoryTurns      int   // Σ turns of the finished trajectories
-	Steps                int   // generated steps
-	GeneratedTokens      int64 // output ids
-	ContextTokens        int64 // context ids of the generated steps
-	Searches             int   // queries asked by trajectories
-	SearchesRun          int   // distinct queries sent to the searcher (per turn)
-	Turns                int   // engine turns (Generate calls)
-	Wall                 time.Duration
-	Generate, Search     time.Duration
+	Tasks, TasksDone int
+	Trajectories     int   // finished
+	TrajectoryTurns  int   // Σ turns of the finished trajectories
+	Steps            int   // generated steps
+	GeneratedTokens  int64 // output ids
+	ContextTokens    int64 // context ids of the generated steps
+	Searches         int   // queries asked by trajectories
+	SearchesRun      int   // distinct queries sent to the searcher (per turn)
+	Turns            int   // engine turns (Generate calls)
+	Wall             time.Duration
+	Generate, Search time.Duration
+	// SearchWait is the part of Search the engine spent blocked on it: the
+	// rest overlapped the memory rewards and the host work of the turn.
+	SearchWait           time.Duration
 	Reward               time.Duration // memory-reward passes
+	SearchCalls          int           // Searcher calls (one per turn with searches)
 	MemSeqs, MemSeqsUniq int           // memory-reward sequences built, and run after dedup
 
 	// While a turn's Generate call runs (Progress is called during it, as
@@ -158,7 +173,23 @@ func (s Stats) SearchShare() float64 {
 	if s.Wall <= 0 {
 		return 0
 	}
-	return s.Search.Seconds() / s.Wall.Seconds()
+	return s.SearchWait.Seconds() / s.Wall.Seconds()
+}
+
+// Host is the wall time spent in none of generation, waiting for retrieval
+// and the memory rewards: parsing, context building, rows, emit.
+func (s Stats) Host() time.Duration {
+	return max(s.Wall-s.Generate-s.SearchWait-s.Reward, 0)
+}
+
+// Shares are the shares of wall time in generation, waiting for
+// retrieval, the memory rewards and host work (they sum to 1).
+func (s Stats) Shares() (gen, search, reward, host float64) {
+	w := s.Wall.Seconds()
+	if w <= 0 {
+		return 0, 0, 0, 0
+	}
+	return s.Generate.Seconds() / w, s.SearchWait.Seconds() / w, s.Reward.Seconds() / w, s.Host().Seconds() / w
 }
 
 // Engine runs rollouts. Agent, Policy and Searcher are required.
@@ -244,6 +275,9 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 	if o.Decode == nil {
 		return Stats{}, fmt.Errorf("rollout: a Decode function is needed for the stop strings")
 	}
+	if o.ForceSearchTurns > 0 && o.Encode == nil {
+		return Stats{}, fmt.Errorf("rollout: forced search steps need an Encode function")
+	}
 	batch := max(o.Batch, o.GroupSize)
 	gen := model.GenerateOptions{
 		MaxTokens:   acfg.MaxStepTokens,
@@ -275,7 +309,10 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 		}
 
 		// One step for every active trajectory, in one Generate call.
-		type slot struct{ trajs []*traj } // the trajectories of one request, by sample
+		type slot struct {
+			trajs  []*traj // the trajectories of one request, by sample
+			forced bool    // a forced search step (Options.ForceSearchTurns)
+		}
 		var reqs []model.Request
 		var slots []slot
 		for _, js := range active {
@@ -288,8 +325,12 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 					}
 					continue
 				}
+				f := e.forced(js.trajs[0])
+				if f {
+					prompt = append(prompt, e.forcePrefix()...)
+				}
 				reqs = append(reqs, model.Request{Prompt: prompt, N: o.GroupSize, Seed: TaskSeed(o.Seed, js.job.Group)})
-				slots = append(slots, slot{js.trajs})
+				slots = append(slots, slot{js.trajs, f})
 				continue
 			}
 			for _, t := range js.trajs {
@@ -301,8 +342,12 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 					t.overflow = true
 					continue
 				}
+				f := e.forced(t)
+				if f {
+					ctx = append(ctx, e.forcePrefix()...)
+				}
 				reqs = append(reqs, model.Request{Prompt: ctx, N: 1, Seed: mix64(t.seed, uint64(t.tr.Turns))})
-				slots = append(slots, slot{[]*traj{t}})
+				slots = append(slots, slot{[]*traj{t}, f})
 			}
 		}
 		var gens []*model.Generation
@@ -342,7 +387,11 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 			stats.ContextTokens += int64(len(reqs[g.Request].Prompt))
 			stats.GeneratedTokens += int64(len(g.IDs))
 			stats.Steps++
-			res, err := t.tr.Step(g.IDs, g.LogProbs)
+			ids, lp, slp := g.IDs, g.LogProbs, g.SampleLogProbs
+			if slots[g.Request].forced {
+				ids, lp, slp = e.forceStep(t, ids, lp, slp)
+			}
+			res, err := t.tr.Step(ids, lp)
 			if err != nil {
 				return stats, fmt.Errorf("rollout: task %s sample %d: %w", t.job.job.Task.TaskID, t.sample, err)
 			}
@@ -351,17 +400,21 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 				fin = "length"
 			}
 			t.finish = append(t.finish, fin)
-			t.sampleLP = append(t.sampleLP, append([]float32(nil), g.SampleLogProbs...))
+			t.sampleLP = append(t.sampleLP, append([]float32(nil), slp...))
 			if res.NeedSearch {
 				searching = append(searching, t)
 			}
 		}
 
 		// Every search of the turn in one call, each distinct query once
-		// (the G samples of a task often ask the same thing).
+		// (the G samples of a task often ask the same thing). The call runs
+		// while the tasks that ended this turn get their memory rewards and
+		// rows (searching trajectories have not ended), unless SyncRetrieval.
+		var searched chan searchResult
+		var which []int
 		if len(searching) > 0 {
 			var queries []string
-			which := make([]int, len(searching))
+			which = make([]int, len(searching))
 			seen := map[string]int{}
 			for i, t := range searching {
 				q := t.tr.Steps[len(t.tr.Steps)-1].Query
@@ -373,22 +426,48 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 				}
 				which[i] = n
 			}
-			ts := time.Now()
-			hits, err := e.Searcher.Search(ctx, queries, e.Agent.Config().TopK)
-			stats.Search += time.Since(ts)
 			stats.Searches += len(searching)
 			stats.SearchesRun += len(queries)
-			if err != nil {
-				return stats, fmt.Errorf("rollout: retrieval: %w", err)
+			stats.SearchCalls++
+			searched = make(chan searchResult, 1)
+			topK := e.Agent.Config().TopK
+			call := func() {
+				ts := time.Now()
+				hits, err := e.Searcher.Search(ctx, queries, topK)
+				if err == nil && len(hits) != len(queries) {
+					err = fmt.Errorf("%d result lists for %d queries", len(hits), len(queries))
+				}
+				searched <- searchResult{hits, time.Since(ts), err}
 			}
-			if len(hits) != len(queries) {
-				return stats, fmt.Errorf("rollout: retrieval: %d result lists for %d queries", len(hits), len(queries))
+			if o.SyncRetrieval {
+				call()
+			} else {
+				go call()
+			}
+		}
+		// observe waits for the turn's searches and hands each trajectory
+		// its results.
+		observe := func() error {
+			if searched == nil {
+				return nil
+			}
+			tw := time.Now()
+			r := <-searched
+			searched = nil
+			stats.SearchWait += time.Since(tw)
+			stats.Search += r.took
+			if o.SyncRetrieval {
+				stats.SearchWait += r.took
+			}
+			if r.err != nil {
+				return fmt.Errorf("rollout: retrieval: %w", r.err)
 			}
 			for i, t := range searching {
-				if err := t.tr.Observe(docsOf(hits[which[i]])); err != nil {
-					return stats, err
+				if err := t.tr.Observe(docsOf(r.hits[which[i]])); err != nil {
+					return err
 				}
 			}
+			return nil
 		}
 
 		// Collect the tasks whose trajectories have all ended.
@@ -421,12 +500,14 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 				err := e.memoryRewards(done, &stats)
 				stats.Reward += time.Since(tr)
 				if err != nil {
+					observe()
 					return stats, err
 				}
 			}
 			for _, js := range done {
 				rows := e.rows(js)
 				if err := emit(js.job, rows); err != nil {
+					observe() // the search in flight ends before Run returns
 					return stats, err
 				}
 				stats.TasksDone++
@@ -436,6 +517,9 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 					stats.RewardTaskSum += rows[i].RewardTask
 				}
 			}
+		}
+		if err := observe(); err != nil {
+			return stats, err
 		}
 		stats.Wall = time.Since(t0)
 		if e.Progress != nil {
@@ -487,6 +571,13 @@ func (e *Engine) admit(j Job) *jobState {
 		})
 	}
 	return js
+}
+
+// searchResult is what a turn's Searcher call returned, and how long it took.
+type searchResult struct {
+	hits [][]retrieval.Hit
+	took time.Duration
+	err  error
 }
 
 func docsOf(hits []retrieval.Hit) []agent.Doc {
