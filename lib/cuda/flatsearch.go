@@ -11,6 +11,7 @@ package cuda
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"unsafe"
 
@@ -354,8 +355,30 @@ func topkPass(nq, n, k int) passPlan {
 }
 
 // ToF16 rounds float32 values to IEEE half bit patterns (nearest, ties to
-// even; beyond ±65504 to infinity).
+// even; beyond ±65504 to infinity). Long inputs are split over the CPUs: a
+// batch of 512 queries of 768 values took about 4 ms on one core, most of a
+// 1M-vector search's time.
 func ToF16(dst []uint16, src []float32) {
+	const piece = 1 << 14
+	if len(src) < 2*piece {
+		toF16(dst, src)
+		return
+	}
+	parts := min(runtime.GOMAXPROCS(0), (len(src)+piece-1)/piece)
+	step := (len(src) + parts - 1) / parts
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(src); lo += step {
+		hi := min(lo+step, len(src))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			toF16(dst[lo:hi], src[lo:hi])
+		}()
+	}
+	wg.Wait()
+}
+
+func toF16(dst []uint16, src []float32) {
 	for i, f := range src {
 		dst[i] = half.F32ToF16(f)
 	}

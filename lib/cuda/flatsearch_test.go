@@ -166,3 +166,27 @@ func TestFlatSearchGPUTies(t *testing.T) {
 		}
 	}
 }
+
+// ToF16 split over the CPUs gives the same bits as the one-core loop, at
+// every boundary of the split.
+func TestToF16Parallel(t *testing.T) {
+	src := make([]float32, 3*(1<<14)+77)
+	specials := []float32{0, float32(math.Copysign(0, -1)), 65504, 65520, 1e-8, 6e-8, float32(math.Inf(1)), float32(math.NaN())}
+	for i := range src {
+		src[i] = float32(math.Sin(float64(i))) * float32(1+i%7)
+		if i%97 == 0 {
+			src[i] = specials[(i/97)%len(specials)]
+		}
+	}
+	want := make([]uint16, len(src))
+	toF16(want, src)
+	for _, n := range []int{len(src), 2 << 14, 2<<14 - 1} {
+		got := make([]uint16, n)
+		ToF16(got, src[:n])
+		for i := range got {
+			if got[i] != want[i] {
+				t.Fatalf("n=%d: value %d (%g): %#04x, want %#04x", n, i, src[i], got[i], want[i])
+			}
+		}
+	}
+}

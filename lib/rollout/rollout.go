@@ -8,11 +8,11 @@
 // Policy.Generate call; the G trajectories of a task that has not generated
 // yet share their prompt, so they go in as one request with N = G and the
 // prompt is prefilled once. It then runs the searches of every trajectory
-// that asked for one in a single Searcher call (each distinct query once),
-// and observes. A task whose G
-// trajectories have all ended gets its memory rewards (teacher-forced
-// prefill-only passes through Policy.LogProbs, batched across every task that
-// ended in the same turn) and is handed to the caller. The slots of ended
+// that asked for one in a single Searcher call (each distinct query once).
+// While that call runs, every task whose G trajectories have all ended gets
+// its memory rewards (teacher-forced prefill-only passes through
+// Policy.LogProbs, batched across every task that ended in the same turn) and
+// is handed to the caller; then the searching trajectories observe. The slots of ended
 // trajectories are refilled from the queue at the start of the next turn, a
 // whole task at a time (its G samples share their first prefill) as soon as G
 // slots are free, even while other samples of the same tasks still run.
