@@ -8,12 +8,10 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/mempo/mempo/cmd/internal/flags"
-	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/retrieval"
 	"github.com/mempo/mempo/lib/rollout"
 	"github.com/mempo/mempo/lib/tasks"
-	"github.com/mempo/mempo/lib/tokenizer"
 	"github.com/mempo/mempo/lib/world"
 )
 
@@ -40,20 +38,11 @@ var expertCommand = &ucli.Command{
 }
 
 func runExpert(c *ucli.Context) error {
-	cfg, err := flags.ParseAgent(c)
+	ag, tok, err := protocolAgent(c)
 	if err != nil {
 		return err
 	}
-	keep := cfg.Keep
-	tk, err := tokenizer.Load(c.String("tokenizer"))
-	if err != nil {
-		return err
-	}
-	tok := rollout.Tok{T: tk}
-	ag, err := agent.New(cfg, tok)
-	if err != nil {
-		return err
-	}
+	keep := ag.Config().Keep
 	srch, err := retrieval.NewLocal(c.String("index"))
 	if err != nil {
 		return err

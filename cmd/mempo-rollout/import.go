@@ -6,11 +6,8 @@ import (
 	ucli "github.com/urfave/cli/v2"
 
 	"github.com/mempo/mempo/cmd/internal/flags"
-	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/importer"
 	"github.com/mempo/mempo/lib/records"
-	"github.com/mempo/mempo/lib/rollout"
-	"github.com/mempo/mempo/lib/tokenizer"
 )
 
 func init() { subcommands = append(subcommands, importCommand) }
@@ -33,20 +30,11 @@ var importCommand = &ucli.Command{
 		if c.NArg() == 0 {
 			return fmt.Errorf("no input files: give one or more trajectories files (JSONL)")
 		}
-		cfg, err := flags.ParseAgent(c)
+		ag, tok, err := protocolAgent(c)
 		if err != nil {
 			return err
 		}
-		tk, err := tokenizer.Load(c.String("tokenizer"))
-		if err != nil {
-			return err
-		}
-		tok := rollout.Tok{T: tk}
-		ag, err := agent.New(cfg, tok)
-		if err != nil {
-			return err
-		}
-		keep := cfg.Keep.String()
+		keep := ag.Config().Keep.String()
 		im := &importer.Importer{Agent: ag, Tok: tok, Keep: keep}
 		var rows []records.Rollout
 		for _, path := range c.Args().Slice() {

@@ -2,7 +2,6 @@ package world_test
 
 import (
 	"context"
-	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"github.com/mempo/mempo/lib/checkpoint"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/rollout"
+	"github.com/mempo/mempo/lib/testenv"
 	"github.com/mempo/mempo/lib/tokenizer"
 )
 
@@ -219,15 +219,7 @@ func TestShortDemo(t *testing.T) {
 			}
 			continue
 		}
-		fh, err := os.Open(filepath.Join(out, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = png.Decode(fh)
-		fh.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+		testenv.CheckPNG(t, filepath.Join(out, f))
 	}
 	sum, err := os.ReadFile(filepath.Join(out, "summary.md"))
 	if err != nil {

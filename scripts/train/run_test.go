@@ -5,7 +5,6 @@ package train
 import (
 	"context"
 	"encoding/json"
-	"image/png"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -284,15 +283,7 @@ wait:
 		t.Fatalf("report/index.html does not link the training report: %v", err)
 	}
 	for _, f := range plots {
-		fh, err := os.Open(filepath.Join(out, f))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = png.Decode(fh)
-		fh.Close()
-		if err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
+		testenv.CheckPNG(t, filepath.Join(out, f))
 	}
 	tim, err := os.ReadFile(filepath.Join(out, "timings.tsv"))
 	if err != nil {
