@@ -7,7 +7,8 @@
 // trajectory's R^T, EM, F1, token counts and per-step memory reward. A run
 // is journaled in OUT.partial/ (one file per finished task) and a rerun of a
 // killed run resumes from it. The subcommands (tasks, generate, tokenize,
-// world, expert, and env from lib/cli) live in the files beside this one.
+// world, expert, import, and env from lib/cli) live in the files beside
+// this one.
 package main
 
 import (

@@ -42,7 +42,8 @@ func BytesPerParam(lean, bf16 bool) float64 {
 }
 
 // EstimateMemory estimates the device memory of an update of a model of
-// shape cfg (lib/model's training forward and backward, DESIGN.md §4).
+// shape cfg (lib/model's training forward and backward; docs/TRAINING.md,
+// "Memory and disk", gives the figures for the presets).
 // Activations per token and layer, in fp32: the layer input, two norm
 // outputs, q, k, v, the attention output, the residual, gate, up and
 // SwiGLU's output, plus the bf16 copies the products read; with recompute
