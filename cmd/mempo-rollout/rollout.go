@@ -357,7 +357,7 @@ func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
 		GenTokensPerCall: c.Int("max-batch-tokens"),
 		ForceSearchTurns: c.Int("force-search-turns"), Encode: r.tok.Encode, SyncRetrieval: c.Bool("sync-retrieval"),
 		Sampling: a.sampling,
-		Decode:   r.tok.Decode, Seed: c.Uint64("seed"), PolicyID: r.policyID, Keep: r.cfg.Keep.String(),
+		Decode:   r.tok.Decode, Seed: c.Uint64("seed"), PolicyID: r.policyID,
 		MemoryReward: !c.Bool("no-memory-reward"), TaskReward: c.String("task-reward"),
 	}}
 	prog := cli.NewProgress()

@@ -124,7 +124,7 @@ func TestImportedContextsAreTheRolloutsOwn(t *testing.T) {
 		}}
 		srch := fixedSearcher{"hamlet author": hamletPassages, "capital of france": parisPassages}
 		e := &rollout.Engine{Agent: ag, Policy: pol, Searcher: srch, Opts: rollout.Options{
-			GroupSize: 1, Batch: 1, Decode: tok.Decode, PolicyID: "scripted", Keep: keep,
+			GroupSize: 1, Batch: 1, Decode: tok.Decode, PolicyID: "scripted",
 		}}
 		task := tasks.Task{TaskID: got.TaskID, DataSource: got.DataSource, K: 2, Prompt: got.Prompt, Questions: got.Questions, Golds: got.Golds}
 		var want []records.Rollout

@@ -55,7 +55,7 @@ func BenchmarkRolloutTinyG16(b *testing.B) {
 	}
 	defer local.Close()
 	opts := Options{GroupSize: G, Batch: 2 * G, Decode: tok.Decode,
-		Sampling: model.SampleParams{Temperature: 1, TopP: 1}, Seed: 1, Keep: "1", MemoryReward: true}
+		Sampling: model.SampleParams{Temperature: 1, TopP: 1}, Seed: 1, MemoryReward: true}
 	jobs := jobsOf(all[:2])
 
 	// Reference: the first step of one task's 16 samples, bare; the best
@@ -112,7 +112,7 @@ func BenchmarkRolloutScriptedSearchG16(b *testing.B) {
 	const G = 16
 	script := scriptFor(ts)
 	pol := &Scripted{Tok: tok, EOS: eosID, Script: func(p string, s int, seed uint64) string { return script(p, s%2, seed) }}
-	opts := Options{GroupSize: G, Batch: 4 * G, Decode: tok.Decode, Keep: "1"}
+	opts := Options{GroupSize: G, Batch: 4 * G, Decode: tok.Decode}
 	b.ResetTimer()
 	var st Stats
 	for i := 0; i < b.N; i++ {

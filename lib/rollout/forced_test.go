@@ -20,7 +20,12 @@ func TestForcedSearchRandomModel(t *testing.T) {
 	ts := all[2:6]
 	tok := smallTok(t)
 	m := tinyModel(t, tok)
-	ag := newAgent(t, tok, func(c *agent.Config) { c.MaxTurns = 3; c.MaxStepTokens = 6; c.ObsMaxTokens = 90; c.TaskPrompt = shortPrompt })
+	ag := newAgent(t, tok, func(c *agent.Config) {
+		c.MaxTurns = 3
+		c.MaxStepTokens = 6
+		c.ObsMaxTokens = 90
+		c.TaskPrompt = shortPrompt
+	})
 	local, err := retrieval.NewLocal(index)
 	if err != nil {
 		t.Fatal(err)

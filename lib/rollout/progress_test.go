@@ -13,7 +13,7 @@ func TestProgressWhileInFlight(t *testing.T) {
 	ts, tok, m, ag, local := tinyTwoTurnSetup(t, 3)
 	var seen []Stats
 	e := &Engine{Agent: ag, Policy: m, Searcher: local, Opts: Options{GroupSize: 2, Batch: 4, Decode: tok.Decode,
-		Seed: 5, Keep: "1", Sampling: model.SampleParams{Temperature: 1}}}
+		Seed: 5, Sampling: model.SampleParams{Temperature: 1}}}
 	e.Progress = func(st Stats) { seen = append(seen, st) }
 	run(t, e, jobsOf(ts))
 	if len(seen) < 4 {

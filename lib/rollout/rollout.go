@@ -78,9 +78,8 @@ type Options struct {
 	Decode func(ids []int) string
 	// Seed is the run seed (see SampleSeed).
 	Seed uint64
-	// PolicyID and Keep are copied into every row.
+	// PolicyID is copied into every row (with the agent's Keep).
 	PolicyID string
-	Keep     string
 	// MemoryReward computes p_gold_mem, p_gold_hist and r_mem for every step
 	// with a <mem> block.
 	MemoryReward bool
@@ -707,7 +706,7 @@ func (e *Engine) rows(js *jobState) []records.Rollout {
 		r := records.Rollout{
 			TaskID: t.TaskID, DataSource: t.DataSource, K: int32(len(t.Golds)), Prompt: t.Prompt,
 			Questions: append([]string(nil), t.Questions...), Golds: t.Golds,
-			Group: js.job.Group, Sample: int32(tj.sample), Policy: o.PolicyID, Keep: o.Keep,
+			Group: js.job.Group, Sample: int32(tj.sample), Policy: o.PolicyID, Keep: e.Agent.Config().Keep.String(),
 			Seed: int64(tj.seed), Temperature: o.Sampling.Temperature, TopP: o.Sampling.TopP, TopK: int32(o.Sampling.TopK),
 			Answer: tr.AnswerText, FormatOK: tr.FormatOK, Failure: failureOf(tr, tj.finish),
 			WallS: tj.wall.Seconds(),

@@ -254,7 +254,7 @@ func TestScriptedRolloutsOnRealIndex(t *testing.T) {
 	pol := &callLog{Policy: &Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID}}
 	e := &Engine{Agent: ag, Policy: pol, Searcher: srch, Opts: Options{
 		GroupSize: G, Batch: 12, Decode: tok.Decode,
-		Sampling: model.SampleParams{Temperature: 1, TopP: 1}, Seed: 7, PolicyID: "scripted", Keep: "1", MemoryReward: true,
+		Sampling: model.SampleParams{Temperature: 1, TopP: 1}, Seed: 7, PolicyID: "scripted", MemoryReward: true,
 	}}
 	rows, st := run(t, e, jobsOf(ts))
 	if len(rows) != len(ts)*G || st.Trajectories != len(rows) || st.TasksDone != len(ts) {
@@ -462,7 +462,7 @@ func TestKeepAllAndObservationCut(t *testing.T) {
 	}
 	defer local.Close()
 	e := &Engine{Agent: ag, Policy: &Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID}, Searcher: local, Opts: Options{
-		GroupSize: 2, Batch: 4, Decode: tok.Decode, Keep: "all",
+		GroupSize: 2, Batch: 4, Decode: tok.Decode,
 	}}
 	rows, _ := run(t, e, jobsOf(ts))
 	for _, r := range rows {
@@ -546,7 +546,7 @@ func TestMemoryRewardAgainstModel(t *testing.T) {
 	// below through the model's full LogProbs.
 	pol := scriptedFrom{&Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID, LP: m.LogProbs}, m.LogProbsFrom}
 	e := &Engine{Agent: ag, Policy: pol, Searcher: local, Opts: Options{
-		GroupSize: 2, Batch: 4, Decode: tok.Decode, Keep: "all", MemoryReward: true,
+		GroupSize: 2, Batch: 4, Decode: tok.Decode, MemoryReward: true,
 		MemTokensPerCall: 1200, // several calls
 	}}
 	rows, _ := run(t, e, jobsOf(ts))
@@ -612,7 +612,7 @@ func tinyTwoTurnSetup(t *testing.T, from int) ([]tasks.Task, Tok, *model.Model, 
 
 func TestTinyModelSamplingIsBatchIndependent(t *testing.T) {
 	ts, tok, m, ag, local := tinyTwoTurnSetup(t, 9)
-	opts := Options{GroupSize: 2, Decode: tok.Decode, Seed: 11, Keep: "1",
+	opts := Options{GroupSize: 2, Decode: tok.Decode, Seed: 11,
 		Sampling: model.SampleParams{Temperature: 1, TopP: 0.95}, MemoryReward: true}
 	var results [][]records.Rollout
 	// Batch 2 (one task at a time), batch 4 in one Generate call per turn,
@@ -705,7 +705,7 @@ func TestMultiObjectiveRewards(t *testing.T) {
 		return "lost"
 	}
 	e := &Engine{Agent: ag, Policy: &Scripted{Tok: tok, Script: script, EOS: eosID}, Searcher: local, Opts: Options{
-		GroupSize: 3, Decode: tok.Decode, Keep: "1"}}
+		GroupSize: 3, Decode: tok.Decode}}
 	rows, _ := run(t, e, jobsOf(ts))
 	want := []struct {
 		em     []float64
