@@ -28,14 +28,7 @@ const char *mempo_dlerror(void) {
 	return e ? e : "unknown dlopen error";
 }
 
-#define SYM(h, var, name)                                                                \
-	do {                                                                             \
-		*(void **)(&var) = dlsym(h, name);                                       \
-		if (!var) {                                                              \
-			snprintf(errbuf, sizeof errbuf, "symbol %s not found", name);    \
-			return errbuf;                                                   \
-		}                                                                        \
-	} while (0)
+#define SYM(h, var, name) MEMPO_DLSYM(h, var, name, errbuf)
 #define SYM2(h, var, name, alt)                                                         \
 	do {                                                                             \
 		*(void **)(&var) = dlsym(h, name);                                       \

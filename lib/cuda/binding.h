@@ -26,6 +26,16 @@ const char *mempo_load_driver(const char *path);
 const char *mempo_load_nvrtc(const char *path, const char *builtins);
 const char *mempo_load_cublas(const char *lt, const char *path);
 const char *mempo_dlerror(void);
+// MEMPO_DLSYM resolves var from the library handle h, or writes "symbol NAME
+// not found" into the char array buf and returns it from the caller.
+#define MEMPO_DLSYM(h, var, name, buf)                                        \
+	do {                                                                  \
+		*(void **)(&var) = dlsym(h, name);                            \
+		if (!var) {                                                   \
+			snprintf(buf, sizeof buf, "symbol %s not found", name); \
+			return buf;                                           \
+		}                                                             \
+	} while (0)
 // mempo_set_ctx registers the context that every later wrapper makes current
 // before its call.
 void mempo_set_ctx(CUcontext c);

@@ -19,14 +19,7 @@ static ncclResult_t (*p_ncclBroadcast)(const void *, void *, size_t, int, int, n
 static ncclResult_t (*p_ncclGroupStart)(void);
 static ncclResult_t (*p_ncclGroupEnd)(void);
 
-#define NSYM(h, var, name)                                                              \
-	do {                                                                            \
-		*(void **)(&var) = dlsym(h, name);                                      \
-		if (!var) {                                                             \
-			snprintf(ncclerr, sizeof ncclerr, "symbol %s not found", name); \
-			return ncclerr;                                                 \
-		}                                                                       \
-	} while (0)
+#define NSYM(h, var, name) MEMPO_DLSYM(h, var, name, ncclerr)
 
 const char *mempo_load_nccl(const char *path) {
 	void *h = dlopen(path, RTLD_NOW | RTLD_GLOBAL);
