@@ -9,6 +9,7 @@ import (
 	"github.com/mempo/mempo/lib/model"
 	"github.com/mempo/mempo/lib/optim"
 	"github.com/mempo/mempo/lib/tensor"
+	"github.com/mempo/mempo/lib/tensor/half"
 )
 
 // deviceOpt8 is the 8-bit AdamW (optim.AdamW8) on the GPU: moments as
@@ -178,7 +179,7 @@ func (d *deviceOpt8) state(m *model.Model) (optim.State8, map[string][]float32) 
 			w := make([]float32, s.n)
 			tensor.Parallel(s.n, 1<<16, func(a, b int) {
 				for i := a; i < b; i++ {
-					w[i] = math.Float32frombits(uint32(hi[i]) << 16)
+					w[i] = half.BF16ToF32(hi[i])
 				}
 			})
 			weights[name], st.MasterLo[name] = w, lo
@@ -206,7 +207,7 @@ func splitHost(x []float32) ([]float32, []int16) {
 	w, lo := make([]float32, len(x)), make([]int16, len(x))
 	for i, v := range x {
 		h, l := optim.SplitMaster(v)
-		w[i], lo[i] = math.Float32frombits(uint32(h)<<16), l
+		w[i], lo[i] = half.BF16ToF32(h), l
 	}
 	return w, lo
 }
