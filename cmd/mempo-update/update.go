@@ -201,6 +201,7 @@ type job struct {
 	prepRef func(*update.Batch) error // loads the reference and fills its log-probs (nil: no KL)
 	lora    *loraRun                  // a LoRA update (lora.go), or nil
 	comm    dist.Comm                 // the ranks of a data-parallel update (dp.go), or nil
+	times   *phases                   // how long each stage took, printed at the end
 }
 
 // stateDir is where the optimizer state to resume is looked for by default:
@@ -298,6 +299,7 @@ func runUpdate(c *ucli.Context) error {
 		ref.Release()
 	}
 	var m *model.Model
+	j.times = newPhases()
 	if j.lora != nil {
 		m, err = j.lora.model(j.modelD, c.Bool("recompute"), c.Int64("seed"))
 	} else {
@@ -306,6 +308,7 @@ func runUpdate(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	j.times.mark("load")
 	if cfg.Loss.KLCoef != 0 && j.lora != nil {
 		j.prepRef = func(b *update.Batch) error { return update.BaseRefLogProbs(m, b, nil, cfg.MicroTokens) }
 	}
@@ -405,10 +408,12 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 			return err
 		}
 	}
+	j.times.mark("optimizer state")
 	if j.prepRef != nil {
 		if err := j.prepRef(j.batch); err != nil {
 			return err
 		}
+		j.times.mark("reference log-probs")
 	}
 	total := j.plan.Steps()
 	stop := total
@@ -481,9 +486,14 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 		}
 	}
 	prog.Done("%d steps", stop-from)
+	j.times.mark("steps")
 	printPeak(c, t.Model)
 	if err := save(stop); err != nil {
 		return err
+	}
+	j.times.mark("write")
+	if j.times != nil {
+		fmt.Fprintf(c.App.ErrWriter, "mempo-update: %s\n", j.times)
 	}
 	if stop < total {
 		fmt.Fprintf(c.App.Writer, "wrote %s after step %d of %d; rerun the same command to continue\n", j.out, stop, total)
