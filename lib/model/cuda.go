@@ -892,18 +892,34 @@ func attnNT(hd int) (int, error) {
 // covering each sequence's N rows in tiles of tile rows, for the kernels
 // named by key (the uploads are memoized under it).
 func (b *CUDA) attnWork(seqs []AttnSeq, tile int, key string) (tiles, st cuda.Ptr, ntiles int) {
-	sv := make([]int, 0, 4*len(seqs))
-	var tv []int
-	for i, s := range seqs {
-		sv = append(sv, s.Q, s.N, s.K, s.Past)
-		for r := 0; r < s.N; r += tile {
-			tv = append(tv, i, r)
-		}
-	}
+	tv, sv := attnLists(seqs, tile)
 	if len(tv) == 0 {
 		return 0, 0, 0
 	}
 	return b.uploadIntsMemo(key+"-tiles", tv), b.uploadIntsMemo(key+"-seqs", sv), len(tv) / 2
+}
+
+// attnLists is the attention kernels' work: the tile list [ntiles][2] =
+// {sequence, first row} and the sequence table [nseq][4] = {Q, N, K, Past}.
+func attnLists(seqs []AttnSeq, tile int) (tiles, table []int) {
+	table = make([]int, 0, 4*len(seqs))
+	for i, s := range seqs {
+		table = append(table, s.Q, s.N, s.K, s.Past)
+		for r := 0; r < s.N; r += tile {
+			tiles = append(tiles, i, r)
+		}
+	}
+	return tiles, table
+}
+
+// attnShmem is the dynamic shared memory of the flash-style kernels (forward,
+// dq, dk/dv) for head dim hd and K/Q tile rows padded by pad floats: a tile
+// of attnTile rows, tiles of 32 keys (or queries), and 64 floats of row
+// statistics in dk/dv.
+func attnShmem(hd, pad int) (fwd, dq, dkv int) {
+	fwd = 4 * (attnTile*hd + 32*(hd+pad) + 32*hd)
+	dq = 4 * (2*attnTile*hd + 2*32*(hd+pad))
+	return fwd, dq, dq + 4*64
 }
 
 // attnKernels picks the attention module, kernel prefix and the padding of
@@ -945,7 +961,7 @@ func (b *CUDA) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape)
 		return
 	}
 	mod, pre, pad := b.attnKernels(hd)
-	shmem := 4 * (attnTile*hd + 32*(hd+pad) + 32*hd)
+	shmem, _, _ := attnShmem(hd, pad)
 	b.launch2(mod, fmt.Sprintf("%s_fwd_%d", pre, nt), cuda.Dim3{X: n, Y: sh.Heads}, 128, shmem,
 		O.ptr(), LSE.ptr(), Q.ptr(), K.ptr(), V.ptr(), tiles, st, sh.Heads, sh.KVHeads, hd, sh.Scale)
 }
@@ -980,10 +996,9 @@ func (b *CUDA) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seq
 		return
 	}
 	mod, pre, pad := b.attnKernels(hd)
-	shq := 4 * (2*attnTile*hd + 2*32*(hd+pad))
+	_, shq, shk := attnShmem(hd, pad)
 	b.launch2(mod, fmt.Sprintf("%s_bwd_dq_%d", pre, nt), cuda.Dim3{X: n, Y: sh.Heads}, 128, shq,
 		DQ.ptr(), DO.ptr(), Q.ptr(), K.ptr(), V.ptr(), LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, hd, sh.Scale)
-	shk := 4 * (2*attnTile*hd + 2*32*(hd+pad) + 64)
 	b.launch2(mod, fmt.Sprintf("%s_bwd_dkv_%d", pre, nt), cuda.Dim3{X: n, Y: sh.KVHeads}, 128, shk,
 		DK.ptr(), DV.ptr(), DO.ptr(), Q.ptr(), K.ptr(), V.ptr(), LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, hd, sh.Scale)
 }

@@ -2,13 +2,16 @@
 // lib/encoder's GPU forward on the CPU, so that the GPU code path (kernel
 // index math, launch shapes, buffer offsets, strided-batched GEMM layouts)
 // is tested where no GPU is; and kernels/flatsearch.cu with lib/cuda's flat
-// search (NewModule). The kernel source is the one embedded in lib/cuda,
-// compiled at first use by g++ with BERT_EMU and CUDA_EMU into a shared
-// library (as NVRTC compiles it on a GPU) and loaded with dlopen; each CUDA
-// thread is a fiber (prelude.cc), warp intrinsics included. GEMMs are plain
-// loops with lib/cuda's row-major semantics and leading-dimension checks;
-// they write fp32 or fp16 (rounded from the fp32 result, as cuBLAS's
-// epilogue does).
+// search; and other modules for their tests (NewModule: decode.cu,
+// sample.cu, attention.cu, attention2.cu, model.cu, attndecode.cu, adamw.cu,
+// lora.cu and attngemm.cu compile; attnmma.cu, whose tensor-core
+// instructions are inline PTX, does not). The kernel source is the one
+// embedded in lib/cuda, compiled at first use by g++ with BERT_EMU and
+// CUDA_EMU into a shared library (as NVRTC compiles it on a GPU) and loaded
+// with dlopen; each CUDA thread is a fiber (prelude.cc), warp intrinsics
+// included. GEMMs are plain loops with lib/cuda's row-major semantics and
+// leading-dimension checks; they write fp32 or fp16 (rounded from the fp32
+// result, as cuBLAS's epilogue does).
 //
 // Memory is C memory with a 256-byte red zone on both sides of every
 // allocation. Fresh allocations are filled with 0xFF bytes (NaN as fp32 and
@@ -153,13 +156,24 @@ func NewModule(dir, module string, rowThreads int) (*Device, error) {
 	if err != nil {
 		return nil, err
 	}
-	wrappers, names, err := wrap(src)
+	// The kernels are listed from the preprocessed source: some modules
+	// define them through macros (one per register count).
+	pp := exec.Command("g++", "-E", "-P", "-x", "c++", "-DBERT_EMU", "-DCUDA_EMU", "-")
+	pp.Stdin = strings.NewReader(src)
+	expanded, err := pp.Output()
+	if err != nil {
+		return nil, fmt.Errorf("g++ -E kernels/%s.cu: %v", module, err)
+	}
+	wrappers, names, err := wrap(string(expanded))
 	if err != nil {
 		return nil, fmt.Errorf("kernels/%s.cu: %w", module, err)
 	}
 	cc := filepath.Join(dir, module+"_emu.cc")
 	so := filepath.Join(dir, module+"_emu.so")
-	text := prelude + "\n#line 1 \"kernels/" + module + ".cu\"\n" + src + "\n" + wrappers
+	// Dynamic shared memory (extern __shared__ T name[]) becomes the
+	// emulation's per-block buffer.
+	body := dynShared.ReplaceAllString(src, "DYN_SMEM($1, $2);")
+	text := prelude + "\n#line 1 \"kernels/" + module + ".cu\"\n" + body + "\n" + wrappers
 	if err := os.WriteFile(cc, []byte(text), 0o644); err != nil {
 		return nil, err
 	}
@@ -200,6 +214,8 @@ func NewModule(dir, module string, rowThreads int) (*Device, error) {
 	}
 	return d, nil
 }
+
+var dynShared = regexp.MustCompile(`extern\s+__shared__\s+(\w+)\s+(\w+)\[\]\s*;`)
 
 var kernelRE = regexp.MustCompile(`extern "C" __global__ void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(([^)]*)\)`)
 

@@ -1,5 +1,6 @@
-// prelude.cc: what kernels/bert.cu, flatsearch.cu and decode.cu need of CUDA
-// to run on the CPU, put before the source by cudaemu.go, which compiles
+// prelude.cc: what the emulated modules of kernels/ (bert.cu, flatsearch.cu,
+// decode.cu, sample.cu, attention.cu, attention2.cu, model.cu, ...) need of
+// CUDA to run on the CPU, put before the source by cudaemu.go, which compiles
 // both with g++ into a shared library. Every CUDA thread of a block is a
 // fiber on its own stack; __syncthreads switches back to the scheduler,
 // which resumes every thread of the block in turn, so shared memory and
@@ -45,10 +46,20 @@ static inline unsigned __float_as_uint(float f) {
 }
 // The GPU's fast intrinsics as the exact functions (they differ by a few
 // ulp; macros, since math.h declares glibc-internal functions of the names).
+// The round-to-nearest intrinsics that keep NVRTC from contracting into an
+// FMA: plain operations here (x86-64 g++ does not contract without -mfma).
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fsqrt_rn(float a) { return sqrtf(a); }
 #define __expf(x) expf(x)
 #define __logf(x) logf(x)
 struct uint4 {
 	unsigned x, y, z, w;
+};
+struct alignas(16) float4 {
+	float x, y, z, w;
 };
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
@@ -195,8 +206,8 @@ static void __syncwarp(unsigned = 0xffffffffu) { emu_warp(0); }
 static int __popc(unsigned x) { return __builtin_popcount(x); }
 // Blocks run one after another and a fiber yields only at barriers and warp
 // operations, so atomics are plain read-modify-writes and fences no-ops.
-static int atomicAdd(int *p, int v) {
-	int o = *p;
+template <typename T> static T atomicAdd(T *p, T v) {
+	T o = *p;
 	*p = o + v;
 	return o;
 }
