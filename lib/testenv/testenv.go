@@ -6,7 +6,8 @@
 // Command and RunCommand run the test binary as the command, and RunCases
 // runs a command's file-in/file-out cases, testdata/cases/*.txtar (command
 // line, input files, wanted exit status, stderr and stdout; the format is
-// documented in cases.go), so a case is added without writing Go.
+// documented in cases.go), so a case is added without writing Go;
+// RunCaseDir runs the fault table's cases (test/fault) with the same runner.
 package testenv
 
 import (
