@@ -10,11 +10,12 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/testenv"
 )
 
 // asMain makes the test binary act as mempo-index (testenv.CommandMain).
-const asMain = "MEMPO_INDEX_AS_MAIN"
+var asMain = envconfig.IndexAsMain.Name
 
 func TestMain(m *testing.M) { testenv.CommandMain(m, "mempo-index", asMain, main) }
 

@@ -4,12 +4,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/mempo/mempo/lib/checkpoint"
 	"github.com/mempo/mempo/lib/safetensors"
 	"github.com/mempo/mempo/lib/testenv"
 )
@@ -86,7 +86,7 @@ func TestGenerateSeededAndErrors(t *testing.T) {
 	}
 	same := func(a, b []map[string]any) bool {
 		for i := range a {
-			if !equal(ints(a[i]["output_ids"]), ints(b[i]["output_ids"])) {
+			if !slices.Equal(ints(a[i]["output_ids"]), ints(b[i]["output_ids"])) {
 				return false
 			}
 		}
@@ -101,7 +101,7 @@ func TestGenerateSeededAndErrors(t *testing.T) {
 	// Row 2 alone draws the same tokens as in the batch: its seed is (seed, row).
 	os.WriteFile(in, []byte("{\"ids\": [1, 2, 3]}\n"), 0o644)
 	alone := run("--seed", "5", "--n", "2")
-	if !equal(ints(alone[1]["output_ids"]), ints(r1[1]["output_ids"])) {
+	if !slices.Equal(ints(alone[1]["output_ids"]), ints(r1[1]["output_ids"])) {
 		t.Error("a row's samples depend on the rows after it")
 	}
 
@@ -119,33 +119,12 @@ func TestGenerateSeededAndErrors(t *testing.T) {
 	}
 }
 
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // Chat input through a model directory with a tokenizer: the ChatML prompt,
 // decoded output text, and a stop string.
 func TestGenerateChatAndStop(t *testing.T) {
 	dir := t.TempDir()
 	mdir := filepath.Join(dir, "model")
-	cfg, err := checkpoint.Preset("tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.VocabSize, cfg.EOSTokenIDs, cfg.BOSTokenID, cfg.Generation = 512, []int{503}, nil, nil
-	if err := checkpoint.Save(mdir, cfg, checkpoint.RandomInit(cfg, 1), checkpoint.SaveOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tj, _ := os.ReadFile("../../testdata/tokenizer/wordlevel.json")
-	os.WriteFile(filepath.Join(mdir, "tokenizer.json"), tj, 0o644)
+	testenv.TinyTextModel(t, mdir)
 	in, out := filepath.Join(dir, "in.jsonl"), filepath.Join(dir, "out.jsonl")
 	os.WriteFile(in, []byte(`{"messages": [{"role": "user", "content": "where was the statue built"}]}`+"\n"), 0o644)
 	if err := runGen("--model", mdir, "--in", in, "--out", out, "--max-tokens", "8", "--temperature", "0", "--ignore-eos"); err != nil {

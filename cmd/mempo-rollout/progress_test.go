@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/rollout"
 	"github.com/mempo/mempo/lib/tbevent"
@@ -44,7 +45,7 @@ func checkRolloutTB(t *testing.T, dir string, rows []records.Rollout) {
 		math.Abs(last["rollout/reward_task_mean"]-rt) > 1e-6 || !(last["rollout/gen_tokens_per_s"] > 0) {
 		t.Errorf("last scalars %v; %d rows, mean R^T %v", last, len(rows), rt)
 	}
-	if dst := os.Getenv("MEMPO_TB_OUT"); dst != "" {
+	if dst := envconfig.TBOut.Get(); dst != "" {
 		raw, _ := os.ReadFile(files[0])
 		os.MkdirAll(filepath.Join(dst, "rollout"), 0o755)
 		if err := os.WriteFile(filepath.Join(dst, "rollout", filepath.Base(files[0])), raw, 0o644); err != nil {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/checkpoint"
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/retrieval"
 	"github.com/mempo/mempo/lib/rollout"
@@ -29,11 +29,11 @@ import (
 // asMain makes the test binary act as mempo-rollout (testenv.CommandMain),
 // with the scripted policy slowed down by MEMPO_ROLLOUT_DELAY, so a test can
 // kill it with SIGKILL mid-run.
-const asMain = "MEMPO_ROLLOUT_AS_COMMAND"
+var asMain = envconfig.RolloutAsMain.Name
 
 func TestMain(m *testing.M) {
 	testenv.CommandMain(m, "mempo-rollout", asMain, func() {
-		d, _ := time.ParseDuration(os.Getenv("MEMPO_ROLLOUT_DELAY"))
+		d, _ := time.ParseDuration(envconfig.RolloutDelay.Get())
 		useScripted(d)
 		main()
 	}, func() {
@@ -248,8 +248,8 @@ func TestRolloutKillAndResume(t *testing.T) {
 
 	out := filepath.Join(dir, "r.parquet")
 	journal := out + ".partial"
-	cmd := exec.Command(os.Args[0], args(out)...)
-	cmd.Env = append(os.Environ(), "MEMPO_ROLLOUT_AS_COMMAND=1", "MEMPO_ROLLOUT_DELAY=60ms")
+	cmd := testenv.Command(asMain, args(out)...)
+	cmd.Env = append(cmd.Env, envconfig.RolloutDelay.Name+"=60ms")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -278,8 +278,7 @@ func TestRolloutKillAndResume(t *testing.T) {
 		t.Fatalf("output exists after a kill: %v", err)
 	}
 	// Rerun as a fresh process.
-	cmd = exec.Command(os.Args[0], args(out)...)
-	cmd.Env = append(os.Environ(), "MEMPO_ROLLOUT_AS_COMMAND=1")
+	cmd = testenv.Command(asMain, args(out)...)
 	stderr.Reset()
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
@@ -418,8 +417,8 @@ func TestRolloutInterruptResumes(t *testing.T) {
 	dir := t.TempDir()
 	out := filepath.Join(dir, "r.parquet")
 	args := []string{"--model", modelDir, "--tasks", tasksFile, "--index", index, "--group", "2", "--batch", "2", "--out", out}
-	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "MEMPO_ROLLOUT_AS_COMMAND=1", "MEMPO_ROLLOUT_DELAY=60ms")
+	cmd := testenv.Command(asMain, args...)
+	cmd.Env = append(cmd.Env, envconfig.RolloutDelay.Name+"=60ms")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -443,8 +442,7 @@ func TestRolloutInterruptResumes(t *testing.T) {
 	if err == nil || strings.Contains(msg, "\n") || !strings.Contains(msg, "interrupted after") || !strings.Contains(msg, "rerun the same command to resume") {
 		t.Fatalf("exit %v, stderr %q", err, msg)
 	}
-	cmd = exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), "MEMPO_ROLLOUT_AS_COMMAND=1")
+	cmd = testenv.Command(asMain, args...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("resume: %v: %s", err, b)
 	}

@@ -10,7 +10,6 @@ import (
 
 	ucli "github.com/urfave/cli/v2"
 
-	"github.com/mempo/mempo/lib/checkpoint"
 	"github.com/mempo/mempo/lib/safetensors"
 	"github.com/mempo/mempo/lib/testenv"
 )
@@ -94,16 +93,7 @@ func TestLogprobsErrors(t *testing.T) {
 func TestLogprobsText(t *testing.T) {
 	dir := t.TempDir()
 	mdir := filepath.Join(dir, "model")
-	cfg, err := checkpoint.Preset("tiny")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.VocabSize, cfg.EOSTokenIDs, cfg.BOSTokenID, cfg.Generation = 512, []int{503}, nil, nil
-	if err := checkpoint.Save(mdir, cfg, checkpoint.RandomInit(cfg, 1), checkpoint.SaveOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	tj, _ := os.ReadFile("../../testdata/tokenizer/wordlevel.json")
-	os.WriteFile(filepath.Join(mdir, "tokenizer.json"), tj, 0o644)
+	testenv.TinyTextModel(t, mdir)
 	in := filepath.Join(dir, "in.jsonl")
 	out := filepath.Join(dir, "out.jsonl")
 	os.WriteFile(in, []byte(`{"text": "Paris; France"}`+"\n"), 0o644)

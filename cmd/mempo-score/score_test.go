@@ -6,12 +6,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/testenv"
 )
 
 // asMain makes the test binary act as mempo-score (testenv.CommandMain).
-const asMain = "MEMPO_SCORE_AS_MAIN"
+var asMain = envconfig.ScoreAsMain.Name
 
 func TestMain(m *testing.M) { testenv.CommandMain(m, "mempo-score", asMain, main) }
 

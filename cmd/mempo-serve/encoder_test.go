@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -87,23 +86,8 @@ func TestServeEncoder(t *testing.T) {
 		t.Fatalf("brute force over our embeddings differs from numpy's top-10 over transformers' (%v)", err)
 	}
 
-	cmd := command("--index", ix, "--encoder", encoderModel, "--encoder-family", "e5", "--max-length", "64", "--device", "cpu",
+	_, _, addr, lines := startServing(t, "--index", ix, "--encoder", encoderModel, "--encoder-family", "e5", "--max-length", "64", "--device", "cpu",
 		"--addr", "127.0.0.1:0")
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	sc := bufio.NewScanner(stderr)
-	var addr string
-	var lines []string
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if m := addrRe.FindStringSubmatch(sc.Text()); m != nil {
-			addr = m[1]
-			break
-		}
-	}
 	if addr == "" || !strings.Contains(strings.Join(lines, "\n"), `query prefix "query: "`) {
 		t.Fatalf("startup: %q", lines)
 	}

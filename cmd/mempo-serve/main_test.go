@@ -15,16 +15,38 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/retrieval"
 	"github.com/mempo/mempo/lib/testenv"
 )
 
 // TestMain lets the test binary act as mempo-serve (testenv.CommandMain).
-func TestMain(m *testing.M) { testenv.CommandMain(m, "mempo-serve", "MEMPO_SERVE_AS_MAIN", main) }
+func TestMain(m *testing.M) { testenv.CommandMain(m, "mempo-serve", envconfig.ServeAsMain.Name, main) }
 
-func command(args ...string) *exec.Cmd { return testenv.Command("MEMPO_SERVE_AS_MAIN", args...) }
+func command(args ...string) *exec.Cmd { return testenv.Command(envconfig.ServeAsMain.Name, args...) }
 
 var addrRe = regexp.MustCompile(`on http://(\S+)`)
+
+// startServing starts the command and reads its stderr up to the line that
+// announces the address (addr is "" when it exits first); the process is
+// killed when the test ends.
+func startServing(t *testing.T, args ...string) (cmd *exec.Cmd, stderr io.Reader, addr string, lines []string) {
+	t.Helper()
+	cmd = command(args...)
+	stderr, _ = cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if m := addrRe.FindStringSubmatch(sc.Text()); m != nil {
+			return cmd, stderr, m[1], lines
+		}
+	}
+	return cmd, stderr, "", lines
+}
 
 // The command serves an index it is given, answers /retrieve, and exits 0 on
 // SIGTERM.
@@ -35,22 +57,7 @@ func TestServeAndSIGTERM(t *testing.T) {
 		Out: ix, Analyzer: retrieval.DefaultAnalyzer, FaissRead: "../../testdata/retrieval/faiss/hnsw32.index"}); err != nil {
 		t.Fatal(err)
 	}
-	cmd := command("--index", ix, "--addr", "127.0.0.1:0", "--topk", "2", "--faiss-param", "efSearch=64")
-	stderr, _ := cmd.StderrPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	sc := bufio.NewScanner(stderr)
-	var addr string
-	var lines []string
-	for sc.Scan() {
-		lines = append(lines, sc.Text())
-		if m := addrRe.FindStringSubmatch(sc.Text()); m != nil {
-			addr = m[1]
-			break
-		}
-	}
+	cmd, stderr, addr, lines := startServing(t, "--index", ix, "--addr", "127.0.0.1:0", "--topk", "2", "--faiss-param", "efSearch=64")
 	if addr == "" {
 		t.Fatalf("no address announced: %q", lines)
 	}
@@ -88,4 +95,4 @@ func TestServeAndSIGTERM(t *testing.T) {
 
 // The file-in/file-out cases of testdata/cases: a missing or bad index or
 // method is one stderr line and exit 1.
-func TestCases(t *testing.T) { testenv.RunCases(t, "MEMPO_SERVE_AS_MAIN") }
+func TestCases(t *testing.T) { testenv.RunCases(t, envconfig.ServeAsMain.Name) }

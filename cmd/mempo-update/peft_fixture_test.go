@@ -1,9 +1,10 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/mempo/mempo/lib/envconfig"
 )
 
 // TestWritePeftFixture writes the inputs of scripts/check_peft.py into
@@ -12,7 +13,7 @@ import (
 // to train an adapter that transformers + peft then load (scripts/gpu/lora.sh
 // does it on the GPU machine, where peft is installed).
 func TestWritePeftFixture(t *testing.T) {
-	dir := os.Getenv("MEMPO_PEFT_FIXTURE")
+	dir := envconfig.PeftFixture.Get()
 	if dir == "" {
 		t.Skip("MEMPO_PEFT_FIXTURE not set: writes scripts/check_peft.py's inputs only when asked")
 	}

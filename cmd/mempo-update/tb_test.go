@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/tbevent"
 	"github.com/mempo/mempo/lib/update"
@@ -53,7 +54,7 @@ func TestTensorBoardScalars(t *testing.T) {
 			t.Errorf("step %d: kl %v (%v) vs row %v", r.Step, v, ok, r.KL)
 		}
 	}
-	if dst := os.Getenv("MEMPO_TB_OUT"); dst != "" {
+	if dst := envconfig.TBOut.Get(); dst != "" {
 		raw, _ := os.ReadFile(files[0])
 		os.MkdirAll(filepath.Join(dst, "update"), 0o755)
 		if err := os.WriteFile(filepath.Join(dst, "update", filepath.Base(files[0])), raw, 0o644); err != nil {

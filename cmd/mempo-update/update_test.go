@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/mempo/mempo/lib/checkpoint"
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/model"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/safetensors"
@@ -21,7 +22,7 @@ import (
 // runUpdateCmd runs the mempo-update app (root action and subcommands) with
 // args, as the binary would.
 // asMain makes the test binary act as mempo-update (testenv.CommandMain).
-const asMain = "MEMPO_UPDATE_AS_MAIN"
+var asMain = envconfig.UpdateAsMain.Name
 
 func TestMain(m *testing.M) { testenv.CommandMain(m, "mempo-update", asMain, main) }
 

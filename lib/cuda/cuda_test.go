@@ -3,11 +3,11 @@ package cuda
 import (
 	"math"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"testing"
 	"unsafe"
 
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/optim"
 )
 
@@ -15,7 +15,7 @@ func devOrSkip(t *testing.T) *Device {
 	t.Helper()
 	ok, why := Available()
 	if !ok {
-		if os.Getenv("MEMPO_REQUIRE_CUDA") == "1" {
+		if envconfig.RequireCUDA.Get() == "1" {
 			t.Fatalf("MEMPO_REQUIRE_CUDA=1 but no CUDA: %s", why)
 		}
 		t.Skipf("no CUDA: %s", why)
@@ -42,7 +42,7 @@ func TestAvailableSaysWhy(t *testing.T) {
 }
 
 func TestCacheDir(t *testing.T) {
-	t.Setenv("MEMPO_CUDA_CACHE", "")
+	t.Setenv(envconfig.CUDACache.Name, "")
 	t.Setenv("XDG_CACHE_HOME", "/x")
 	if got := CacheDir(); got != "/x/mempo/cuda" {
 		t.Errorf("CacheDir = %q", got)

@@ -7,6 +7,7 @@ import (
 	"unsafe"
 
 	"github.com/mempo/mempo/lib/dist"
+	"github.com/mempo/mempo/lib/envconfig"
 )
 
 // ncclOrSkip is the device and NCCL, or a skip that says which is missing
@@ -14,7 +15,7 @@ import (
 func ncclOrSkip(t *testing.T) *Device {
 	d := devOrSkip(t)
 	if err := LoadNCCL(); err != nil {
-		if os.Getenv("MEMPO_REQUIRE_NCCL") == "1" {
+		if envconfig.RequireNCCL.Get() == "1" {
 			t.Fatalf("MEMPO_REQUIRE_NCCL=1 but %v", err)
 		}
 		t.Skipf("no NCCL: %v", err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/mempo/mempo/lib/envconfig"
 )
 
 // join starts n ranks in this process through a rendezvous file and runs f
@@ -147,7 +149,7 @@ func TestReadEnv(t *testing.T) {
 		{map[string]string{"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "h", "MASTER_PORT": "29500"}, "", "h:29500"},
 		{map[string]string{"WORLD_SIZE": "2", "RANK": "1", "MASTER_ADDR": "h", "MASTER_PORT": "29500", "TORCHELASTIC_USE_AGENT_STORE": "True"}, "", "h:29501"},
 	} {
-		for _, k := range []string{"WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE", "MEMPO_DIST_FILE"} {
+		for _, k := range []string{"WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE", envconfig.DistFile.Name} {
 			t.Setenv(k, c.env[k])
 		}
 		e, err := ReadEnv()

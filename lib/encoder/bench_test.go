@@ -2,11 +2,12 @@ package encoder
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/mempo/mempo/lib/envconfig"
 )
 
 // BenchmarkBaseCPU embeds passages of exactly 256 tokens with a base-sized
@@ -30,7 +31,7 @@ func benchBase(b *testing.B, T int) {
 		b.Fatal(err)
 	}
 	B := 8
-	if v, err := strconv.Atoi(os.Getenv("MEMPO_BENCH_ENCODER_BATCH")); err == nil && v > 0 {
+	if v, err := strconv.Atoi(envconfig.BenchEncoderBatch.Get()); err == nil && v > 0 {
 		B = v
 	}
 	ids := make([]int, B*T)

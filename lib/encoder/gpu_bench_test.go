@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/tokenizer"
 )
 
@@ -29,13 +30,13 @@ import (
 // MEMPO_BENCH_ENCODER_BATCHES: GPU batches at 256 tokens (default 64,128,256);
 // MEMPO_BENCH_ENCODER_CPU_BATCH: the CPU's batch (default 16; 0 skips it).
 func TestCUDAEncoderBenchmarks(t *testing.T) {
-	if os.Getenv("MEMPO_CUDA_BENCH") != "1" {
+	if envconfig.CUDABench.Get() != "1" {
 		t.Skip("set MEMPO_CUDA_BENCH=1 to run the encoder benchmarks (on a GPU)")
 	}
 	dev := requireCUDA(t)
 	runEncoderBench(t, os.Stdout, dev, "cuda", encBench{cfg: BaseConfig, T: 256, query: 24,
-		batches: intList(t, "MEMPO_BENCH_ENCODER_BATCHES", "64,128,256"), queryBatches: []int{1, 32, 256},
-		cpuBatch: intList(t, "MEMPO_BENCH_ENCODER_CPU_BATCH", "16")[0], secs: 2, texts: 4096, textBatch: 128})
+		batches: intList(t, envconfig.BenchEncoderBatches, "64,128,256"), queryBatches: []int{1, 32, 256},
+		cpuBatch: intList(t, envconfig.BenchEncoderCPUBatch, "16")[0], secs: 2, texts: 4096, textBatch: 128})
 }
 
 // The benchmark's code on the kernel emulation with a tiny encoder, so that
@@ -169,16 +170,13 @@ func runEncoderBench(t *testing.T, w io.Writer, dev gpuDevice, devName string, o
 		devName, o.T, o.textBatch, len(vecs), float64(n)/float64(len(texts)), float64(len(texts))/s)
 }
 
-func intList(t *testing.T, env, def string) []int {
-	v := os.Getenv(env)
-	if v == "" {
-		v = def
-	}
+func intList(t *testing.T, v envconfig.Var, def string) []int {
+	s := v.Or(def)
 	var out []int
-	for _, f := range strings.Split(v, ",") {
+	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 0 {
-			t.Fatalf("%s=%q: want a list of non-negative integers", env, v)
+			t.Fatalf("%s=%q: want a list of non-negative integers", v.Name, s)
 		}
 		out = append(out, n)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/mempo/mempo/lib/cuda"
 	"github.com/mempo/mempo/lib/cuda/cudaemu"
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/faiss"
 	"github.com/mempo/mempo/lib/tensor/half"
 )
@@ -61,7 +62,7 @@ func requireCUDA(t testing.TB) gpuDevice {
 	t.Helper()
 	ok, why := cuda.Available()
 	if !ok {
-		if os.Getenv("MEMPO_REQUIRE_CUDA") == "1" {
+		if envconfig.RequireCUDA.Get() == "1" {
 			t.Fatalf("MEMPO_REQUIRE_CUDA=1 but no CUDA: %s", why)
 		}
 		t.Skipf("no CUDA: %s", why)

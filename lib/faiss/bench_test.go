@@ -3,11 +3,12 @@ package faiss
 import (
 	"math"
 	"math/rand/v2"
-	"os"
 	"runtime"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/mempo/mempo/lib/envconfig"
 )
 
 // BenchmarkFlatSearch compares FAISS IndexFlatIP with a plain OpenBLAS sgemm
@@ -16,7 +17,7 @@ import (
 // measurement in docs/BENCHMARKS.md (about 3 GiB of vectors).
 func BenchmarkFlatSearch(b *testing.B) {
 	n := 100000
-	if s := os.Getenv("MEMPO_BENCH_FAISS_N"); s != "" {
+	if s := envconfig.BenchFaissN.Get(); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v <= 0 {
 			b.Fatalf("MEMPO_BENCH_FAISS_N=%q", s)

@@ -2,13 +2,14 @@ package model
 
 import (
 	"fmt"
-	"os"
 	"runtime"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mempo/mempo/lib/envconfig"
 )
 
 // TestCUDABenchmarks measures the CUDA backend on random-weight Qwen2.5
@@ -19,14 +20,14 @@ import (
 // MEMPO_CUDA_BENCH_BATCH the training batch in sequences. Lines starting with
 // "BENCH" are the results.
 func TestCUDABenchmarks(t *testing.T) {
-	if os.Getenv("MEMPO_CUDA_BENCH") != "1" {
+	if envconfig.CUDABench.Get() != "1" {
 		t.Skip("set MEMPO_CUDA_BENCH=1 to run the CUDA benchmarks")
 	}
 	be := cudaOrSkip(t)
 	// Runs are model:mode, mode fp32 or bf16 (bf16 GEMM operands, fp32
 	// accumulation); a bare model name runs both modes.
 	var runs [][2]string
-	for _, r := range strings.Split(cudaEnvOr("MEMPO_CUDA_BENCH_RUNS", cudaEnvOr("MEMPO_CUDA_BENCH_MODELS", "qwen2.5-0.5b,qwen2.5-1.5b")), ",") {
+	for _, r := range strings.Split(envconfig.CUDABenchRuns.Or(envconfig.CUDABenchModels.Or("qwen2.5-0.5b,qwen2.5-1.5b")), ",") {
 		name, mode, ok := strings.Cut(r, ":")
 		if !ok {
 			runs = append(runs, [2]string{name, "fp32"}, [2]string{name, "bf16"})
@@ -34,7 +35,7 @@ func TestCUDABenchmarks(t *testing.T) {
 			runs = append(runs, [2]string{name, mode})
 		}
 	}
-	batch, _ := strconv.Atoi(cudaEnvOr("MEMPO_CUDA_BENCH_BATCH", "8"))
+	batch, _ := strconv.Atoi(envconfig.CUDABenchBatch.Or("8"))
 	T := 2048
 	fmt.Printf("BENCH device %s\n", be.Device())
 	for _, run := range runs {
@@ -175,11 +176,4 @@ func trainFLOPsCUDA(m *Model, T int) float64 {
 	w += float64(a.vocab * a.hidden)
 	fwd := 2*w*float64(T) + float64(a.layers)*2*float64(T)*float64(T)*float64(a.heads*a.headDim)
 	return 3 * fwd
-}
-
-func cudaEnvOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }

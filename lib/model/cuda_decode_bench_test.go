@@ -10,6 +10,7 @@ import (
 
 	"github.com/mempo/mempo/lib/checkpoint"
 	"github.com/mempo/mempo/lib/cuda"
+	"github.com/mempo/mempo/lib/envconfig"
 )
 
 // TestCUDADecodeBenchmarks measures greedy batched decoding (prompts of
@@ -26,14 +27,14 @@ import (
 // alone, (t(128 tokens) − t(1 token)) over 127 steps. Runs when
 // MEMPO_CUDA_BENCH=1; lines starting with BENCH are the results.
 func TestCUDADecodeBenchmarks(t *testing.T) {
-	if cudaEnvOr("MEMPO_CUDA_BENCH", "") != "1" {
+	if envconfig.CUDABench.Or("") != "1" {
 		t.Skip("set MEMPO_CUDA_BENCH=1 to run the CUDA benchmarks")
 	}
 	be := cudaOrSkip(t)
 	bw := copyBandwidth(t, be.Device())
 	fmt.Printf("BENCH device %s, copy bandwidth %.2f TB/s (read + write, 1 GiB device to device, median of 20)\n", be.Device(), bw/1e12)
-	models := strings.Split(cudaEnvOr("MEMPO_CUDA_DECODE_BENCH_MODELS", "qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-7b"), ",")
-	modes := strings.Split(cudaEnvOr("MEMPO_CUDA_DECODE_BENCH_MODES", "generic,direct,graph"), ",")
+	models := strings.Split(envconfig.DecodeBenchMods.Or("qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-7b"), ",")
+	modes := strings.Split(envconfig.DecodeBenchMode.Or("generic,direct,graph"), ",")
 	be.SetBF16(true)
 	for _, name := range models {
 		t0 := time.Now()

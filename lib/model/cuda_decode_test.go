@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -87,7 +88,7 @@ func TestCUDADecodeStep(t *testing.T) {
 					be.splitMaxBlocks = 0
 					var worst float64
 					for i := range gen {
-						if !equalInts(perRow[i].IDs, gen[i].IDs) || perRow[i].Finish != gen[i].Finish {
+						if !slices.Equal(perRow[i].IDs, gen[i].IDs) || perRow[i].Finish != gen[i].Finish {
 							t.Errorf("%s row %d, per-row attention: tokens differ from the op-by-op path\n graph   %v (%s)\n generic %v (%s)",
 								c.what, i, perRow[i].IDs, perRow[i].Finish, gen[i].IDs, gen[i].Finish)
 						} else {
@@ -95,12 +96,12 @@ func TestCUDADecodeStep(t *testing.T) {
 								worst = math.Max(worst, math.Abs(float64(perRow[i].LogProbs[j]-gen[i].LogProbs[j])))
 							}
 						}
-						if !equalInts(graph[i].IDs, direct[i].IDs) || !equalF32(graph[i].LogProbs, direct[i].LogProbs) ||
+						if !slices.Equal(graph[i].IDs, direct[i].IDs) || !equalF32(graph[i].LogProbs, direct[i].LogProbs) ||
 							!equalF32(graph[i].SampleLogProbs, direct[i].SampleLogProbs) || graph[i].Finish != direct[i].Finish {
 							t.Errorf("%s row %d: graph replay differs from the direct step\n graph  %v %v\n direct %v %v",
 								c.what, i, graph[i].IDs, graph[i].LogProbs, direct[i].IDs, direct[i].LogProbs)
 						}
-						if !equalInts(graph[i].IDs, gen[i].IDs) || graph[i].Finish != gen[i].Finish {
+						if !slices.Equal(graph[i].IDs, gen[i].IDs) || graph[i].Finish != gen[i].Finish {
 							t.Errorf("%s row %d: tokens differ from the op-by-op path\n graph   %v (%s)\n generic %v (%s)",
 								c.what, i, graph[i].IDs, graph[i].Finish, gen[i].IDs, gen[i].Finish)
 							continue
@@ -133,10 +134,10 @@ func TestCUDADecodeStep(t *testing.T) {
 					all := run(decodeGraph, opts)
 					var worst float64
 					for i := range alone {
-						if !equalInts(alone[i].IDs, aloneGen[i].IDs) {
+						if !slices.Equal(alone[i].IDs, aloneGen[i].IDs) {
 							t.Errorf("T=%g alone row %d: graph %v, op-by-op %v", opts.Sampling.Temperature, i, alone[i].IDs, aloneGen[i].IDs)
 						}
-						if !equalInts(alone[i].IDs, all[1+i].IDs) {
+						if !slices.Equal(alone[i].IDs, all[1+i].IDs) {
 							t.Errorf("T=%g row %d: alone %v, in the batch %v", opts.Sampling.Temperature, i, alone[i].IDs, all[1+i].IDs)
 							continue
 						}
@@ -163,7 +164,7 @@ func TestCUDADecodeStep(t *testing.T) {
 				}
 				graph := run(decodeGraph, greedy)
 				for i := range graph {
-					if !equalInts(frozen[i].IDs, graph[i].IDs) || !equalF32(frozen[i].LogProbs, graph[i].LogProbs) {
+					if !slices.Equal(frozen[i].IDs, graph[i].IDs) || !equalF32(frozen[i].LogProbs, graph[i].LogProbs) {
 						t.Errorf("frozen base row %d: %v, full model %v", i, frozen[i].IDs, graph[i].IDs)
 					}
 				}

@@ -4,8 +4,9 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
 	"testing"
+
+	"github.com/mempo/mempo/lib/envconfig"
 )
 
 // The CUDA backend's tests: each op alone against the CPU backend's op on
@@ -18,7 +19,7 @@ func cudaOrSkip(t testing.TB) *CUDA {
 	t.Helper()
 	ok, why := CUDAAvailableReason()
 	if !ok {
-		if os.Getenv("MEMPO_REQUIRE_CUDA") == "1" {
+		if envconfig.RequireCUDA.Get() == "1" {
 			t.Fatalf("MEMPO_REQUIRE_CUDA=1 but no CUDA: %s", why)
 		}
 		t.Skipf("no CUDA: %s", why)
@@ -487,7 +488,7 @@ func TestCUDAParityWithTransformers(t *testing.T) {
 // TestCUDAAvailableReason: without a GPU the backend says why, in one line.
 func TestCUDAAvailableReason(t *testing.T) {
 	ok, why := CUDAAvailableReason()
-	if os.Getenv("MEMPO_REQUIRE_CUDA") == "1" && !ok {
+	if envconfig.RequireCUDA.Get() == "1" && !ok {
 		t.Fatalf("MEMPO_REQUIRE_CUDA=1 but CUDA is not available: %s", why)
 	}
 	if !ok && (why == "" || len(why) > 300) {

@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -26,7 +27,7 @@ func checkTeacherForced(t *testing.T, m *Model, prompt []int, g *Generation) {
 
 func sameGeneration(t *testing.T, what string, a, b *Generation) {
 	t.Helper()
-	if !equalInts(a.IDs, b.IDs) || a.Finish != b.Finish {
+	if !slices.Equal(a.IDs, b.IDs) || a.Finish != b.Finish {
 		t.Fatalf("%s: ids %v (%s) vs %v (%s)", what, a.IDs, a.Finish, b.IDs, b.Finish)
 	}
 	for i := range a.LogProbs {
@@ -58,7 +59,7 @@ func TestBatchedSamplingEqualsAlone(t *testing.T) {
 	checkTeacherForced(t, m, short, both[3])
 	// The samples of one prompt must differ from each other (independent
 	// streams), or the shared prefill would be suspect.
-	if equalInts(both[0].IDs, both[1].IDs) && equalInts(both[1].IDs, both[2].IDs) {
+	if slices.Equal(both[0].IDs, both[1].IDs) && slices.Equal(both[1].IDs, both[2].IDs) {
 		t.Error("three samples of one prompt are identical")
 	}
 	// Reproducible: the same seeds give the same tokens, another seed others.
@@ -67,7 +68,7 @@ func TestBatchedSamplingEqualsAlone(t *testing.T) {
 		sameGeneration(t, "rerun", again[i], both[i])
 	}
 	other, _ := m.Generate([]Request{{Prompt: long, N: 1, Seed: 99}}, opts)
-	if equalInts(other[0].IDs, both[0].IDs) {
+	if slices.Equal(other[0].IDs, both[0].IDs) {
 		t.Error("another seed gave the same sample")
 	}
 	for _, g := range both {
@@ -91,7 +92,7 @@ func TestTopK1IsGreedy(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range got {
-		if !equalInts(r.IDs, want) {
+		if !slices.Equal(r.IDs, want) {
 			t.Fatalf("top-k 1 gave %v, greedy is %v", r.IDs, want)
 		}
 		for _, s := range r.SampleLogProbs {
@@ -116,7 +117,7 @@ func TestStopConditions(t *testing.T) {
 	}
 	// EOS: pretend the 5th greedy token is EOS.
 	r := gen(GenerateOptions{MaxTokens: 32, EOS: []int{want[4]}})
-	if r.Finish != "eos" || !equalInts(r.IDs, want[:firstIndex(want, want[4])+1]) {
+	if r.Finish != "eos" || !slices.Equal(r.IDs, want[:firstIndex(want, want[4])+1]) {
 		t.Errorf("eos: %v %s", r.IDs, r.Finish)
 	}
 	r = gen(GenerateOptions{MaxTokens: 32, EOS: []int{want[4]}, IgnoreEOS: true})
@@ -125,7 +126,7 @@ func TestStopConditions(t *testing.T) {
 	}
 	// Stop on an id sequence.
 	r = gen(GenerateOptions{MaxTokens: 32, StopIDs: [][]int{{want[6], want[7]}}})
-	if r.Finish != "stop" || len(r.IDs) > 8 || !equalInts(r.IDs[len(r.IDs)-2:], want[6:8]) {
+	if r.Finish != "stop" || len(r.IDs) > 8 || !slices.Equal(r.IDs[len(r.IDs)-2:], want[6:8]) {
 		t.Errorf("stop ids: %v %s", r.IDs, r.Finish)
 	}
 	// Stop on decoded text (a stand-in decoder: one letter per id).
@@ -142,7 +143,7 @@ func TestStopConditions(t *testing.T) {
 		t.Errorf("stop string %q: %q %s", stop, decode(r.IDs), r.Finish)
 	}
 	r = gen(GenerateOptions{MaxTokens: 5})
-	if r.Finish != "length" || !equalInts(r.IDs, want[:5]) {
+	if r.Finish != "length" || !slices.Equal(r.IDs, want[:5]) {
 		t.Errorf("max tokens: %v %s", r.IDs, r.Finish)
 	}
 	if _, err := m.Generate([]Request{{Prompt: nil}}, GenerateOptions{MaxTokens: 1}); err == nil {

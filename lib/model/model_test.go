@@ -3,6 +3,7 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -167,7 +168,7 @@ func TestParamsRoundTripAndErrors(t *testing.T) {
 		t.Fatalf("%d params, config lists %d", len(p), len(cfg.Tensors()))
 	}
 	for _, s := range cfg.Tensors() {
-		if got := m.ParamShape(s.Name); !equalInts(got, s.Shape) {
+		if got := m.ParamShape(s.Name); !slices.Equal(got, s.Shape) {
 			t.Errorf("%s: shape %v, want %v", s.Name, got, s.Shape)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -169,7 +170,7 @@ func runParity(t *testing.T, newBackend func(fixture string) Backend) {
 				t.Fatal(err)
 			}
 			for _, got := range []*Generation{alone[0], both[1]} {
-				if !equalInts(got.IDs, want) {
+				if !slices.Equal(got.IDs, want) {
 					t.Errorf("greedy continuation\n got %v\nwant %v", got.IDs, want)
 				}
 			}
@@ -186,18 +187,6 @@ func runParity(t *testing.T, newBackend func(fixture string) Backend) {
 			}
 		})
 	}
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // The fixture directories are complete HF checkpoints: the config is read by

@@ -1,6 +1,9 @@
 package model
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 // steppingCPU is the CPU backend with a stepper that runs the op-by-op step
 // (lastLogits, then Sample) from the arguments Generate passes it, so that
@@ -67,7 +70,7 @@ func TestGenerateWithStepper(t *testing.T) {
 			t.Fatalf("stepper made %d times, freed %d, %d steps", sb.made, sb.freed, sb.steps)
 		}
 		for i := range want {
-			if !equalInts(got[i].IDs, want[i].IDs) || got[i].Finish != want[i].Finish || !equalF32(got[i].LogProbs, want[i].LogProbs) ||
+			if !slices.Equal(got[i].IDs, want[i].IDs) || got[i].Finish != want[i].Finish || !equalF32(got[i].LogProbs, want[i].LogProbs) ||
 				!equalF32(got[i].SampleLogProbs, want[i].SampleLogProbs) {
 				t.Fatalf("row %d: with the stepper %v (%s), without %v (%s)", i, got[i].IDs, got[i].Finish, want[i].IDs, want[i].Finish)
 			}
@@ -96,7 +99,7 @@ func TestGenerateWithAdapterSkipsStepper(t *testing.T) {
 		t.Fatalf("a stepper was made for a model with an adapter")
 	}
 	for i := range want {
-		if !equalInts(got[i].IDs, want[i].IDs) || !equalF32(got[i].LogProbs, want[i].LogProbs) {
+		if !slices.Equal(got[i].IDs, want[i].IDs) || !equalF32(got[i].LogProbs, want[i].LogProbs) {
 			t.Fatalf("row %d: %v, want %v", i, got[i].IDs, want[i].IDs)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mempo/mempo/lib/envconfig"
 )
 
 // fixtureDir is testdata/score at the repository root.
@@ -32,7 +34,7 @@ func fixtureUpdates() []Update {
 // TestWriteFixtures regenerates the Go-written fixtures that
 // scripts/check_parquet.py reads with pyarrow. Run with MEMPO_WRITE_FIXTURES=1.
 func TestWriteFixtures(t *testing.T) {
-	if os.Getenv("MEMPO_WRITE_FIXTURES") == "" {
+	if envconfig.WriteFixtures.Get() == "" {
 		t.Skip("set MEMPO_WRITE_FIXTURES=1 to rewrite testdata/score/*-go.parquet")
 	}
 	d := fixtureDir(t)
@@ -84,7 +86,7 @@ func TestReadPyarrowFixtures(t *testing.T) {
 // JSONL into $MEMPO_LARGE_CHECK_DIR, for scripts/check_parquet.py to compare
 // value by value with pyarrow. Nothing is committed from it.
 func TestWriteLargeCheck(t *testing.T) {
-	dir := os.Getenv("MEMPO_LARGE_CHECK_DIR")
+	dir := envconfig.LargeCheckDir.Get()
 	if dir == "" {
 		t.Skip("set MEMPO_LARGE_CHECK_DIR to write a large pyarrow cross-check set")
 	}

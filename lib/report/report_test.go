@@ -13,6 +13,7 @@ import (
 
 	"github.com/parquet-go/parquet-go"
 
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/qa"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/testenv"
@@ -235,7 +236,7 @@ func TestRunOnRealGolds(t *testing.T) {
 	cfg := Config{Rollouts: files, Labels: []string{"mempo", "grpo"}, Metrics: []string{metrics, metrics},
 		Out: filepath.Join(dir, "scores.parquet"), ReportDir: filepath.Join(dir, "report"), Options: Options{Seed: 1}}
 	written, err := Run(cfg, &out)
-	if d := os.Getenv("MEMPO_KEEP_REPORT"); d != "" {
+	if d := envconfig.KeepReport.Get(); d != "" {
 		defer os.CopyFS(d, os.DirFS(cfg.ReportDir))
 	}
 	if err != nil {
@@ -319,7 +320,7 @@ type rawRollout struct {
 func TestMalformedRowNamed(t *testing.T) {
 	root := testenv.RepoRoot(t)
 	pq := filepath.Join(root, "testdata", "score", "bad-row.parquet")
-	if os.Getenv("MEMPO_WRITE_FIXTURES") != "" {
+	if envconfig.WriteFixtures.Get() != "" {
 		rows := []rawRollout{{"ok-1", 1, [][]string{{"Paris"}}, "Paris"}, {"ok-2", 1, [][]string{{"Rome"}}, "Milan"}, {"bad-3", 2, [][]string{{"Paris"}}, "Paris"}}
 		if err := parquet.WriteFile(pq, rows); err != nil {
 			t.Fatal(err)

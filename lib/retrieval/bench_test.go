@@ -4,13 +4,14 @@ import (
 	"context"
 	"fmt"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/mempo/mempo/lib/envconfig"
 )
 
 // runLoad sends every query once through s from conc goroutines and reports
@@ -113,7 +114,7 @@ func BenchmarkHotpotBM25(b *testing.B) {
 // MEMPO_BENCH_INDEX (built by scripts/bench_retrieval_1m.sh); it needs the
 // HotpotQA questions for queries.
 func BenchmarkLargeBM25(b *testing.B) {
-	dir := os.Getenv("MEMPO_BENCH_INDEX")
+	dir := envconfig.BenchIndex.Get()
 	if dir == "" {
 		b.Skip("set MEMPO_BENCH_INDEX to a large index directory (scripts/bench_retrieval_1m.sh does)")
 	}

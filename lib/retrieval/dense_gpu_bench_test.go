@@ -23,6 +23,7 @@ import (
 
 	"github.com/mempo/mempo/lib/cuda"
 	"github.com/mempo/mempo/lib/encoder"
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/faiss"
 	"github.com/mempo/mempo/lib/tokenizer"
 )
@@ -32,22 +33,19 @@ import (
 // topk on the same shapes. Each result is one line starting with BENCH.
 
 func benchEnv(t *testing.T) *cuda.Device {
-	if os.Getenv("MEMPO_CUDA_BENCH") != "1" {
+	if envconfig.CUDABench.Get() != "1" {
 		t.Skip("set MEMPO_CUDA_BENCH=1 to run the GPU retrieval benchmarks")
 	}
 	return requireCUDA(t)
 }
 
-func envInts(t *testing.T, name, def string) []int {
-	v := os.Getenv(name)
-	if v == "" {
-		v = def
-	}
+func envInts(t *testing.T, v envconfig.Var, def string) []int {
+	s := v.Or(def)
 	var out []int
-	for _, f := range strings.Split(v, ",") {
+	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n <= 0 {
-			t.Fatalf("%s=%q: want a list of positive integers", name, v)
+			t.Fatalf("%s=%q: want a list of positive integers", v.Name, s)
 		}
 		out = append(out, n)
 	}
@@ -81,10 +79,10 @@ func unitVectors(n, dim int, seed uint64) []float32 {
 // (1,64,512), MEMPO_BENCH_DENSE_K (10), MEMPO_BENCH_DENSE_DIM (768).
 func TestCUDADenseBenchmarks(t *testing.T) {
 	d := benchEnv(t)
-	sizes := envInts(t, "MEMPO_BENCH_DENSE_SIZES", "1000000,21000000")
-	batches := envInts(t, "MEMPO_BENCH_DENSE_BATCHES", "1,64,512")
-	k := envInts(t, "MEMPO_BENCH_DENSE_K", "10")[0]
-	dim := envInts(t, "MEMPO_BENCH_DENSE_DIM", "768")[0]
+	sizes := envInts(t, envconfig.BenchDenseSizes, "1000000,21000000")
+	batches := envInts(t, envconfig.BenchDenseBatches, "1,64,512")
+	k := envInts(t, envconfig.BenchDenseK, "10")[0]
+	dim := envInts(t, envconfig.BenchDenseDim, "768")[0]
 	queries := unitVectors(slices.Max(batches), dim, 3)
 	for _, n := range sizes {
 		t0 := time.Now()
@@ -141,19 +139,19 @@ func TestCUDADenseBenchmarks(t *testing.T) {
 // at 16 clients (the only setup run where no GPU is, unless
 // MEMPO_REQUIRE_CUDA=1).
 func TestCUDARetrieveBenchmark(t *testing.T) {
-	if os.Getenv("MEMPO_CUDA_BENCH") != "1" {
+	if envconfig.CUDABench.Get() != "1" {
 		t.Skip("set MEMPO_CUDA_BENCH=1 to run the GPU retrieval benchmarks")
 	}
-	if os.Getenv("MEMPO_SERVE_BIN") == "" {
+	if envconfig.ServeBin.Get() == "" {
 		t.Skip("set MEMPO_SERVE_BIN to a mempo-serve binary")
 	}
 	gpu, why := cuda.Available()
-	if !gpu && os.Getenv("MEMPO_REQUIRE_CUDA") == "1" {
+	if !gpu && envconfig.RequireCUDA.Get() == "1" {
 		t.Fatalf("MEMPO_REQUIRE_CUDA=1 but no CUDA: %s", why)
 	}
-	n := envInts(t, "MEMPO_BENCH_E2E_N", "100000")[0]
-	secs := envInts(t, "MEMPO_BENCH_E2E_SECONDS", "4")[0]
-	clients := envInts(t, "MEMPO_BENCH_E2E_CLIENTS", "16,64,256")
+	n := envInts(t, envconfig.BenchE2EN, "100000")[0]
+	secs := envInts(t, envconfig.BenchE2ESeconds, "4")[0]
+	clients := envInts(t, envconfig.BenchE2EClients, "16,64,256")
 	const dim = 768
 	dir := t.TempDir()
 	t0 := time.Now()
@@ -232,7 +230,7 @@ func startServe(t *testing.T, args []string) (string, func()) {
 	addr := l.Addr().String()
 	l.Close()
 	args = append(args, "--addr", addr)
-	cmd := exec.Command(os.Getenv("MEMPO_SERVE_BIN"), args...)
+	cmd := exec.Command(envconfig.ServeBin.Get(), args...)
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mempo/mempo/lib/encoder"
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/faiss"
 	"github.com/mempo/mempo/lib/tokenizer"
 )
@@ -30,7 +31,7 @@ import (
 //	go test -run '^$' -bench RetrieveEncoder -benchtime 64x ./lib/retrieval/
 func BenchmarkRetrieveEncoder(b *testing.B) {
 	n := 100000
-	if v, err := strconv.Atoi(os.Getenv("MEMPO_BENCH_DENSE_N")); err == nil && v > 0 {
+	if v, err := strconv.Atoi(envconfig.BenchDenseN.Get()); err == nil && v > 0 {
 		n = v
 	}
 	const dim = 768

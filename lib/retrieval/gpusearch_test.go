@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
 	"path/filepath"
 	"sync"
 	"testing"
 
 	"github.com/mempo/mempo/lib/cuda"
 	"github.com/mempo/mempo/lib/encoder"
+	"github.com/mempo/mempo/lib/envconfig"
 )
 
 // requireCUDA skips without a usable GPU, saying why, or fails under
@@ -20,7 +20,7 @@ func requireCUDA(t testing.TB) *cuda.Device {
 	t.Helper()
 	ok, why := cuda.Available()
 	if !ok {
-		if os.Getenv("MEMPO_REQUIRE_CUDA") == "1" {
+		if envconfig.RequireCUDA.Get() == "1" {
 			t.Fatalf("MEMPO_REQUIRE_CUDA=1 but no CUDA: %s", why)
 		}
 		t.Skipf("no CUDA: %s", why)

@@ -2,17 +2,17 @@ package update
 
 import (
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/model"
 )
 
 func gpuOrSkip(t *testing.T) {
 	t.Helper()
 	if ok, why := model.CUDAAvailableReason(); !ok {
-		if os.Getenv("MEMPO_REQUIRE_CUDA") == "1" {
+		if envconfig.RequireCUDA.Get() == "1" {
 			t.Fatalf("MEMPO_REQUIRE_CUDA=1 but no CUDA: %s", why)
 		}
 		t.Skipf("no CUDA: %s", why)

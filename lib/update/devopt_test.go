@@ -2,9 +2,9 @@ package update
 
 import (
 	"math"
-	"os"
 	"testing"
 
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/model"
 )
 
@@ -18,7 +18,7 @@ import (
 // Then the device state resumes on the host and the other way round.
 func TestDeviceOptimizerMatchesHost(t *testing.T) {
 	if ok, why := model.CUDAAvailableReason(); !ok {
-		if os.Getenv("MEMPO_REQUIRE_CUDA") == "1" {
+		if envconfig.RequireCUDA.Get() == "1" {
 			t.Fatalf("MEMPO_REQUIRE_CUDA=1 but no CUDA: %s", why)
 		}
 		t.Skipf("no CUDA: %s", why)

@@ -2,11 +2,11 @@ package update
 
 import (
 	"math"
-	"os"
 	"testing"
 
 	"github.com/mempo/mempo/lib/cuda"
 	"github.com/mempo/mempo/lib/dist"
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/model"
 )
 
@@ -18,13 +18,13 @@ import (
 // of TestDeviceOptimizerMatchesHost.
 func TestNCCLDataParallelOneRank(t *testing.T) {
 	if ok, why := model.CUDAAvailableReason(); !ok {
-		if os.Getenv("MEMPO_REQUIRE_CUDA") == "1" {
+		if envconfig.RequireCUDA.Get() == "1" {
 			t.Fatalf("MEMPO_REQUIRE_CUDA=1 but no CUDA: %s", why)
 		}
 		t.Skipf("no CUDA: %s", why)
 	}
 	if err := cuda.LoadNCCL(); err != nil {
-		if os.Getenv("MEMPO_REQUIRE_NCCL") == "1" {
+		if envconfig.RequireNCCL.Get() == "1" {
 			t.Fatalf("MEMPO_REQUIRE_NCCL=1 but %v", err)
 		}
 		t.Skipf("no NCCL: %v", err)
