@@ -25,16 +25,19 @@ type attnEmu struct {
 	d *cudaemu.Device
 }
 
+// put copies bytes at p to a new device buffer, or returns an unwritten
+// (poisoned) one when p is nil.
 func (e attnEmu) put(p unsafe.Pointer, bytes int) cuda.Ptr {
 	e.t.Helper()
-	q, err := e.d.Alloc(bytes)
+	var q cuda.Ptr
+	var err error
+	if p == nil {
+		q, err = e.d.Alloc(bytes)
+	} else {
+		q, err = e.d.Upload(p, bytes)
+	}
 	if err != nil {
 		e.t.Fatal(err)
-	}
-	if p != nil {
-		if err := e.d.HtoD(q, p, bytes); err != nil {
-			e.t.Fatal(err)
-		}
 	}
 	return q
 }
