@@ -87,6 +87,14 @@ TASK_REWARD=${TASK_REWARD:-exact}      # R^T: exact (1 when every answer exact-m
 MINI_BATCH=${MINI_BATCH:-}             # trajectories per optimizer step; default: half an iteration's (MEM1's 64 of 128 prompts)
 MEMORY_REWARD=${MEMORY_REWARD:-1}      # 0: plain GRPO (no R^M passes, no A^M)
 SAVE_EVERY=${SAVE_EVERY:-0}            # write a resumable update checkpoint every N optimizer steps (0: only at the end)
+# Memory and disk of the update (docs/TRAINING.md, "A 7B model on one GPU").
+LORA_RANK=${LORA_RANK:-0}              # > 0: train a LoRA adapter of this rank on the frozen MODEL (iter-N/ckpt is the adapter)
+LORA_ALPHA=${LORA_ALPHA:-}             # the adapter's alpha (default: mempo-update's, 2 × rank)
+OPTIM_STATE=${OPTIM_STATE:-fp32}       # full-parameter AdamW state: fp32, or 8bit (bf16 weights + 8-bit moments: 7B on one GPU)
+OPTIMIZER_DIR=${OPTIMIZER_DIR:-}       # with 8bit: keep the optimizer state here instead of in the checkpoint (e.g. /dev/shm/run; only the last iteration's)
+OPTIMIZER_EVERY=${OPTIMIZER_EVERY:-1}  # with 8bit: keep the optimizer state only every N iterations (the others start it fresh)
+RECOMPUTE=${RECOMPUTE:-0}              # 1: recompute activations in the backward (long contexts, large models)
+MICRO_TOKENS=${MICRO_TOKENS:-}         # ids per forward/backward micro-batch (default: mempo-update's)
 ROLLOUT_BATCH=${ROLLOUT_BATCH:-256}    # trajectories in flight in a rollout (at least G)
 DEVICE=${DEVICE:-}                     # cpu, cuda or cuda-bf16; empty: cuda when usable
 GPUS=${GPUS:-1}                        # GPUs of this machine: N > 1 runs N rollout shards in parallel (one a GPU, then merged) and the update on N ranks (--nproc N)
@@ -119,6 +127,27 @@ dev=(); [ -n "$DEVICE" ] && dev=(--device "$DEVICE")
 proto=(--keep "$KEEP" --max-turns "$MAX_TURNS" --max-step-tokens "$MAX_STEP_TOKENS" --obs-tokens "$OBS_TOKENS" --topk "$TOPK")
 [ "$GPUS" -ge 1 ] 2>/dev/null || die "GPUS=$GPUS: want a whole number ≥ 1"
 nproc=(); [ "$GPUS" -gt 1 ] && nproc=(--nproc "$GPUS")
+case $OPTIM_STATE in fp32|8bit) ;; *) die "OPTIM_STATE=$OPTIM_STATE: want fp32 or 8bit" ;; esac
+[ "$LORA_RANK" -ge 0 ] 2>/dev/null || die "LORA_RANK=$LORA_RANK: want a whole number (0: no adapter)"
+[ "$LORA_RANK" = 0 ] || [ "$OPTIM_STATE" = fp32 ] || die "LORA_RANK and OPTIM_STATE=8bit: the 8-bit state is for full-parameter updates; pick one"
+[ "$LORA_RANK" = 0 ] || [ -z "$REF" ] || die "REF: with LORA_RANK the KL reference is the frozen MODEL itself; leave REF unset"
+# The update's memory and disk knobs, the same every iteration.
+lean=()
+[ "$OPTIM_STATE" = 8bit ] && lean=(--optim-state 8bit --optimizer-every "$OPTIMIZER_EVERY")
+[ -z "$OPTIMIZER_DIR" ] || [ "$OPTIM_STATE" = 8bit ] || die "OPTIMIZER_DIR is for OPTIM_STATE=8bit"
+[ "$RECOMPUTE" = 1 ] && lean+=(--recompute)
+[ -n "$MICRO_TOKENS" ] && lean+=(--micro-tokens "$MICRO_TOKENS")
+# policy I: the flags naming iteration I's policy for mempo-rollout: its
+# checkpoint, or with LORA_RANK the frozen start and the iteration's adapter.
+policy() {
+	if [ "$LORA_RANK" = 0 ]; then
+		echo --model "$OUT/iter-$1/ckpt"
+	elif [ "$1" = 0 ]; then
+		echo --model "$OUT/iter-0/ckpt"
+	else
+		echo --model "$OUT/iter-0/ckpt" --adapter "$OUT/iter-$1/ckpt"
+	fi
+}
 # rollout OUT ARGS…: one mempo-rollout, or with GPUS > 1 one shard a GPU in
 # parallel (--shard s/GPUS, MEMPO_CUDA_DEVICE=s), merged into OUT. Each shard
 # resumes from its own journal when the iteration is rerun.
@@ -219,7 +248,8 @@ evaluate() {
 	for f in $EVAL; do
 		name=$(basename "${f%.*}")
 		say "iteration $i: eval $name"
-		timed "$i" "eval" "$BIN/mempo-rollout" --model "$dir/ckpt" --tasks "$f" "${search[@]}" "${proto[@]}" \
+		# shellcheck disable=SC2046 # policy's words are flags and paths without spaces
+		timed "$i" "eval" "$BIN/mempo-rollout" $(policy "$i") --tasks "$f" "${search[@]}" "${proto[@]}" \
 			--group 1 --temperature 0 --no-memory-reward --batch "$ROLLOUT_BATCH" "${lim[@]}" "${dev[@]}" \
 			--out "$dir/eval/$name.parquet" 2>> "$dir/eval.log"
 	done
@@ -234,7 +264,19 @@ for i in $(seq 1 "$ITERS"); do
 	dir=$OUT/iter-$i prev=$OUT/iter-$(( i - 1 ))/ckpt
 	mkdir -p "$dir"
 	if [ ! -f "$dir/.update.done" ]; then
-		[ -f "$prev/config.json" ] || die "$prev: the checkpoint iteration $i starts from is gone (KEEP_CHECKPOINTS removed it?)"
+		[ -f "$prev/config.json" ] || [ -f "$prev/adapter_config.json" ] ||
+			die "$prev: the checkpoint iteration $i starts from is gone (KEEP_CHECKPOINTS removed it?)"
+	fi
+	# What the update starts from: the previous checkpoint and the KL
+	# reference, or with LORA_RANK the frozen start and the previous adapter
+	# (a fresh one at iteration 1; the KL reference is the start itself).
+	if [ "$LORA_RANK" = 0 ]; then
+		from=(--model "$prev" --ref "$REF")
+	elif [ "$i" = 1 ]; then
+		from=(--model "$OUT/iter-0/ckpt" --lora-rank "$LORA_RANK")
+		[ -n "$LORA_ALPHA" ] && from+=(--lora-alpha "$LORA_ALPHA")
+	else
+		from=(--model "$OUT/iter-0/ckpt" --adapter "$prev")
 	fi
 	# Iteration i takes the next TASKS_PER_ITER tasks, wrapping around.
 	if [ ! -f "$dir/tasks.jsonl" ]; then
@@ -245,7 +287,8 @@ for i in $(seq 1 "$ITERS"); do
 	fi
 	if [ ! -f "$dir/.rollout.done" ]; then
 		say "iteration $i/$ITERS: rollout ($TASKS_PER_ITER tasks × $G)"
-		timed "$i" rollout rollout "$dir/rollouts.parquet" --model "$prev" --tasks "$dir/tasks.jsonl" "${search[@]}" "${proto[@]}" \
+		# shellcheck disable=SC2046
+		timed "$i" rollout rollout "$dir/rollouts.parquet" $(policy $(( i - 1 ))) --tasks "$dir/tasks.jsonl" "${search[@]}" "${proto[@]}" \
 			--group "$G" --temperature "$TEMPERATURE" --task-reward "$TASK_REWARD" --seed $(( SEED * 100000 + i )) \
 			--batch "$ROLLOUT_BATCH" "${mr[@]}" "${dev[@]}" 2>> "$dir/rollout.log"
 		mark "$dir/.rollout.done"
@@ -253,15 +296,18 @@ for i in $(seq 1 "$ITERS"); do
 	if [ ! -f "$dir/.update.done" ]; then
 		say "iteration $i/$ITERS: update (mini-batch $MINI_BATCH)"
 		stop=(); [ "$SAVE_EVERY" -gt 0 ] && stop=(--stop-after "$SAVE_EVERY")
+		# Each iteration's state in its own folder, so the one before can go once this one is done.
+		odir=(); [ -n "$OPTIMIZER_DIR" ] && { mkdir -p "$OPTIMIZER_DIR/iter-$i"; odir=(--optimizer-dir "$OPTIMIZER_DIR/iter-$i"); }
 		while :; do
-			timed "$i" update "$BIN/mempo-update" --model "$prev" --ref "$REF" --rollouts "$dir/rollouts.parquet" \
+			timed "$i" update "$BIN/mempo-update" "${from[@]}" --rollouts "$dir/rollouts.parquet" \
 				--out "$dir/ckpt" --lr "$LR" --kl-coef "$KL" --mini-batch "$MINI_BATCH" --seed "$SEED" "${adv[@]}" \
-				--metrics "$dir/metrics.jsonl" "${stop[@]}" "${dev[@]}" "${nproc[@]}" > "$dir/update.out" 2>> "$dir/update.log"
+				--metrics "$dir/metrics.jsonl" "${lean[@]}" "${odir[@]}" "${stop[@]}" "${dev[@]}" "${nproc[@]}" > "$dir/update.out" 2>> "$dir/update.log"
 			cat "$dir/update.out" >> "$dir/update.log"
 			grep -q "rerun the same command to continue" "$dir/update.out" || break
 		done
 		rm -f "$dir/update.out"
 		mark "$dir/.update.done"
+		[ -z "$OPTIMIZER_DIR" ] || rm -rf "$OPTIMIZER_DIR/iter-$(( i - 1 ))"
 	fi
 	due "$i" && evaluate "$i"
 	# Only the last KEEP_CHECKPOINTS checkpoints (iter-0, the start, stays).

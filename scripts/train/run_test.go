@@ -56,13 +56,7 @@ func TestShortTrain(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "bin")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin+"/",
-		"./cmd/mempo-index", "./cmd/mempo-rollout", "./cmd/mempo-update", "./cmd/mempo-score")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := commands(t)
 	out := filepath.Join(tmp, "train")
 	env := append(os.Environ(), "BIN="+bin, "OUT="+out, "SHARED="+shared, "TOKENIZER="+tokPath,
 		"TRAIN="+filepath.Join(root, "testdata", "tasks", "searchr1-train.parquet"),
