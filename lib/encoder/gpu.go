@@ -9,12 +9,15 @@ package encoder
 // Precision fp16 (the default on a GPU) keeps the GEMM weights and the
 // embedding tables in IEEE half and rounds every GEMM operand (activations,
 // attention probabilities) to half, as Search-R1's retriever does with
-// use_fp16 (model.half()); GEMMs accumulate in fp32; the QKV and FFN-up
-// projections write half (their bias is added in fp32 by the next kernel),
-// the attention scores and the two projections that feed the residual
-// write fp32, and the residual stream, LayerNorm, softmax, GELU and
-// pooling stay fp32. Precision fp32 keeps everything fp32 (no TF32) and
-// matches the CPU forward to ~1e-6.
+// use_fp16 (model.half()); GEMMs accumulate in fp32 and write half (their
+// bias is added in fp32 by the next kernel); the residual stream,
+// LayerNorm, softmax, GELU and pooling stay fp32. With head dim 64 (every
+// BERT-base and -large model) the attention is one fused kernel
+// (bert_attn_f16: flash attention on the tensor cores, from the QKV
+// projection to the merged heads, no score matrix in memory); other head
+// dims take the two strided-batched GEMMs around a softmax kernel, with
+// fp32 scores. Precision fp32 keeps everything fp32 (no TF32) and matches
+// the CPU forward to ~1e-6.
 
 import (
 	"fmt"
@@ -98,6 +101,13 @@ type gpuLayer struct {
 // block), longer ones the block-per-row one.
 const softmaxWarpKeys = 512
 
+// fusedHeadDim is FA_HD of bert.cu: the head dim of bert_attn_f16, and
+// fusedTile its FA_TILE (query rows per block).
+const (
+	fusedHeadDim = 64
+	fusedTile    = 64
+)
+
 // gpuModel is an encoder's weights on a device.
 type gpuModel struct {
 	dev  gpuDevice
@@ -117,6 +127,11 @@ type gpuModel struct {
 	// warpSoftmax is the longest row of the warp-per-row softmax
 	// (softmaxWarpKeys; tests lower it to run the block-per-row one).
 	warpSoftmax int
+	// fusedAttn: the attention is bert_attn_f16 (fp16, head dim 64);
+	// halfOut: the output and FFN-down projections write half (fp16).
+	// Both are on where they apply; tests and the benchmark's A/B turn
+	// them off to run the unfused path.
+	fusedAttn, halfOut bool
 }
 
 // newGPUModel copies e's weights to dev.
@@ -133,6 +148,8 @@ func newGPUModel(e *Encoder, dev gpuDevice, prec Precision) (*gpuModel, error) {
 	if H := e.Cfg.HiddenSize; 4*H > 40<<10 {
 		return nil, fmt.Errorf("hidden_size %d is over the GPU forward's %d", H, (40<<10)/4)
 	}
+	g.halfOut = prec == FP16
+	g.fusedAttn = prec == FP16 && e.Cfg.HiddenSize == fusedHeadDim*e.Cfg.NumAttentionHeads
 	lk := dev.Lock()
 	lk.Lock()
 	defer lk.Unlock()
@@ -255,13 +272,25 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 	hb := alloc(esz * N * wide)  // Q, K, V per head, then the GELU output (half)
 	tmp := alloc(4 * N * H)      // attention per head, then the H-wide GEMM outputs, fp32
 	ctx := alloc(esz * N * H)    // merged heads: the output projection's operand
-	scores := alloc(4 * bc * nh * T * T)
+	fused := g.fusedAttn && half && hd == fusedHeadDim
+	var scores cuda.Ptr
+	if !fused {
+		scores = alloc(4 * bc * nh * T * T)
+	}
 	in, probs, act := x, scores, big // GEMM operands in fp32 mode
 	var xh cuda.Ptr
 	if half {
 		xh = alloc(2 * N * H)
-		probs = alloc(2 * bc * nh * T * T)
+		if !fused {
+			probs = alloc(2 * bc * nh * T * T)
+		}
 		in, act = xh, hb
+	}
+	// The H-wide projections' outputs (tmp) and the kernel that adds them
+	// to the residual stream.
+	yt, addLN := cuda.F32, "bert_add_ln"
+	if half && g.halfOut {
+		yt, addLN = cuda.F16, "bert_add_ln_h"
 	}
 	if err != nil {
 		return nil, fmt.Errorf("encoder on %s: batch %d×%d: %w", d, B, T, err)
@@ -281,9 +310,6 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 			err = d.Gemm(false, true, m, n, k, 1, a, dt, lda, w, dt, k, 0, out, ot, n)
 		}
 	}
-	gemm := func(m, n, k int, a cuda.Ptr, lda int, w cuda.Ptr, out cuda.Ptr) {
-		gemmT(m, n, k, a, lda, w, out, cuda.F32)
-	}
 	rows := cuda.Dim3{X: N} // one block per row of activations
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	q, k, v := hb, hb+cuda.Ptr(esz*N*H), hb+cuda.Ptr(2*esz*N*H)
@@ -291,30 +317,35 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 	launch("bert_embed_ln"+sfx, rows, row, 4*H, idsP, g.word, g.pos, g.typ, g.embLnW, g.embLnB, T, H, eps, x, xh)
 	for _, L := range g.layers {
 		gemmT(N, 3*H, H, in, H, L.qkvW, big, dt)
-		launch("bert_split_heads"+sfx, rows, row, 0, big, L.qkvB, T, nh, hd, q, k, v)
-		for b0 := 0; b0 < B && err == nil; b0 += bc {
-			nb := min(bc, B-b0)
-			off := cuda.Ptr(b0 * nh * T * hd) // elements
-			st := int64(T * hd)
-			err = d.GemmStridedBatched(false, true, T, T, hd, scale, q+off*cuda.Ptr(esz), dt, hd, st, k+off*cuda.Ptr(esz), dt, hd, st,
-				0, scores, cuda.F32, T, int64(T*T), nb*nh)
-			if srows := nb * nh * T; T <= g.warpSoftmax {
-				launch("bert_softmax_warp"+sfx, cuda.Dim3{X: (srows + 7) / 8}, cuda.Dim3{X: 256}, 0, scores, maskP+cuda.Ptr(4*b0*T), int64(srows), T, nh, probs)
-			} else {
-				launch("bert_softmax"+sfx, cuda.Dim3{X: srows}, row, 0, scores, maskP+cuda.Ptr(4*b0*T), T, nh, probs)
+		if fused {
+			launch("bert_attn_f16", cuda.Dim3{X: (T + fusedTile - 1) / fusedTile, Y: nh, Z: B}, cuda.Dim3{X: 128}, 0,
+				big, L.qkvB, maskP, T, nh, scale, ctx)
+		} else {
+			launch("bert_split_heads"+sfx, rows, row, 0, big, L.qkvB, T, nh, hd, q, k, v)
+			for b0 := 0; b0 < B && err == nil; b0 += bc {
+				nb := min(bc, B-b0)
+				off := cuda.Ptr(b0 * nh * T * hd) // elements
+				st := int64(T * hd)
+				err = d.GemmStridedBatched(false, true, T, T, hd, scale, q+off*cuda.Ptr(esz), dt, hd, st, k+off*cuda.Ptr(esz), dt, hd, st,
+					0, scores, cuda.F32, T, int64(T*T), nb*nh)
+				if srows := nb * nh * T; T <= g.warpSoftmax {
+					launch("bert_softmax_warp"+sfx, cuda.Dim3{X: (srows + 7) / 8}, cuda.Dim3{X: 256}, 0, scores, maskP+cuda.Ptr(4*b0*T), int64(srows), T, nh, probs)
+				} else {
+					launch("bert_softmax"+sfx, cuda.Dim3{X: srows}, row, 0, scores, maskP+cuda.Ptr(4*b0*T), T, nh, probs)
+				}
+				if err == nil {
+					err = d.GemmStridedBatched(false, false, T, hd, T, 1, probs, dt, T, int64(T*T), v+off*cuda.Ptr(esz), dt, hd, st,
+						0, tmp+off*4, cuda.F32, hd, st, nb*nh)
+				}
 			}
-			if err == nil {
-				err = d.GemmStridedBatched(false, false, T, hd, T, 1, probs, dt, T, int64(T*T), v+off*cuda.Ptr(esz), dt, hd, st,
-					0, tmp+off*4, cuda.F32, hd, st, nb*nh)
-			}
+			launch("bert_merge_heads"+sfx, rows, row, 0, tmp, T, nh, hd, ctx)
 		}
-		launch("bert_merge_heads"+sfx, rows, row, 0, tmp, T, nh, hd, ctx)
-		gemm(N, H, H, ctx, H, L.oW, tmp)
-		launch("bert_add_ln", rows, row, 4*H, x, tmp, L.oB, L.ln1W, L.ln1B, H, eps, xh)
+		gemmT(N, H, H, ctx, H, L.oW, tmp, yt)
+		launch(addLN, rows, row, 4*H, x, tmp, L.oB, L.ln1W, L.ln1B, H, eps, xh)
 		gemmT(N, I, H, in, H, L.upW, big, dt)
 		launch("bert_gelu"+sfx, rows, row, 0, big, L.upB, I, act)
-		gemm(N, H, I, act, I, L.downW, tmp)
-		launch("bert_add_ln", rows, row, 4*H, x, tmp, L.downB, L.ln2W, L.ln2B, H, eps, xh)
+		gemmT(N, H, I, act, I, L.downW, tmp, yt)
+		launch(addLN, rows, row, 4*H, x, tmp, L.downB, L.ln2W, L.ln2B, H, eps, xh)
 	}
 	var out []float32
 	if hidden {

@@ -140,19 +140,32 @@ extern "C" __global__ void __launch_bounds__(RED_MAX)
 }
 
 // bert_add_ln: x[r] = LayerNorm(x[r] + (y[r] + bias)), the post-LayerNorm
-// of a BERT sublayer (y is the sublayer's GEMM output without its bias).
-// Grid: N rows; dynamic shared memory: H floats.
+// of a BERT sublayer (y is the sublayer's GEMM output without its bias);
+// bert_add_ln_h reads y in half (the fp16 mode's GEMMs write half, as
+// transformers' fp16 Linear does). Grid: N rows; dynamic shared memory: H
+// floats.
+template <typename Y>
+__device__ void add_ln(float *x, const Y *y, const float *bias, const float *lnw, const float *lnb, int H, float eps,
+                       half_t *xh, float *v, double *red) {
+	long long r = blockIdx.x;
+	float *xr = x + r * H;
+	for (int j = threadIdx.x; j < H; j += blockDim.x) v[j] = xr[j] + (ldv(y, r * H + j) + bias[j]);
+	__syncthreads();
+	ln_row(v, H, lnw, lnb, eps, xr, xh ? xh + r * H : 0, red);
+}
 extern "C" __global__ void __launch_bounds__(RED_MAX)
     bert_add_ln(float *x, const float *y, const float *bias, const float *lnw, const float *lnb, int H, float eps,
                 half_t *xh) {
 	DYN_SMEM(float, v);
 	__shared__ double red[RED_MAX];
-	long long r = blockIdx.x;
-	float *xr = x + r * H;
-	const float *yr = y + r * H;
-	for (int j = threadIdx.x; j < H; j += blockDim.x) v[j] = xr[j] + (yr[j] + bias[j]);
-	__syncthreads();
-	ln_row(v, H, lnw, lnb, eps, xr, xh ? xh + r * H : 0, red);
+	add_ln(x, y, bias, lnw, lnb, H, eps, xh, v, red);
+}
+extern "C" __global__ void __launch_bounds__(RED_MAX)
+    bert_add_ln_h(float *x, const half_t *y, const float *bias, const float *lnw, const float *lnb, int H, float eps,
+                  half_t *xh) {
+	DYN_SMEM(float, v);
+	__shared__ double red[RED_MAX];
+	add_ln(x, y, bias, lnw, lnb, H, eps, xh, v, red);
 }
 
 // split_heads: row r = b·T + t of qkv [N, 3H] (the fused projection
@@ -368,5 +381,239 @@ extern "C" __global__ void __launch_bounds__(RED_MAX)
 		}
 		float inv = (float)(1.0 / sqrt(block_sum_d(ss, red)));
 		for (int j = threadIdx.x; j < dim; j += blockDim.x) out[r * dim + j] = f2h(v[j] * inv);
+	}
+}
+
+// ---- Fused attention (fp16 mode, head dim 64) ----
+//
+// bert_attn_f16: the whole self-attention of one tile of 64 query rows of
+// one head of one sequence, flash style (the scores never leave the
+// registers), from the fused QKV projection's half output qkv [B·T, 3H]
+// (without its bias: the bias is added, in fp32 and rounded to half, as
+// tiles are staged, as bert_split_heads_f16 does) to the merged heads
+// ctx [B·T, H] in half: the output projection's operand. Bidirectional;
+// keys j with mask[b·T + j] = 0 get weight exactly 0, and a sequence with
+// no valid key weighs every key (as softmax_rows). Key tiles past the last
+// valid key are skipped (right padding costs nothing). Products are
+// mma.sync m16n8k16 with fp16 operands and fp32 accumulation; softmax in
+// fp32 with a running max, probabilities rounded to half for P·V (as the
+// unfused path rounds them for its GEMM). Grid (ceil(T/64), heads, B),
+// 128 threads: 4 warps of 16 query rows. The fragment layouts are those
+// of attnmma.cu: A (16×16) four registers (gr, 2t), (gr+8, 2t), (gr, 2t+8),
+// (gr+8, 2t+8); B (16×8) two, (k 2t, n gr), (k 2t+8, n gr); C four floats
+// (gr, 2t), (gr, 2t+1), (gr+8, 2t), (gr+8, 2t+1), lane = 4·gr + t. Under
+// BERT_EMU the tensor-core instructions (mma, ldmatrix) are emulated with
+// warp shuffles of the same fragments, so the CPU tests run this code.
+#define FA_TILE 64
+#define FA_HD 64
+#define FA_LD (FA_HD + 8) // halves per shared row: conflict-free ldmatrix
+
+#ifndef BERT_EMU
+__device__ __forceinline__ unsigned fa_smem(const void *p) {
+	unsigned a;
+	asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
+	return a;
+}
+__device__ __forceinline__ void fa_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
+	asm volatile(
+	    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// fa_ldsm: ldmatrix x4, p this lane's row (lanes 8j…8j+7 give the rows of
+// matrix j); fa_ldsmT the same, transposing.
+__device__ __forceinline__ void fa_ldsm(unsigned *r, const half_t *p) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(fa_smem(p)));
+}
+__device__ __forceinline__ void fa_ldsmT(unsigned *r, const half_t *p) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(fa_smem(p)));
+}
+#else
+// The emulation: every lane fetches the fragment elements it is owed from
+// the lanes that hold them (or the row addresses they gave), then computes
+// its four outputs with the fp32 sums in k order.
+static void fa_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
+	const int lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
+	float A0[16], A1[16], B[2][16];
+	for (int tt = 0; tt < 4; tt++) {
+		int src = 4 * gr + tt;
+		unsigned x0 = __shfl_sync(FULL_MASK, a[0], src), x1 = __shfl_sync(FULL_MASK, a[1], src);
+		unsigned x2 = __shfl_sync(FULL_MASK, a[2], src), x3 = __shfl_sync(FULL_MASK, a[3], src);
+		A0[2 * tt] = h2f(x0 & 0xffff), A0[2 * tt + 1] = h2f(x0 >> 16);
+		A1[2 * tt] = h2f(x1 & 0xffff), A1[2 * tt + 1] = h2f(x1 >> 16);
+		A0[2 * tt + 8] = h2f(x2 & 0xffff), A0[2 * tt + 9] = h2f(x2 >> 16);
+		A1[2 * tt + 8] = h2f(x3 & 0xffff), A1[2 * tt + 9] = h2f(x3 >> 16);
+	}
+	for (int nn = 0; nn < 2; nn++)
+		for (int tt = 0; tt < 4; tt++) {
+			int src = 4 * (2 * t + nn) + tt;
+			unsigned y0 = __shfl_sync(FULL_MASK, b0, src), y1 = __shfl_sync(FULL_MASK, b1, src);
+			B[nn][2 * tt] = h2f(y0 & 0xffff), B[nn][2 * tt + 1] = h2f(y0 >> 16);
+			B[nn][2 * tt + 8] = h2f(y1 & 0xffff), B[nn][2 * tt + 9] = h2f(y1 >> 16);
+		}
+	for (int k = 0; k < 16; k++) {
+		c[0] += A0[k] * B[0][k];
+		c[1] += A0[k] * B[1][k];
+		c[2] += A1[k] * B[0][k];
+		c[3] += A1[k] * B[1][k];
+	}
+}
+static void fa_ldsm(unsigned *r, const half_t *p) {
+	const int lane = threadIdx.x & 31;
+	for (int j = 0; j < 4; j++) {
+		const half_t *q = __shfl_sync(FULL_MASK, p, 8 * j + (lane >> 2));
+		r[j] = (unsigned)q[2 * (lane & 3)] | (unsigned)q[2 * (lane & 3) + 1] << 16;
+	}
+}
+static void fa_ldsmT(unsigned *r, const half_t *p) {
+	const int lane = threadIdx.x & 31;
+	for (int j = 0; j < 4; j++) {
+		const half_t *q0 = __shfl_sync(FULL_MASK, p, 8 * j + 2 * (lane & 3));
+		const half_t *q1 = __shfl_sync(FULL_MASK, p, 8 * j + 2 * (lane & 3) + 1);
+		r[j] = (unsigned)q0[lane >> 2] | (unsigned)q1[lane >> 2] << 16;
+	}
+}
+#endif
+
+__device__ __forceinline__ unsigned fa_pack(float lo, float hi) { return (unsigned)f2h(lo) | (unsigned)f2h(hi) << 16; }
+
+// fa_load stages rows [0, 64) of a half matrix (row stride ld) plus bias
+// into shared memory (row stride FA_LD), 16 bytes a thread at a time; rows
+// ≥ rows become 0.
+__device__ __forceinline__ void fa_load(half_t *dst, const half_t *src, long long ld, const float *bias, int rows) {
+	for (int i = threadIdx.x; i < FA_TILE * (FA_HD / 8); i += blockDim.x) {
+		int r = i / (FA_HD / 8), c = (i % (FA_HD / 8)) * 8;
+		uint4 u = {0, 0, 0, 0};
+		if (r < rows) {
+			uint4 x = *(const uint4 *)(src + r * ld + c);
+			const unsigned xs[4] = {x.x, x.y, x.z, x.w};
+			unsigned us[4];
+			for (int e = 0; e < 4; e++)
+				us[e] = fa_pack(h2f(xs[e] & 0xffff) + bias[c + 2 * e], h2f(xs[e] >> 16) + bias[c + 2 * e + 1]);
+			u = {us[0], us[1], us[2], us[3]};
+		}
+		*(uint4 *)(dst + r * FA_LD + c) = u;
+	}
+}
+
+__device__ __forceinline__ float fa_quad_max(float v) {
+	v = fmaxf(v, __shfl_xor_sync(FULL_MASK, v, 1));
+	return fmaxf(v, __shfl_xor_sync(FULL_MASK, v, 2));
+}
+__device__ __forceinline__ float fa_quad_sum(float v) {
+	v += __shfl_xor_sync(FULL_MASK, v, 1);
+	return v + __shfl_xor_sync(FULL_MASK, v, 2);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+    bert_attn_f16(const half_t *qkv, const float *bias, const int *mask, int T, int nh, float scale, half_t *ctx) {
+	__shared__ uint4 sm4[3 * FA_TILE * FA_LD / 8];
+	__shared__ float kb[FA_TILE];
+	__shared__ int klen_s;
+	half_t *Qs = (half_t *)sm4, *Ks = Qs + FA_TILE * FA_LD, *Vs = Ks + FA_TILE * FA_LD;
+	const int H = nh * FA_HD, h = blockIdx.y, r0 = blockIdx.x * FA_TILE;
+	const long long b = blockIdx.z, ld = 3LL * H;
+	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
+	const int *m = mask + b * T;
+	const half_t *base = qkv + b * T * ld + h * FA_HD;
+	const float *qb = bias + h * FA_HD;
+	if (w == 0) { // klen_s: 1 + the last valid key (0: none)
+		int last = -1;
+		for (int j = lane; j < T; j += 32)
+			if (m[j] != 0) last = j;
+		for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(FULL_MASK, last, o));
+		if (lane == 0) klen_s = last + 1;
+	}
+	fa_load(Qs, base + r0 * ld, ld, qb, min(FA_TILE, T - r0));
+	__syncthreads();
+	const bool all = klen_s == 0;
+	const int klen = all ? T : klen_s, ntiles = (klen + FA_TILE - 1) / FA_TILE;
+
+	unsigned qa[FA_HD / 16][4];
+	float o[FA_HD / 8][4];
+	for (int i = 0; i < FA_HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+	float mrow[2] = {-BERT_INF, -BERT_INF}, lrow[2] = {0.f, 0.f};
+	for (int it = 0; it < ntiles; it++) {
+		const int kt0 = it * FA_TILE;
+		if (it > 0) __syncthreads(); // every warp is done with the last tile
+		fa_load(Ks, base + kt0 * ld + H, ld, qb + H, min(FA_TILE, T - kt0));
+		fa_load(Vs, base + kt0 * ld + 2 * H, ld, qb + 2 * H, min(FA_TILE, T - kt0));
+		if (threadIdx.x < FA_TILE) {
+			int j = kt0 + threadIdx.x;
+			kb[threadIdx.x] = j < klen && (all || m[j] != 0) ? 0.f : -BERT_INF;
+		}
+		__syncthreads();
+		if (it == 0)
+			for (int kk = 0; kk < FA_HD / 16; kk++)
+				fa_ldsm(qa[kk], Qs + (16 * w + (lane & 15)) * FA_LD + 16 * kk + (lane >> 4) * 8);
+		float s[FA_TILE / 8][4];
+		for (int i = 0; i < FA_TILE / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+		for (int kk = 0; kk < FA_HD / 16; kk++)
+#pragma unroll
+			for (int nt = 0; nt < FA_TILE / 8; nt += 2) {
+				unsigned bb[4];
+				fa_ldsm(bb, Ks + (8 * nt + (lane & 7) + ((lane >> 4) << 3)) * FA_LD + 16 * kk + ((lane >> 3) & 1) * 8);
+				fa_mma(s[nt], qa[kk], bb[0], bb[1]);
+				fa_mma(s[nt + 1], qa[kk], bb[2], bb[3]);
+			}
+		float mx[2] = {-BERT_INF, -BERT_INF};
+#pragma unroll
+		for (int nt = 0; nt < FA_TILE / 8; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				float x = s[nt][e] * scale + kb[8 * nt + 2 * t + (e & 1)];
+				s[nt][e] = x;
+				mx[e >> 1] = fmaxf(mx[e >> 1], x);
+			}
+		float ref[2], corr[2], rs[2] = {0.f, 0.f};
+#pragma unroll
+		for (int r = 0; r < 2; r++) {
+			float mn = fmaxf(mrow[r], fa_quad_max(mx[r]));
+			ref[r] = mn == -BERT_INF ? 0.f : mn; // no valid key yet: exp(-inf - 0) = 0, no NaN
+			corr[r] = __expf(mrow[r] - ref[r]);
+			mrow[r] = mn;
+		}
+#pragma unroll
+		for (int nt = 0; nt < FA_TILE / 8; nt++)
+#pragma unroll
+			for (int e = 0; e < 4; e++) {
+				float p = __expf(s[nt][e] - ref[e >> 1]);
+				s[nt][e] = p;
+				rs[e >> 1] += p;
+			}
+#pragma unroll
+		for (int r = 0; r < 2; r++) lrow[r] = lrow[r] * corr[r] + fa_quad_sum(rs[r]);
+#pragma unroll
+		for (int i = 0; i < FA_HD / 8; i++) {
+			o[i][0] *= corr[0];
+			o[i][1] *= corr[0];
+			o[i][2] *= corr[1];
+			o[i][3] *= corr[1];
+		}
+#pragma unroll
+		for (int kk = 0; kk < FA_TILE / 16; kk++) {
+			unsigned a[4] = {fa_pack(s[2 * kk][0], s[2 * kk][1]), fa_pack(s[2 * kk][2], s[2 * kk][3]),
+			                 fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]), fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+			for (int dt = 0; dt < FA_HD / 8; dt += 2) {
+				unsigned bb[4];
+				fa_ldsmT(bb, Vs + (16 * kk + (lane & 15)) * FA_LD + 8 * dt + (lane >> 4) * 8);
+				fa_mma(o[dt], a, bb[0], bb[1]);
+				fa_mma(o[dt + 1], a, bb[2], bb[3]);
+			}
+		}
+	}
+	for (int r = 0; r < 2; r++) {
+		int row = r0 + 16 * w + gr + 8 * r;
+		if (row >= T) continue;
+		float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
+		half_t *dst = ctx + (b * T + row) * H + h * FA_HD;
+		for (int dt = 0; dt < FA_HD / 8; dt++)
+			*(unsigned *)(dst + 8 * dt + 2 * t) = fa_pack(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
 	}
 }
