@@ -29,6 +29,8 @@ ap.add_argument("--iters", type=int, default=3, help="at least this many timed b
 ap.add_argument("--seconds", type=float, default=2.0, help="GPU runs repeat for at least this long")
 ap.add_argument("--fp16", action="store_true")
 ap.add_argument("--runs", default="", help="device:dtype:batch:length,... (overrides --device/--batch/--length/--fp16)")
+ap.add_argument("--profile", action="store_true",
+                help="after each GPU run, one more call under torch.profiler: GPU time per kernel (the top 25)")
 a = ap.parse_args()
 if a.threads:
     torch.set_num_threads(a.threads)
@@ -86,3 +88,9 @@ for dev, dt, B, T in runs:
         "seconds": round(secs, 3), "per_s": round(n * B / secs, 2), "ms_per_batch": round(1000 * secs / n, 2),
         "attn": getattr(model.config, "_attn_implementation", None),
         "torch": torch.__version__, "transformers": transformers.__version__}), flush=True)
+    if a.profile and dev.startswith("cuda"):
+        from torch.profiler import profile, ProfilerActivity
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            run()
+        print(f"PROFILE encoder_torch {dt} batch={B} length={T}\n" +
+              prof.key_averages().table(sort_by="cuda_time_total", row_limit=25, max_name_column_width=90), flush=True)

@@ -130,6 +130,15 @@ func runEncoderBench(t *testing.T, w io.Writer, dev gpuDevice, devName string, o
 			perS, ms := rate(B, o.query, o.secs/2, 3)
 			bench(devName, string(prec), o.query, B, perS, ms)
 		}
+		if e.gpu.fusedAttn {
+			// A/B in the same process: the unfused fp16 path (strided-batched
+			// GEMMs around the softmax kernel, fp32 projection outputs).
+			e.gpu.fusedAttn, e.gpu.halfOut = false, false
+			for _, B := range o.batches {
+				perS, ms := rate(B, o.T, o.secs, 3)
+				fmt.Fprintf(w, "BENCH encoder impl=mempo-unfused device=%s precision=%s length=%d batch=%d per_s=%.1f ms_per_batch=%.2f\n", devName, prec, o.T, B, perS, ms)
+			}
+		}
 		e.Close()
 	}
 

@@ -18,7 +18,8 @@
 # after which the remaining benchmarks are skipped; default 250), RUN_LIMIT
 # (a hard limit in seconds: every step's timeout is cut to end 5 s before
 # it; default none), PARTS (the benchmarks to run, of: encoder dense
-# transformers torch-dense retrieve; default all), TEST_RUN (a -test.run
+# transformers torch-dense retrieve profile; default all but profile:
+# encoder-profile.log, encoder-ncu.csv), TEST_RUN (a -test.run
 # pattern for the lib/encoder tests; default all of them), TRANSFORMERS_RUNS
 # (scripts/bench_encoder.py's --runs). When the bundle has cuda.test, the
 # tests include lib/cuda's flat-search tests.
@@ -96,6 +97,22 @@ if [[ $what == bench || $what == all ]]; then
 	if want retrieve "retrieve end to end"; then
 		(cd lib/retrieval && MEMPO_CUDA_BENCH=1 MEMPO_REQUIRE_CUDA=1 MEMPO_SERVE_BIN="$X/mempo-serve" timeout "$(to 120)" "$X/retrieval.test" -test.v -test.count=1 -test.run 'TestCUDARetrieveBenchmark$') >>"$OUT/retrieve-bench.log" 2>&1
 		echo "== retrieve benchmark exit $? (${SECONDS}s)" | tee -a "$OUT/retrieve-bench.log"
+	fi
+	P=$OUT/encoder-profile.log
+	if want profile "profile"; then
+		# One fp16 forward of 128 × 256 tokens fused, one unfused (after a
+		# warm-up), each kernel timed by ncu; transformers' same call under
+		# torch.profiler.
+		if command -v ncu >/dev/null; then
+			(cd lib/encoder && MEMPO_CUDA_PROFILE=1 MEMPO_REQUIRE_CUDA=1 timeout "$(to 90)" ncu --clock-control none --metrics gpu__time_duration.sum --csv \
+				"$X/encoder.test" -test.v -test.count=1 -test.run 'TestCUDAEncoderProfile$' >"$OUT/encoder-ncu.csv" 2>>"$P")
+			echo "== ncu of the encoder exit $? (${SECONDS}s)" | tee -a "$P"
+			python3 scripts/gpu/ncu_summary.py "$OUT/encoder-ncu.csv" warm-up fused unfused 2>&1 | tee -a "$P"
+		else
+			echo "== no ncu here: the encoder's kernel profile skipped" | tee -a "$P"
+		fi
+		PYTHONUNBUFFERED=1 timeout "$(to 60)" python3 scripts/bench_encoder.py --seconds 0.5 --profile --runs cuda:fp16:128:256 >>"$P" 2>&1
+		echo "== transformers profile exit $? (${SECONDS}s)" | tee -a "$P"
 	fi
 	grep -h "^BENCH" "$B" "$D" "$OUT/retrieve-bench.log" 2>/dev/null
 fi
