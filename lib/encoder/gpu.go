@@ -10,8 +10,10 @@ package encoder
 // embedding tables in IEEE half and rounds every GEMM operand (activations,
 // attention probabilities) to half, as Search-R1's retriever does with
 // use_fp16 (model.half()); GEMMs accumulate in fp32 and write half (their
-// bias is added in fp32 by the next kernel); the residual stream,
-// LayerNorm, softmax, GELU and pooling stay fp32. With head dim 64 (every
+// bias is added in fp32 by the next kernel); the residual stream is stored
+// in half between kernels, as transformers' fp16 model stores it (hidden
+// sizes up to 1024), while LayerNorm, softmax, GELU and pooling compute in
+// fp32 registers. With head dim 64 (every
 // BERT-base and -large model) the attention is one fused kernel
 // (bert_attn_f16: flash attention on the tensor cores, from the QKV
 // projection to the merged heads, no score matrix in memory); other head
@@ -132,7 +134,16 @@ type gpuModel struct {
 	// Both are on where they apply; tests and the benchmark's A/B turn
 	// them off to run the unfused path.
 	fusedAttn, halfOut bool
+	// halfRes: the residual stream is half between kernels (fp16, hidden
+	// sizes up to halfResMaxHidden), its LayerNorms and the GELU
+	// vectorized kernels of fp32 registers; off, it is fp32 with a half
+	// copy for the GEMMs.
+	halfRes bool
 }
+
+// halfResMaxHidden is LNW_MAX of bert.cu: the widest row of its
+// warp-per-row LayerNorms.
+const halfResMaxHidden = 1024
 
 // newGPUModel copies e's weights to dev.
 func newGPUModel(e *Encoder, dev gpuDevice, prec Precision) (*gpuModel, error) {
@@ -149,6 +160,7 @@ func newGPUModel(e *Encoder, dev gpuDevice, prec Precision) (*gpuModel, error) {
 		return nil, fmt.Errorf("hidden_size %d is over the GPU forward's %d", H, (40<<10)/4)
 	}
 	g.halfOut = prec == FP16
+	g.halfRes = prec == FP16
 	g.fusedAttn = prec == FP16 && e.Cfg.HiddenSize == fusedHeadDim*e.Cfg.NumAttentionHeads
 	lk := dev.Lock()
 	lk.Lock()
@@ -267,7 +279,11 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 	wide := max(3*H, I)
 	// Sequences per attention chunk: their fp32 scores fit scoreBytes.
 	bc := min(B, max(1, g.scoreBytes/(4*nh*T*T)))
-	x := alloc(4 * N * H)        // residual stream, fp32
+	hres := half && g.halfOut && g.halfRes && H <= halfResMaxHidden
+	var x cuda.Ptr
+	if !hres {
+		x = alloc(4 * N * H) // residual stream, fp32
+	}
 	big := alloc(esz * N * wide) // QKV and FFN GEMM outputs (half in fp16 mode)
 	hb := alloc(esz * N * wide)  // Q, K, V per head, then the GELU output (half)
 	tmp := alloc(4 * N * H)      // attention per head, then the H-wide GEMM outputs, fp32
@@ -292,6 +308,7 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 	if half && g.halfOut {
 		yt, addLN = cuda.F16, "bert_add_ln_h"
 	}
+
 	if err != nil {
 		return nil, fmt.Errorf("encoder on %s: batch %d×%d: %w", d, B, T, err)
 	}
@@ -313,8 +330,29 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 	rows := cuda.Dim3{X: N} // one block per row of activations
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	q, k, v := hb, hb+cuda.Ptr(esz*N*H), hb+cuda.Ptr(2*esz*N*H)
+	// With the residual stream in half (hres) xh is all of it, and its
+	// LayerNorms run one warp per row (8 rows a block).
+	wrows, wblock := cuda.Dim3{X: (N + 7) / 8}, cuda.Dim3{X: 256}
+	addNorm := func(y, bias, lnw, lnb cuda.Ptr) {
+		if hres {
+			launch("bert_add_ln_hw", wrows, wblock, 0, xh, y, bias, lnw, lnb, int64(N), H, eps)
+		} else {
+			launch(addLN, rows, row, 4*H, x, y, bias, lnw, lnb, H, eps, xh)
+		}
+	}
+	gelu := func(upB cuda.Ptr) {
+		if hres && I%8 == 0 {
+			launch("bert_gelu_v8_f16", cuda.Dim3{X: (N*I/8 + 255) / 256}, wblock, 0, big, upB, I, int64(N*I), act)
+		} else {
+			launch("bert_gelu"+sfx, rows, row, 0, big, upB, I, act)
+		}
+	}
 
-	launch("bert_embed_ln"+sfx, rows, row, 4*H, idsP, g.word, g.pos, g.typ, g.embLnW, g.embLnB, T, H, eps, x, xh)
+	if hres {
+		launch("bert_embed_ln_hw", wrows, wblock, 0, idsP, g.word, g.pos, g.typ, g.embLnW, g.embLnB, int64(N), T, H, eps, xh)
+	} else {
+		launch("bert_embed_ln"+sfx, rows, row, 4*H, idsP, g.word, g.pos, g.typ, g.embLnW, g.embLnB, T, H, eps, x, xh)
+	}
 	for _, L := range g.layers {
 		gemmT(N, 3*H, H, in, H, L.qkvW, big, dt)
 		if fused {
@@ -341,14 +379,20 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 			launch("bert_merge_heads"+sfx, rows, row, 0, tmp, T, nh, hd, ctx)
 		}
 		gemmT(N, H, H, ctx, H, L.oW, tmp, yt)
-		launch(addLN, rows, row, 4*H, x, tmp, L.oB, L.ln1W, L.ln1B, H, eps, xh)
+		addNorm(tmp, L.oB, L.ln1W, L.ln1B)
 		gemmT(N, I, H, in, H, L.upW, big, dt)
-		launch("bert_gelu"+sfx, rows, row, 0, big, L.upB, I, act)
+		gelu(L.upB)
 		gemmT(N, H, I, act, I, L.downW, tmp, yt)
-		launch(addLN, rows, row, 4*H, x, tmp, L.downB, L.ln2W, L.ln2B, H, eps, xh)
+		addNorm(tmp, L.downB, L.ln2W, L.ln2B)
 	}
 	var out []float32
-	if hidden {
+	if hidden && hres {
+		h := make([]uint16, N*H)
+		if err == nil {
+			err = d.DtoH(unsafe.Pointer(&h[0]), xh, 2*N*H)
+		}
+		out = f16ToF32(h)
+	} else if hidden {
 		out = make([]float32, N*H)
 		if err == nil {
 			err = d.DtoH(unsafe.Pointer(&out[0]), x, 4*N*H)
@@ -359,7 +403,11 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 		if pool == PoolCLS {
 			cls = 1
 		}
-		launch("bert_pool", cuda.Dim3{X: B}, row, 0, x, maskP, T, H, cls, pooled)
+		if hres {
+			launch("bert_pool_h", cuda.Dim3{X: B}, row, 0, xh, maskP, T, H, cls, pooled)
+		} else {
+			launch("bert_pool", cuda.Dim3{X: B}, row, 0, x, maskP, T, H, cls, pooled)
+		}
 		out = make([]float32, B*H)
 		if err == nil {
 			err = d.DtoH(unsafe.Pointer(&out[0]), pooled, 4*B*H)
@@ -369,4 +417,13 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 		return nil, fmt.Errorf("encoder on %s: batch %d×%d: %w", d, B, T, err)
 	}
 	return out, nil
+}
+
+// f16ToF32 widens IEEE half bits.
+func f16ToF32(h []uint16) []float32 {
+	out := make([]float32, len(h))
+	for i, v := range h {
+		out[i] = half.F16ToF32(v)
+	}
+	return out
 }

@@ -131,12 +131,19 @@ func runEncoderBench(t *testing.T, w io.Writer, dev gpuDevice, devName string, o
 			bench(devName, string(prec), o.query, B, perS, ms)
 		}
 		if e.gpu.fusedAttn {
-			// A/B in the same process: the unfused fp16 path (strided-batched
-			// GEMMs around the softmax kernel, fp32 projection outputs).
-			e.gpu.fusedAttn, e.gpu.halfOut = false, false
-			for _, B := range o.batches {
-				perS, ms := rate(B, o.T, o.secs, 3)
-				fmt.Fprintf(w, "BENCH encoder impl=mempo-unfused device=%s precision=%s length=%d batch=%d per_s=%.1f ms_per_batch=%.2f\n", devName, prec, o.T, B, perS, ms)
+			// A/B in the same process: the fp16 path without the half
+			// residual stream (fp32 residual, block-per-row LayerNorms),
+			// then without the fused attention and half projection outputs
+			// either (strided-batched GEMMs around the softmax kernel).
+			for _, v := range []struct {
+				impl           string
+				fused, halfRes bool
+			}{{"mempo-fp32-residual", true, false}, {"mempo-unfused", false, false}} {
+				e.gpu.fusedAttn, e.gpu.halfOut, e.gpu.halfRes = v.fused, v.fused, v.halfRes
+				for _, B := range o.batches {
+					perS, ms := rate(B, o.T, o.secs, 3)
+					fmt.Fprintf(w, "BENCH encoder impl=%s device=%s precision=%s length=%d batch=%d per_s=%.1f ms_per_batch=%.2f\n", v.impl, devName, prec, o.T, B, perS, ms)
+				}
 			}
 		}
 		e.Close()

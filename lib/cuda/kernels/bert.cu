@@ -326,12 +326,10 @@ extern "C" __global__ void __launch_bounds__(RED_MAX) bert_gelu_f16(const half_t
 // bert_pool: one block per sequence b of x [B, T, H]: the mean of the rows
 // whose mask is 1 (cls = 0; sums in fp64) or row 0 (cls = 1), divided by
 // max(‖v‖, 1e-12) (F.normalize), into out [B, H].
-extern "C" __global__ void __launch_bounds__(RED_MAX)
-    bert_pool(const float *x, const int *mask, int T, int H, int cls, float *out) {
-	__shared__ double red[RED_MAX];
+template <typename X> __device__ void pool_rows(const X *x, const int *mask, int T, int H, int cls, float *out, double *red) {
 	long long b = blockIdx.x;
 	const int *m = mask + b * T;
-	const float *xb = x + b * T * (long long)H;
+	const X *xb = x + b * T * (long long)H;
 	float *o = out + b * (long long)H;
 	int n = 0;
 	for (int t = 0; t < T; t++) n += m[t] != 0;
@@ -339,11 +337,11 @@ extern "C" __global__ void __launch_bounds__(RED_MAX)
 	for (int j = threadIdx.x; j < H; j += blockDim.x) {
 		float v;
 		if (cls) {
-			v = xb[j];
+			v = ldv(xb, j);
 		} else {
 			double acc = 0;
 			for (int t = 0; t < T; t++)
-				if (m[t] != 0) acc += xb[(long long)t * H + j];
+				if (m[t] != 0) acc += ldv(xb, (long long)t * H + j);
 			v = (float)(acc / (double)(n > 1 ? n : 1));
 		}
 		o[j] = v;
@@ -352,6 +350,17 @@ extern "C" __global__ void __launch_bounds__(RED_MAX)
 	double nrm = sqrt(block_sum_d(ss, red));
 	if (nrm < 1e-12) nrm = 1e-12;
 	for (int j = threadIdx.x; j < H; j += blockDim.x) o[j] = (float)((double)o[j] / nrm);
+}
+extern "C" __global__ void __launch_bounds__(RED_MAX)
+    bert_pool(const float *x, const int *mask, int T, int H, int cls, float *out) {
+	__shared__ double red[RED_MAX];
+	pool_rows(x, mask, T, H, cls, out, red);
+}
+// bert_pool_h: the same over the half residual stream.
+extern "C" __global__ void __launch_bounds__(RED_MAX)
+    bert_pool_h(const half_t *x, const int *mask, int T, int H, int cls, float *out) {
+	__shared__ double red[RED_MAX];
+	pool_rows(x, mask, T, H, cls, out, red);
 }
 
 // synth_unit_f16: rows of dim values, each a standard normal drawn from a
@@ -616,4 +625,98 @@ extern "C" __global__ void __launch_bounds__(128)
 		for (int dt = 0; dt < FA_HD / 8; dt++)
 			*(unsigned *)(dst + 8 * dt + 2 * t) = fa_pack(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
 	}
+}
+
+// ---- Half residual stream (fp16 mode) ----
+//
+// With the residual stream kept in half between kernels, as transformers'
+// fp16 model keeps it, each LayerNorm reads and writes 2 bytes a value
+// instead of fp32's 4 plus the GEMM operand's half copy. Values are fp32 in
+// registers: one warp per row of at most LNW_MAX values (lane l holds
+// columns l, l + 32, …), mean and variance in fp32, two passes over the
+// registers. Block: 256 threads (8 rows); grid: ceil(rows / 8).
+#define LNW_MAX 1024
+
+// lnw_row: LayerNorm of this lane's values v (columns lane + 32·i) into
+// row out (half).
+__device__ __forceinline__ void lnw_row(float *v, int H, const float *w, const float *b, float eps, half_t *out) {
+	const int lane = threadIdx.x & 31;
+	float s = 0.f;
+#pragma unroll
+	for (int i = 0; i < LNW_MAX / 32; i++)
+		if (i * 32 + lane < H) s += v[i];
+	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL_MASK, s, o);
+	const float mean = s / H;
+	float ss = 0.f;
+#pragma unroll
+	for (int i = 0; i < LNW_MAX / 32; i++)
+		if (i * 32 + lane < H) {
+			float d = v[i] - mean;
+			ss += d * d;
+		}
+	for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(FULL_MASK, ss, o);
+	const float inv = 1.f / sqrtf(ss / H + eps);
+#pragma unroll
+	for (int i = 0; i < LNW_MAX / 32; i++) {
+		int j = i * 32 + lane;
+		if (j < H) out[j] = f2h((v[i] - mean) * inv * w[j] + b[j]);
+	}
+}
+
+// bert_embed_ln_hw: row r = b·T + t of xh is LayerNorm(word[ids[r]] +
+// pos[t] + type[0]), half tables, half out.
+extern "C" __global__ void __launch_bounds__(256)
+    bert_embed_ln_hw(const int *ids, const half_t *word, const half_t *pos, const half_t *typ, const float *lnw,
+                     const float *lnb, long long rows, int T, int H, float eps, half_t *xh) {
+	const int lane = threadIdx.x & 31;
+	const long long r = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	if (r >= rows) return; // the whole warp
+	const long long t = r % T, id = ids[r];
+	float v[LNW_MAX / 32];
+#pragma unroll
+	for (int i = 0; i < LNW_MAX / 32; i++) {
+		int j = i * 32 + lane;
+		v[i] = j < H ? (h2f(word[id * H + j]) + h2f(pos[t * H + j])) + h2f(typ[j]) : 0.f;
+	}
+	lnw_row(v, H, lnw, lnb, eps, xh + r * H);
+}
+
+// bert_add_ln_hw: xh[r] = LayerNorm(xh[r] + (y[r] + bias)), all half in
+// memory (bert_add_ln_h with the residual stream in half).
+extern "C" __global__ void __launch_bounds__(256)
+    bert_add_ln_hw(half_t *xh, const half_t *y, const float *bias, const float *lnw, const float *lnb, long long rows,
+                   int H, float eps) {
+	const int lane = threadIdx.x & 31;
+	const long long r = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	if (r >= rows) return; // the whole warp
+	half_t *xr = xh + r * H;
+	const half_t *yr = y + r * H;
+	float v[LNW_MAX / 32];
+#pragma unroll
+	for (int i = 0; i < LNW_MAX / 32; i++) {
+		int j = i * 32 + lane;
+		v[i] = j < H ? h2f(xr[j]) + (h2f(yr[j]) + bias[j]) : 0.f;
+	}
+	lnw_row(v, H, lnw, lnb, eps, xr);
+}
+
+// bert_gelu_v8_f16: GELU(u + bias) of n values (rows of cols, cols a
+// multiple of 8), 8 halves (16 bytes) a thread: the FFN's activation at
+// memory speed. Grid: ceil(n / 8 / 256) blocks of 256.
+extern "C" __global__ void __launch_bounds__(256)
+    bert_gelu_v8_f16(const half_t *u, const float *bias, int cols, long long n, half_t *out) {
+	const long long i8 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+	if (i8 >= n) return;
+	const int c = (int)(i8 % cols);
+	uint4 x = *(const uint4 *)(u + i8);
+	const unsigned xs[4] = {x.x, x.y, x.z, x.w};
+	unsigned ys[4];
+	for (int e = 0; e < 4; e++) {
+		float a = h2f(xs[e] & 0xffff) + bias[c + 2 * e], b = h2f(xs[e] >> 16) + bias[c + 2 * e + 1];
+		a = 0.5f * a * (1.f + erff(a * 0.707106781186547524f));
+		b = 0.5f * b * (1.f + erff(b * 0.707106781186547524f));
+		ys[e] = fa_pack(a, b);
+	}
+	uint4 y = {ys[0], ys[1], ys[2], ys[3]};
+	*(uint4 *)(out + i8) = y;
 }
