@@ -103,11 +103,13 @@ type gpuLayer struct {
 // block), longer ones the block-per-row one.
 const softmaxWarpKeys = 512
 
-// fusedHeadDim is FA_HD of bert.cu: the head dim of bert_attn_f16, and
-// fusedTile its FA_TILE (query rows per block).
+// fusedHeadDim is FA_HD of bert.cu: the head dim of bert_attn_f16;
+// fusedTile its FA_TILE (query rows per block), fusedMaxT its FA_MAXT (the
+// longest sequence).
 const (
 	fusedHeadDim = 64
 	fusedTile    = 64
+	fusedMaxT    = 512
 )
 
 // gpuModel is an encoder's weights on a device.
@@ -288,7 +290,7 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 	hb := alloc(esz * N * wide)  // Q, K, V per head, then the GELU output (half)
 	tmp := alloc(4 * N * H)      // attention per head, then the H-wide GEMM outputs, fp32
 	ctx := alloc(esz * N * H)    // merged heads: the output projection's operand
-	fused := g.fusedAttn && half && hd == fusedHeadDim
+	fused := g.fusedAttn && half && hd == fusedHeadDim && T <= fusedMaxT
 	var scores cuda.Ptr
 	if !fused {
 		scores = alloc(4 * bc * nh * T * T)
@@ -341,7 +343,7 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 		}
 	}
 	gelu := func(upB cuda.Ptr) {
-		if hres && I%8 == 0 {
+		if hres && I%8 == 0 && N*I/8 < 1<<31 {
 			launch("bert_gelu_v8_f16", cuda.Dim3{X: (N*I/8 + 255) / 256}, wblock, 0, big, upB, I, int64(N*I), act)
 		} else {
 			launch("bert_gelu"+sfx, rows, row, 0, big, upB, I, act)

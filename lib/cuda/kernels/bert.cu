@@ -398,24 +398,34 @@ extern "C" __global__ void __launch_bounds__(RED_MAX)
 // bert_attn_f16: the whole self-attention of one tile of 64 query rows of
 // one head of one sequence, flash style (the scores never leave the
 // registers), from the fused QKV projection's half output qkv [B·T, 3H]
-// (without its bias: the bias is added, in fp32 and rounded to half, as
-// tiles are staged, as bert_split_heads_f16 does) to the merged heads
-// ctx [B·T, H] in half: the output projection's operand. Bidirectional;
-// keys j with mask[b·T + j] = 0 get weight exactly 0, and a sequence with
-// no valid key weighs every key (as softmax_rows). Key tiles past the last
-// valid key are skipped (right padding costs nothing). Products are
-// mma.sync m16n8k16 with fp16 operands and fp32 accumulation; softmax in
-// fp32 with a running max, probabilities rounded to half for P·V (as the
-// unfused path rounds them for its GEMM). Grid (ceil(T/64), heads, B),
-// 128 threads: 4 warps of 16 query rows. The fragment layouts are those
-// of attnmma.cu: A (16×16) four registers (gr, 2t), (gr+8, 2t), (gr, 2t+8),
-// (gr+8, 2t+8); B (16×8) two, (k 2t, n gr), (k 2t+8, n gr); C four floats
-// (gr, 2t), (gr, 2t+1), (gr+8, 2t), (gr+8, 2t+1), lane = 4·gr + t. Under
-// BERT_EMU the tensor-core instructions (mma, ldmatrix) are emulated with
-// warp shuffles of the same fragments, so the CPU tests run this code.
+// (without its bias) to the merged heads ctx [B·T, H] in half: the output
+// projection's operand. The query bias is added in fp32 and rounded to
+// half as the query tile is staged (as bert_split_heads_f16 does). The key
+// bias is left out: it adds q·b_k to every score of a query row, which the
+// softmax cancels exactly. The value bias is added to the output in fp32
+// (the weights of a row sum to 1). So keys and values are copied raw,
+// with cp.async, the next key tile loading while the current one is
+// computed. Bidirectional; keys j with mask[b·T + j] = 0 get weight exactly
+// 0, and a sequence with no valid key weighs every key (as softmax_rows).
+// Key tiles past the last valid key are skipped (right padding costs
+// nothing). Products are mma.sync m16n8k16 with fp16 operands and fp32
+// accumulation; softmax in fp32 with a running max, probabilities rounded
+// to half for P·V (as the unfused path rounds them for its GEMM). T is at
+// most FA_MAXT. Grid (ceil(T/64), heads, B), 128 threads: 4 warps of 16
+// query rows. Shared: the query tile and two buffers of key and value
+// tiles, [64][FA_LD] halves each, and the keys' mask as 0 / -inf.
+//
+// The fragment layouts are those of attnmma.cu: A (16×16) four registers
+// (gr, 2t), (gr+8, 2t), (gr, 2t+8), (gr+8, 2t+8); B (16×8) two, (k 2t,
+// n gr), (k 2t+8, n gr); C four floats (gr, 2t), (gr, 2t+1), (gr+8, 2t),
+// (gr+8, 2t+1), lane = 4·gr + t. Under BERT_EMU the tensor-core and
+// asynchronous-copy instructions (mma, ldmatrix, cp.async) are emulated
+// (warp shuffles of the same fragments; plain copies), so the CPU tests
+// run this code.
 #define FA_TILE 64
 #define FA_HD 64
 #define FA_LD (FA_HD + 8) // halves per shared row: conflict-free ldmatrix
+#define FA_MAXT 512
 
 #ifndef BERT_EMU
 __device__ __forceinline__ unsigned fa_smem(const void *p) {
@@ -488,24 +498,37 @@ static void fa_ldsmT(unsigned *r, const half_t *p) {
 }
 #endif
 
+#ifndef BERT_EMU
+// fa_cp16 copies 16 bytes from global to shared memory asynchronously, or
+// writes 16 zero bytes when valid is false (src is not read then).
+__device__ __forceinline__ void fa_cp16(half_t *dst, const half_t *src, bool valid) {
+	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(fa_smem(dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void fa_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void fa_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
+__device__ __forceinline__ void fa_wait_prev() { asm volatile("cp.async.wait_group 1;\n" ::); }
+#else
+static void fa_cp16(half_t *dst, const half_t *src, bool valid) {
+	if (valid)
+		memcpy(dst, src, 16);
+	else
+		memset(dst, 0, 16);
+}
+static void fa_commit() {}
+static void fa_wait_all() {}
+static void fa_wait_prev() {}
+#endif
+
 __device__ __forceinline__ unsigned fa_pack(float lo, float hi) { return (unsigned)f2h(lo) | (unsigned)f2h(hi) << 16; }
 
-// fa_load stages rows [0, 64) of a half matrix (row stride ld) plus bias
-// into shared memory (row stride FA_LD), 16 bytes a thread at a time; rows
-// ≥ rows become 0.
-__device__ __forceinline__ void fa_load(half_t *dst, const half_t *src, long long ld, const float *bias, int rows) {
-	for (int i = threadIdx.x; i < FA_TILE * (FA_HD / 8); i += blockDim.x) {
+// fa_stage queues the copy of rows [0, 64) of a half matrix (row stride
+// ld) into shared memory (row stride FA_LD); rows ≥ rows become 0.
+__device__ __forceinline__ void fa_stage(half_t *dst, const half_t *src, long long ld, int rows) {
+#pragma unroll
+	for (int i = threadIdx.x; i < FA_TILE * (FA_HD / 8); i += 128) {
 		int r = i / (FA_HD / 8), c = (i % (FA_HD / 8)) * 8;
-		uint4 u = {0, 0, 0, 0};
-		if (r < rows) {
-			uint4 x = *(const uint4 *)(src + r * ld + c);
-			const unsigned xs[4] = {x.x, x.y, x.z, x.w};
-			unsigned us[4];
-			for (int e = 0; e < 4; e++)
-				us[e] = fa_pack(h2f(xs[e] & 0xffff) + bias[c + 2 * e], h2f(xs[e] >> 16) + bias[c + 2 * e + 1]);
-			u = {us[0], us[1], us[2], us[3]};
-		}
-		*(uint4 *)(dst + r * FA_LD + c) = u;
+		bool ok = r < rows;
+		fa_cp16(dst + r * FA_LD + c, src + (ok ? r : 0) * ld + c, ok);
 	}
 }
 
@@ -520,46 +543,84 @@ __device__ __forceinline__ float fa_quad_sum(float v) {
 
 extern "C" __global__ void __launch_bounds__(128)
     bert_attn_f16(const half_t *qkv, const float *bias, const int *mask, int T, int nh, float scale, half_t *ctx) {
-	__shared__ uint4 sm4[3 * FA_TILE * FA_LD / 8];
-	__shared__ float kb[FA_TILE];
-	__shared__ int klen_s;
-	half_t *Qs = (half_t *)sm4, *Ks = Qs + FA_TILE * FA_LD, *Vs = Ks + FA_TILE * FA_LD;
+	__shared__ uint4 sm4[5 * FA_TILE * FA_LD / 8];
+	__shared__ float kb[FA_MAXT];
+	__shared__ int wlast[4];
+	half_t *Qs = (half_t *)sm4; // then K0, K1, V0, V1
 	const int H = nh * FA_HD, h = blockIdx.y, r0 = blockIdx.x * FA_TILE;
 	const long long b = blockIdx.z, ld = 3LL * H;
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
 	const int *m = mask + b * T;
-	const half_t *base = qkv + b * T * ld + h * FA_HD;
-	const float *qb = bias + h * FA_HD;
-	if (w == 0) { // klen_s: 1 + the last valid key (0: none)
-		int last = -1;
-		for (int j = lane; j < T; j += 32)
-			if (m[j] != 0) last = j;
-		for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(FULL_MASK, last, o));
-		if (lane == 0) klen_s = last + 1;
+	const half_t *kbase = qkv + b * T * ld + H + h * FA_HD, *vbase = kbase + H;
+
+	fa_stage(Qs + FA_TILE * FA_LD, kbase, ld, min(FA_TILE, T));
+	fa_stage(Qs + 3 * FA_TILE * FA_LD, vbase, ld, min(FA_TILE, T));
+	fa_commit();
+	// The query tile plus its bias, through registers.
+	{
+		const half_t *qsrc = qkv + (b * T + r0) * ld + h * FA_HD;
+		const int c = (threadIdx.x % (FA_HD / 8)) * 8, nq = min(FA_TILE, T - r0);
+		float qb[8];
+#pragma unroll
+		for (int e = 0; e < 8; e++) qb[e] = bias[h * FA_HD + c + e];
+		uint4 x[FA_TILE * (FA_HD / 8) / 128];
+#pragma unroll
+		for (int k = 0; k < FA_TILE * (FA_HD / 8) / 128; k++) {
+			int r = (threadIdx.x + 128 * k) / (FA_HD / 8);
+			x[k] = r < nq ? *(const uint4 *)(qsrc + r * ld + c) : uint4{0, 0, 0, 0};
+		}
+#pragma unroll
+		for (int k = 0; k < FA_TILE * (FA_HD / 8) / 128; k++) {
+			int r = (threadIdx.x + 128 * k) / (FA_HD / 8);
+			const unsigned xs[4] = {x[k].x, x[k].y, x[k].z, x[k].w};
+			unsigned us[4];
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				us[e] = r < nq ? fa_pack(h2f(xs[e] & 0xffff) + qb[2 * e], h2f(xs[e] >> 16) + qb[2 * e + 1]) : 0u;
+			*(uint4 *)(Qs + r * FA_LD + c) = uint4{us[0], us[1], us[2], us[3]};
+		}
 	}
-	fa_load(Qs, base + r0 * ld, ld, qb, min(FA_TILE, T - r0));
+	// The keys' mask, and 1 + the last valid key (0: none valid).
+	int last = -1;
+	for (int j = threadIdx.x; j < FA_MAXT; j += 128) {
+		bool on = j < T && m[j] != 0;
+		kb[j] = on ? 0.f : -BERT_INF;
+		if (on) last = j;
+	}
+	for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(FULL_MASK, last, o));
+	if (lane == 0) wlast[w] = last;
 	__syncthreads();
-	const bool all = klen_s == 0;
-	const int klen = all ? T : klen_s, ntiles = (klen + FA_TILE - 1) / FA_TILE;
+	const int klen0 = max(max(wlast[0], wlast[1]), max(wlast[2], wlast[3])) + 1;
+	if (klen0 == 0) { // no valid key: every key weighs
+		for (int j = threadIdx.x; j < T; j += 128) kb[j] = 0.f;
+	}
+	const int klen = klen0 == 0 ? T : klen0, ntiles = (klen + FA_TILE - 1) / FA_TILE;
 
 	unsigned qa[FA_HD / 16][4];
 	float o[FA_HD / 8][4];
+#pragma unroll
 	for (int i = 0; i < FA_HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
 	float mrow[2] = {-BERT_INF, -BERT_INF}, lrow[2] = {0.f, 0.f};
 	for (int it = 0; it < ntiles; it++) {
-		const int kt0 = it * FA_TILE;
-		if (it > 0) __syncthreads(); // every warp is done with the last tile
-		fa_load(Ks, base + kt0 * ld + H, ld, qb + H, min(FA_TILE, T - kt0));
-		fa_load(Vs, base + kt0 * ld + 2 * H, ld, qb + 2 * H, min(FA_TILE, T - kt0));
-		if (threadIdx.x < FA_TILE) {
-			int j = kt0 + threadIdx.x;
-			kb[threadIdx.x] = j < klen && (all || m[j] != 0) ? 0.f : -BERT_INF;
+		const int kt0 = it * FA_TILE, buf = it & 1;
+		const half_t *Ks = Qs + (1 + buf) * FA_TILE * FA_LD, *Vs = Qs + (3 + buf) * FA_TILE * FA_LD;
+		if (it + 1 < ntiles) {
+			const int nxt = kt0 + FA_TILE;
+			fa_stage(Qs + (2 - buf) * FA_TILE * FA_LD, kbase + nxt * ld, ld, min(FA_TILE, T - nxt));
+			fa_stage(Qs + (4 - buf) * FA_TILE * FA_LD, vbase + nxt * ld, ld, min(FA_TILE, T - nxt));
+			fa_commit();
+			fa_wait_prev();
+		} else {
+			fa_wait_all();
 		}
 		__syncthreads();
-		if (it == 0)
+		if (it == 0) {
+#pragma unroll
 			for (int kk = 0; kk < FA_HD / 16; kk++)
 				fa_ldsm(qa[kk], Qs + (16 * w + (lane & 15)) * FA_LD + 16 * kk + (lane >> 4) * 8);
+		}
 		float s[FA_TILE / 8][4];
+#pragma unroll
 		for (int i = 0; i < FA_TILE / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
 #pragma unroll
 		for (int kk = 0; kk < FA_HD / 16; kk++)
@@ -575,7 +636,7 @@ extern "C" __global__ void __launch_bounds__(128)
 		for (int nt = 0; nt < FA_TILE / 8; nt++)
 #pragma unroll
 			for (int e = 0; e < 4; e++) {
-				float x = s[nt][e] * scale + kb[8 * nt + 2 * t + (e & 1)];
+				float x = s[nt][e] * scale + kb[kt0 + 8 * nt + 2 * t + (e & 1)];
 				s[nt][e] = x;
 				mx[e >> 1] = fmaxf(mx[e >> 1], x);
 			}
@@ -616,14 +677,20 @@ extern "C" __global__ void __launch_bounds__(128)
 				fa_mma(o[dt + 1], a, bb[2], bb[3]);
 			}
 		}
+		__syncthreads(); // the buffer is refilled next iteration
 	}
+	const float *vb = bias + 2 * H + h * FA_HD;
+#pragma unroll
 	for (int r = 0; r < 2; r++) {
 		int row = r0 + 16 * w + gr + 8 * r;
 		if (row >= T) continue;
 		float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
 		half_t *dst = ctx + (b * T + row) * H + h * FA_HD;
-		for (int dt = 0; dt < FA_HD / 8; dt++)
-			*(unsigned *)(dst + 8 * dt + 2 * t) = fa_pack(o[dt][2 * r] * inv, o[dt][2 * r + 1] * inv);
+#pragma unroll
+		for (int dt = 0; dt < FA_HD / 8; dt++) {
+			int d = 8 * dt + 2 * t;
+			*(unsigned *)(dst + d) = fa_pack(o[dt][2 * r] * inv + vb[d], o[dt][2 * r + 1] * inv + vb[d + 1]);
+		}
 	}
 }
 
@@ -632,34 +699,60 @@ extern "C" __global__ void __launch_bounds__(128)
 // With the residual stream kept in half between kernels, as transformers'
 // fp16 model keeps it, each LayerNorm reads and writes 2 bytes a value
 // instead of fp32's 4 plus the GEMM operand's half copy. Values are fp32 in
-// registers: one warp per row of at most LNW_MAX values (lane l holds
-// columns l, l + 32, …), mean and variance in fp32, two passes over the
-// registers. Block: 256 threads (8 rows); grid: ceil(rows / 8).
+// registers: one warp per row of at most LNW_MAX values, mean and variance
+// in fp32, two passes over the registers. When H is a multiple of 8 (every
+// BERT) lane l holds the 8 columns from 8·(l + 32·g), g = 0…3, read and
+// written 16 bytes at a time; otherwise columns l, l + 32, … one by one.
+// Block: 256 threads (8 rows); grid: ceil(rows / 8).
 #define LNW_MAX 1024
 
-// lnw_row: LayerNorm of this lane's values v (columns lane + 32·i) into
-// row out (half).
-__device__ __forceinline__ void lnw_row(float *v, int H, const float *w, const float *b, float eps, half_t *out) {
+// lnw_col: the column of register i of this lane.
+__device__ __forceinline__ int lnw_col(int i, int lane, bool vec) {
+	return vec ? 8 * (lane + 32 * (i >> 3)) + (i & 7) : i * 32 + lane;
+}
+__device__ __forceinline__ void lnw_ld8(const half_t *p, float *v) {
+	uint4 x = *(const uint4 *)p;
+	const unsigned xs[4] = {x.x, x.y, x.z, x.w};
+#pragma unroll
+	for (int e = 0; e < 4; e++) v[2 * e] = h2f(xs[e] & 0xffff), v[2 * e + 1] = h2f(xs[e] >> 16);
+}
+
+// lnw_row: LayerNorm of this lane's values v into row out (half).
+__device__ __forceinline__ void lnw_row(float *v, int H, bool vec, const float *w, const float *b, float eps, half_t *out) {
 	const int lane = threadIdx.x & 31;
 	float s = 0.f;
 #pragma unroll
 	for (int i = 0; i < LNW_MAX / 32; i++)
-		if (i * 32 + lane < H) s += v[i];
+		if (lnw_col(i, lane, vec) < H) s += v[i];
 	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL_MASK, s, o);
 	const float mean = s / H;
 	float ss = 0.f;
 #pragma unroll
 	for (int i = 0; i < LNW_MAX / 32; i++)
-		if (i * 32 + lane < H) {
+		if (lnw_col(i, lane, vec) < H) {
 			float d = v[i] - mean;
 			ss += d * d;
 		}
 	for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(FULL_MASK, ss, o);
 	const float inv = 1.f / sqrtf(ss / H + eps);
+	if (vec) {
 #pragma unroll
-	for (int i = 0; i < LNW_MAX / 32; i++) {
-		int j = i * 32 + lane;
-		if (j < H) out[j] = f2h((v[i] - mean) * inv * w[j] + b[j]);
+		for (int g = 0; g < LNW_MAX / 256; g++) {
+			int c = 8 * (lane + 32 * g);
+			if (c >= H) continue;
+			unsigned us[4];
+#pragma unroll
+			for (int e = 0; e < 4; e++)
+				us[e] = fa_pack((v[8 * g + 2 * e] - mean) * inv * w[c + 2 * e] + b[c + 2 * e],
+				                (v[8 * g + 2 * e + 1] - mean) * inv * w[c + 2 * e + 1] + b[c + 2 * e + 1]);
+			*(uint4 *)(out + c) = uint4{us[0], us[1], us[2], us[3]};
+		}
+	} else {
+#pragma unroll
+		for (int i = 0; i < LNW_MAX / 32; i++) {
+			int j = i * 32 + lane;
+			if (j < H) out[j] = f2h((v[i] - mean) * inv * w[j] + b[j]);
+		}
 	}
 }
 
@@ -672,13 +765,29 @@ extern "C" __global__ void __launch_bounds__(256)
 	const long long r = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
 	if (r >= rows) return; // the whole warp
 	const long long t = r % T, id = ids[r];
+	const bool vec = H % 8 == 0;
 	float v[LNW_MAX / 32];
+	if (vec) {
 #pragma unroll
-	for (int i = 0; i < LNW_MAX / 32; i++) {
-		int j = i * 32 + lane;
-		v[i] = j < H ? (h2f(word[id * H + j]) + h2f(pos[t * H + j])) + h2f(typ[j]) : 0.f;
+		for (int g = 0; g < LNW_MAX / 256; g++) {
+			int c = 8 * (lane + 32 * g);
+			float a[8], p[8], y[8];
+			if (c < H) {
+				lnw_ld8(word + id * H + c, a);
+				lnw_ld8(pos + t * H + c, p);
+				lnw_ld8(typ + c, y);
+			}
+#pragma unroll
+			for (int e = 0; e < 8; e++) v[8 * g + e] = c < H ? (a[e] + p[e]) + y[e] : 0.f;
+		}
+	} else {
+#pragma unroll
+		for (int i = 0; i < LNW_MAX / 32; i++) {
+			int j = i * 32 + lane;
+			v[i] = j < H ? (h2f(word[id * H + j]) + h2f(pos[t * H + j])) + h2f(typ[j]) : 0.f;
+		}
 	}
-	lnw_row(v, H, lnw, lnb, eps, xh + r * H);
+	lnw_row(v, H, vec, lnw, lnb, eps, xh + r * H);
 }
 
 // bert_add_ln_hw: xh[r] = LayerNorm(xh[r] + (y[r] + bias)), all half in
@@ -691,13 +800,28 @@ extern "C" __global__ void __launch_bounds__(256)
 	if (r >= rows) return; // the whole warp
 	half_t *xr = xh + r * H;
 	const half_t *yr = y + r * H;
+	const bool vec = H % 8 == 0;
 	float v[LNW_MAX / 32];
+	if (vec) {
 #pragma unroll
-	for (int i = 0; i < LNW_MAX / 32; i++) {
-		int j = i * 32 + lane;
-		v[i] = j < H ? h2f(xr[j]) + (h2f(yr[j]) + bias[j]) : 0.f;
+		for (int g = 0; g < LNW_MAX / 256; g++) {
+			int c = 8 * (lane + 32 * g);
+			float a[8], u[8];
+			if (c < H) {
+				lnw_ld8(xr + c, a);
+				lnw_ld8(yr + c, u);
+			}
+#pragma unroll
+			for (int e = 0; e < 8; e++) v[8 * g + e] = c < H ? a[e] + (u[e] + bias[c + e]) : 0.f;
+		}
+	} else {
+#pragma unroll
+		for (int i = 0; i < LNW_MAX / 32; i++) {
+			int j = i * 32 + lane;
+			v[i] = j < H ? h2f(xr[j]) + (h2f(yr[j]) + bias[j]) : 0.f;
+		}
 	}
-	lnw_row(v, H, lnw, lnb, eps, xr);
+	lnw_row(v, H, vec, lnw, lnb, eps, xr);
 }
 
 // bert_gelu_v8_f16: GELU(u + bias) of n values (rows of cols, cols a
@@ -705,9 +829,10 @@ extern "C" __global__ void __launch_bounds__(256)
 // memory speed. Grid: ceil(n / 8 / 256) blocks of 256.
 extern "C" __global__ void __launch_bounds__(256)
     bert_gelu_v8_f16(const half_t *u, const float *bias, int cols, long long n, half_t *out) {
-	const long long i8 = ((long long)blockIdx.x * blockDim.x + threadIdx.x) * 8;
+	const unsigned i = blockIdx.x * blockDim.x + threadIdx.x; // 32-bit: n / 8 < 2^31 (the launcher checks)
+	const long long i8 = (long long)i * 8;
 	if (i8 >= n) return;
-	const int c = (int)(i8 % cols);
+	const int c = (int)(i % (unsigned)(cols / 8)) * 8;
 	uint4 x = *(const uint4 *)(u + i8);
 	const unsigned xs[4] = {x.x, x.y, x.z, x.w};
 	unsigned ys[4];
