@@ -1,9 +1,9 @@
 package encoder
 
 import (
-	"os"
 	"testing"
 
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/tokenizer"
 )
 
@@ -16,7 +16,7 @@ import (
 // under a kernel profiler (scripts/gpu/run_encoder.sh's profile part runs
 // it under ncu), which times each kernel. MEMPO_CUDA_PROFILE=1 runs it.
 func TestCUDAEncoderProfile(t *testing.T) {
-	if os.Getenv("MEMPO_CUDA_PROFILE") != "1" {
+	if envconfig.CUDAProfile.Get() != "1" {
 		t.Skip("set MEMPO_CUDA_PROFILE=1 to run the forward to be profiled (on a GPU)")
 	}
 	dev := requireCUDA(t)

@@ -72,6 +72,7 @@ var (
 	RequireCUDA = addTest("MEMPO_REQUIRE_CUDA", "1: a test that needs CUDA fails instead of skipping when there is none (the GPU machine's runs)")
 	RequireNCCL = addTest("MEMPO_REQUIRE_NCCL", "1: a test that needs NCCL fails instead of skipping when it is missing")
 	CUDABench   = addTest("MEMPO_CUDA_BENCH", "1: run the GPU benchmarks, which are tests (lib/model, lib/encoder, lib/retrieval)")
+	CUDAProfile = addTest("MEMPO_CUDA_PROFILE", "1: run lib/encoder's forward meant for a kernel profiler (TestCUDAEncoderProfile; scripts/gpu/run_encoder.sh's profile part runs it under ncu)")
 
 	CUDABenchRuns   = addTest("MEMPO_CUDA_BENCH_RUNS", "lib/model's CUDA benchmark runs, model:mode list, mode fp32 or bf16 (default: both modes of MEMPO_CUDA_BENCH_MODELS)")
 	CUDABenchModels = addTest("MEMPO_CUDA_BENCH_MODELS", "models of the CUDA benchmarks and of scripts/gpu/bench_torch.py (default qwen2.5-0.5b,qwen2.5-1.5b)")
