@@ -23,6 +23,14 @@ import (
 type CUDA struct {
 	dev *cuda.Device
 
+	// ops is what the ops use of dev (memory, copies, GEMMs); kernel, when
+	// set, launches kernels instead of dev, and sms is dev's SM count. The
+	// tests set all three to lib/cuda/cudaemu's CPU emulation, dev nil,
+	// to run the ops without a GPU (cuda_emu_test.go).
+	ops    cudaOps
+	kernel func(module, name string, grid, block cuda.Dim3, shmem int, args ...any) error
+	sms    int
+
 	cpu *CPU // RoPE tables are computed by the CPU backend's code, bit for bit
 
 	ropeMu sync.Mutex
@@ -63,6 +71,22 @@ type CUDA struct {
 	peak      atomic.Int64 // PeakBytes (cuda_lean.go)
 	sinceGC   atomic.Int64
 	gcTrigger int64
+}
+
+// cudaOps is the part of lib/cuda's Device the ops use.
+type cudaOps interface {
+	Alloc(bytes int) (cuda.Ptr, error)
+	Free(p cuda.Ptr) error
+	FreeLater(p cuda.Ptr)
+	Sync() error
+	HtoD(dst cuda.Ptr, src unsafe.Pointer, bytes int) error
+	DtoH(dst unsafe.Pointer, src cuda.Ptr, bytes int) error
+	DtoD(dst, src cuda.Ptr, bytes int) error
+	Memset32(p cuda.Ptr, v uint32, n int) error
+	Upload(src unsafe.Pointer, bytes int) (cuda.Ptr, error)
+	UploadGen() uint64
+	Gemm(transA, transB bool, m, n, k int, alpha float32, a cuda.Ptr, at cuda.DataType, lda int, b cuda.Ptr, bt cuda.DataType, ldb int, beta float32, c cuda.Ptr, ct cuda.DataType, ldc int) error
+	GemmStridedBatched(transA, transB bool, m, n, k int, alpha float32, a cuda.Ptr, at cuda.DataType, lda int, strideA int64, b cuda.Ptr, bt cuda.DataType, ldb int, strideB int64, beta float32, c cuda.Ptr, ct cuda.DataType, ldc int, strideC int64, batch int) error
 }
 
 // cudaRope is a device cos/sin table [position][headDim/2]; the buffers are
@@ -175,7 +199,7 @@ func NewCUDA() (*CUDA, error) {
 	if err != nil {
 		return nil, err
 	}
-	be := &CUDA{dev: d, cpu: NewCPU(), rope: map[ropeKey]*cudaRope{}}
+	be := &CUDA{dev: d, ops: d, sms: d.SMs, cpu: NewCPU(), rope: map[ropeKey]*cudaRope{}}
 	be.gcTrigger = max(d.TotalMem/8, 1<<30)
 	be.pool.limit = d.TotalMem / 4
 	be.bf16 = envconfig.CUDABF16.On()
@@ -236,7 +260,7 @@ func (b *CUDA) LiveBytes() int64 { return b.live.Load() }
 
 func (b *CUDA) Zeros(rows, cols int) Tensor {
 	t := b.newTensor(rows, cols)
-	must(b.dev.Memset32(t.ptr(), 0, t.n()))
+	must(b.ops.Memset32(t.ptr(), 0, t.n()))
 	return t
 }
 
@@ -248,7 +272,7 @@ func (b *CUDA) FromHost(data []float32, rows, cols int) Tensor {
 	}
 	t := b.newTensor(rows, cols)
 	if len(data) > 0 {
-		must(b.dev.HtoD(t.ptr(), unsafe.Pointer(&data[0]), 4*len(data)))
+		must(b.ops.HtoD(t.ptr(), unsafe.Pointer(&data[0]), 4*len(data)))
 	}
 	runtime.KeepAlive(data)
 	return t
@@ -262,7 +286,7 @@ func (b *CUDA) ToHost(t Tensor, dst []float32) []float32 {
 	}
 	dst = dst[:n]
 	if n > 0 {
-		must(b.dev.DtoH(unsafe.Pointer(&dst[0]), s.ptr(), 4*n))
+		must(b.ops.DtoH(unsafe.Pointer(&dst[0]), s.ptr(), 4*n))
 	}
 	return dst
 }
@@ -287,13 +311,13 @@ func (b *CUDA) Copy(dst, src Tensor) {
 	d, s := gt(dst), gt(src)
 	sameShapeG("Copy", d, s)
 	b.wrote(d)
-	must(b.dev.DtoD(d.ptr(), s.ptr(), 4*d.n()))
+	must(b.ops.DtoD(d.ptr(), s.ptr(), 4*d.n()))
 }
 
 func (b *CUDA) Fill(t Tensor, v float32) {
 	s := gt(t)
 	b.wrote(s)
-	must(b.dev.Memset32(s.ptr(), math.Float32bits(v), s.n()))
+	must(b.ops.Memset32(s.ptr(), math.Float32bits(v), s.n()))
 }
 
 // Free releases a tensor made by Zeros or FromHost (views are left alone).
@@ -462,6 +486,10 @@ func (b *CUDA) launch(module, name string, grid, block int, shmem int, args ...a
 }
 
 func (b *CUDA) launch2(module, name string, grid cuda.Dim3, block int, shmem int, args ...any) {
+	if b.kernel != nil {
+		must(b.kernel(module, name, grid, cuda.Dim3{X: block}, shmem, args...))
+		return
+	}
 	f := b.fn(module, name)
 	if shmem > 48<<10 {
 		must(b.dev.SetMaxDynamicShared(f, shmem))
@@ -520,7 +548,7 @@ func (b *CUDA) StopProfile() (ms map[string]float64, calls map[string]int) {
 // gridFor is a grid-stride grid for n elements.
 func (b *CUDA) gridFor(n int64, block int) int {
 	g := (n + int64(block) - 1) / int64(block)
-	return int(min(max(g, 1), int64(b.dev.SMs*32)))
+	return int(min(max(g, 1), int64(b.sms*32)))
 }
 
 func (b *CUDA) uploadInts(v []int) cuda.Ptr {
@@ -528,7 +556,7 @@ func (b *CUDA) uploadInts(v []int) cuda.Ptr {
 	for i, x := range v {
 		tmp[i] = int32(x)
 	}
-	p, err := b.dev.Upload(unsafe.Pointer(&tmp[0]), 4*len(v))
+	p, err := b.ops.Upload(unsafe.Pointer(&tmp[0]), 4*len(v))
 	must(err)
 	runtime.KeepAlive(tmp)
 	return p
@@ -546,7 +574,7 @@ type uploadMemo struct {
 // positions, tile lists and cache rows of one forward are the same for every
 // layer, so a decoding step uploads them once instead of once per layer.
 func (b *CUDA) uploadIntsMemo(key string, v []int) cuda.Ptr {
-	gen := b.dev.UploadGen()
+	gen := b.ops.UploadGen()
 	if m := b.memo[key]; m != nil && m.gen == gen && slices.Equal(m.vals, v) {
 		return m.p
 	}
@@ -555,7 +583,7 @@ func (b *CUDA) uploadIntsMemo(key string, v []int) cuda.Ptr {
 		b.memo = map[string]*uploadMemo{}
 	}
 	// The generation after the upload: a wrap inside it leaves p valid.
-	b.memo[key] = &uploadMemo{gen: b.dev.UploadGen(), vals: slices.Clone(v), p: p}
+	b.memo[key] = &uploadMemo{gen: b.ops.UploadGen(), vals: slices.Clone(v), p: p}
 	return p
 }
 
@@ -563,7 +591,7 @@ func (b *CUDA) uploadF32(v []float32) cuda.Ptr {
 	if len(v) == 0 {
 		v = []float32{0}
 	}
-	p, err := b.dev.Upload(unsafe.Pointer(&v[0]), 4*len(v))
+	p, err := b.ops.Upload(unsafe.Pointer(&v[0]), 4*len(v))
 	must(err)
 	runtime.KeepAlive(v)
 	return p
@@ -573,7 +601,7 @@ func (b *CUDA) uploadF64(v []float64) cuda.Ptr {
 	if len(v) == 0 {
 		v = []float64{0}
 	}
-	p, err := b.dev.Upload(unsafe.Pointer(&v[0]), 8*len(v))
+	p, err := b.ops.Upload(unsafe.Pointer(&v[0]), 8*len(v))
 	must(err)
 	runtime.KeepAlive(v)
 	return p
@@ -648,12 +676,12 @@ func (b *CUDA) MatMul(c, a, bb Tensor, transA, transB bool, alpha, beta float32)
 		a16, b16 := b.bf16Operand(A), b.bf16Operand(B)
 		func() {
 			defer b.timed("gemm_bf16")()
-			must(b.dev.Gemm(transA, transB, m, n, k, alpha, a16, cuda.BF16, A.c, b16, cuda.BF16, B.c, beta, C.ptr(), cuda.F32, C.c))
+			must(b.ops.Gemm(transA, transB, m, n, k, alpha, a16, cuda.BF16, A.c, b16, cuda.BF16, B.c, beta, C.ptr(), cuda.F32, C.c))
 		}()
 		return
 	}
 	defer b.timed("gemm")()
-	must(b.dev.Gemm(transA, transB, m, n, k, alpha, A.ptr(), cuda.F32, A.c, B.ptr(), cuda.F32, B.c, beta, C.ptr(), cuda.F32, C.c))
+	must(b.ops.Gemm(transA, transB, m, n, k, alpha, A.ptr(), cuda.F32, A.c, B.ptr(), cuda.F32, B.c, beta, C.ptr(), cuda.F32, C.c))
 }
 
 // castBF16 returns a new device buffer holding t rounded to bf16 and its
@@ -1051,7 +1079,7 @@ func (b *CUDA) Sample(logits Tensor, params []SampleParams, u []float64) []Sampl
 			if row == nil {
 				row = make([]float32, Z.c)
 			}
-			must(b.dev.DtoH(unsafe.Pointer(&row[0]), Z.ptr()+cuda.Ptr(4*r*Z.c), 4*Z.c))
+			must(b.ops.DtoH(unsafe.Pointer(&row[0]), Z.ptr()+cuda.Ptr(4*r*Z.c), 4*Z.c))
 			out[r] = sampleRow(row, params[r], u[r])
 			b.hostSamples++
 			continue
@@ -1062,6 +1090,6 @@ func (b *CUDA) Sample(logits Tensor, params []SampleParams, u []float64) []Sampl
 }
 
 // Sync waits for every queued operation (for timing).
-func (b *CUDA) Sync() { must(b.dev.Sync()) }
+func (b *CUDA) Sync() { must(b.ops.Sync()) }
 
 var _ Backend = (*CUDA)(nil)

@@ -164,8 +164,8 @@ func (b *CUDA) attentionMMA(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh Attn
 func (b *CUDA) attentionMMABackward(DQ, DK, DV, DO, Q, K, V, LSE, D *cudaTensor, seqs []AttnSeq, sh AttnShape) {
 	kvd := sh.KVHeads * sh.HeadDim
 	for _, s := range seqs {
-		must(b.dev.Memset32(DK.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
-		must(b.dev.Memset32(DV.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
+		must(b.ops.Memset32(DK.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
+		must(b.ops.Memset32(DV.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
 	}
 	q16, do16, k16, v16 := b.castAll(Q), b.castAll(DO), b.castAll(K), b.castAll(V)
 	defer b.freeCopies(q16, do16, k16, v16)
@@ -277,7 +277,7 @@ func (b *CUDA) castKV(sc *attnScratch, K, V *cudaTensor, s AttnSeq, keys int) {
 func (b *CUDA) scores(sc *attnScratch, qp cuda.Ptr, n, keys, ldS int, sh AttnShape) {
 	g, hd := sh.Heads/sh.KVHeads, sh.HeadDim
 	defer b.timed("attn_gemm")()
-	must(b.dev.GemmStridedBatched(false, true, n*g, keys, hd, sh.Scale,
+	must(b.ops.GemmStridedBatched(false, true, n*g, keys, hd, sh.Scale,
 		qp, cuda.BF16, hd, int64(n*g*hd),
 		sc.kb, cuda.BF16, sh.KVHeads*hd, int64(hd),
 		0, sc.s, cuda.F32, ldS, int64(n*g*ldS), sh.KVHeads))
@@ -303,7 +303,7 @@ func (b *CUDA) attentionGemm(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh Att
 				sc.p, LSE.ptr(), sc.s, n, g, keys, ldS, s.Past+c0, qrow, sh.Heads)
 			func() {
 				defer b.timed("attn_gemm")()
-				must(b.dev.GemmStridedBatched(false, false, n*g, hd, keys, 1,
+				must(b.ops.GemmStridedBatched(false, false, n*g, hd, keys, 1,
 					sc.p, cuda.BF16, ldS, int64(n*g*ldS),
 					sc.vb, cuda.BF16, sh.KVHeads*hd, int64(hd),
 					0, sc.op, cuda.F32, hd, int64(n*g*hd), sh.KVHeads))
@@ -326,8 +326,8 @@ func (b *CUDA) attentionGemmBackward(DQ, DK, DV, DO, Q, K, V, LSE, D *cudaTensor
 		}
 		b.castKV(sc, K, V, s, s.N)
 		// dK and dV accumulate over the chunks: start from zero.
-		must(b.dev.Memset32(DK.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
-		must(b.dev.Memset32(DV.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
+		must(b.ops.Memset32(DK.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
+		must(b.ops.Memset32(DV.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
 		dk, dv := DK.ptr()+cuda.Ptr(4*s.K*kvd), DV.ptr()+cuda.Ptr(4*s.K*kvd)
 		chunk := b.attnChunk(s.N, s.N, sh.Heads)
 		for c0 := 0; c0 < s.N; c0 += chunk {
@@ -343,7 +343,7 @@ func (b *CUDA) attentionGemmBackward(DQ, DK, DV, DO, Q, K, V, LSE, D *cudaTensor
 			b.launch("attngemm", "attg_probs", rows, 256, 0, sc.p, LSE.ptr(), sc.s, n, g, keys, ldS, c0, qrow, sh.Heads)
 			gemm := func(ta, tb bool, m, nn, k int, a cuda.Ptr, lda int, sa int64, bb cuda.Ptr, ldb int, sb int64, beta float32, c cuda.Ptr, ct cuda.DataType, ldc int, scc int64) {
 				defer b.timed("attn_gemm")()
-				must(b.dev.GemmStridedBatched(ta, tb, m, nn, k, 1, a, cuda.BF16, lda, sa, bb, cuda.BF16, ldb, sb, beta, c, ct, ldc, scc, sh.KVHeads))
+				must(b.ops.GemmStridedBatched(ta, tb, m, nn, k, 1, a, cuda.BF16, lda, sa, bb, cuda.BF16, ldb, sb, beta, c, ct, ldc, scc, sh.KVHeads))
 			}
 			// dV += Pᵀ·dO
 			gemm(true, false, keys, hd, ng, sc.p, ldS, int64(ng*ldS), sc.dop, hd, int64(ng*hd), 1, dv, cuda.F32, kvd, int64(hd))

@@ -42,7 +42,7 @@ func (b *CUDA) FromHostFrozen(data []float32, rows, cols int) Tensor {
 	})
 	p16, size := b.rawAlloc(2*n + 16)
 	if n > 0 {
-		must(b.dev.HtoD(p16, unsafe.Pointer(&h[0]), 2*n))
+		must(b.ops.HtoD(p16, unsafe.Pointer(&h[0]), 2*n))
 	}
 	runtime.KeepAlive(h)
 	buf := &devBuf{bytes: 4 * max(n, 1), be: b, frozen: true, weight: true,

@@ -54,14 +54,14 @@ func (b *CUDA) rawAlloc(bytes int) (cuda.Ptr, int) {
 	}
 	pl.miss++
 	pl.mu.Unlock()
-	p, err := b.dev.Alloc(size)
+	p, err := b.ops.Alloc(size)
 	for try := 0; err != nil && try < 3; try++ {
 		b.flushPool()
 		runtime.GC()
 		time.Sleep(20 * time.Millisecond) // let finalizers queue their frees
-		must(b.dev.Sync())                // drains them
+		must(b.ops.Sync())                // drains them
 		b.flushPool()
-		p, err = b.dev.Alloc(size)
+		p, err = b.ops.Alloc(size)
 	}
 	must(err)
 	b.notePeak()
@@ -84,9 +84,9 @@ func (b *CUDA) rawFree(p cuda.Ptr, size int, later bool) {
 	}
 	pl.mu.Unlock()
 	if later {
-		b.dev.FreeLater(p)
+		b.ops.FreeLater(p)
 	} else {
-		must(b.dev.Free(p))
+		must(b.ops.Free(p))
 	}
 }
 
@@ -99,7 +99,7 @@ func (b *CUDA) flushPool() {
 	pl.mu.Unlock()
 	for _, l := range free {
 		for _, p := range l {
-			must(b.dev.Free(p))
+			must(b.ops.Free(p))
 		}
 	}
 }

@@ -42,6 +42,17 @@ func newOpPair(t *testing.T, seed uint64) *opPair {
 	return &opPair{cpu: NewCPU(), gpu: cudaOrSkip(t), r: rand.New(rand.NewPCG(seed, 7)), t: t}
 }
 
+// newOpPairOrEmu is newOpPair where a GPU is, else the CPU backend against
+// the CUDA backend on lib/cuda/cudaemu's emulation of the kernels (emuCUDA),
+// so that `go test` here runs the kernels' index math and the launchers'
+// shapes too; with MEMPO_REQUIRE_CUDA=1 it wants the GPU.
+func newOpPairOrEmu(t *testing.T, seed uint64) *opPair {
+	if ok, _ := CUDAAvailableReason(); ok || envconfig.RequireCUDA.On() {
+		return newOpPair(t, seed)
+	}
+	return &opPair{cpu: NewCPU(), gpu: emuCUDA(t), r: rand.New(rand.NewPCG(seed, 7)), t: t}
+}
+
 func (p *opPair) randv(n int, scale float64) []float32 {
 	v := make([]float32, n)
 	for i := range v {
@@ -95,7 +106,7 @@ func (p *opPair) checkAbs(name string, x pair, tol float64) {
 }
 
 func TestCUDAElementwiseOps(t *testing.T) {
-	p := newOpPair(t, 1)
+	p := newOpPairOrEmu(t, 1)
 	for _, sz := range [][2]int{{1, 1}, {3, 5}, {37, 129}, {257, 1000}} {
 		r, c := sz[0], sz[1]
 		name := fmt.Sprintf("%d×%d", r, c)
@@ -159,7 +170,7 @@ func TestCUDAElementwiseOps(t *testing.T) {
 }
 
 func TestCUDAMatMul(t *testing.T) {
-	p := newOpPair(t, 2)
+	p := newOpPairOrEmu(t, 2)
 	for _, sz := range [][3]int{{1, 1, 1}, {5, 7, 3}, {33, 65, 129}, {200, 96, 300}} {
 		m, n, k := sz[0], sz[1], sz[2]
 		for _, ta := range []bool{false, true} {
@@ -188,7 +199,7 @@ func TestCUDAMatMul(t *testing.T) {
 }
 
 func TestCUDANormEmbedRoPE(t *testing.T) {
-	p := newOpPair(t, 3)
+	p := newOpPairOrEmu(t, 3)
 	for _, sz := range [][3]int{{1, 8, 8}, {7, 40, 20}, {65, 896, 896}, {33, 384, 128}} {
 		r, c, dim := sz[0], sz[1], sz[2]
 		name := fmt.Sprintf("%d×%d/%d", r, c, dim)
@@ -249,7 +260,7 @@ func TestCUDANormEmbedRoPE(t *testing.T) {
 }
 
 func TestCUDATokenLogProbs(t *testing.T) {
-	p := newOpPair(t, 4)
+	p := newOpPairOrEmu(t, 4)
 	for _, sz := range [][2]int{{1, 5}, {9, 320}, {33, 151936}} {
 		rows, V := sz[0], sz[1]
 		z := p.rnd(rows, V, 3)
@@ -288,7 +299,7 @@ func TestCUDAAttention(t *testing.T) {
 		v1, kernelsOnly bool
 	}{{"v1", true, true}, {"v2", false, true}, {"decode", false, false}} {
 		t.Run(c.name, func(t *testing.T) {
-			p := newOpPair(t, 5)
+			p := newOpPairOrEmu(t, 5)
 			p.gpu.attnV1, p.gpu.attnKernelsOnly = c.v1, c.kernelsOnly
 			testCUDAAttention(t, p)
 		})
@@ -297,8 +308,15 @@ func TestCUDAAttention(t *testing.T) {
 
 func testCUDAAttention(t *testing.T, p *opPair) {
 	type cfg struct{ heads, kv, hd int }
-	for _, c := range []cfg{{2, 1, 4}, {4, 2, 16}, {14, 2, 64}, {12, 2, 128}, {3, 3, 40}, {2, 2, 6}, {4, 1, 256}} {
-		for _, lens := range [][]int{{1}, {5, 17}, {33, 1, 70}, {200}} {
+	cfgs := []cfg{{2, 1, 4}, {4, 2, 16}, {14, 2, 64}, {12, 2, 128}, {3, 3, 40}, {2, 2, 6}, {4, 1, 256}}
+	lensAll := [][]int{{1}, {5, 17}, {33, 1, 70}, {200}}
+	if p.gpu.dev == nil {
+		// The emulation (a fiber per thread) takes ~100x a GPU's time here:
+		// every kernel and register count, on fewer and shorter shapes.
+		cfgs, lensAll = []cfg{{2, 1, 4}, {4, 2, 16}, {2, 1, 64}, {3, 3, 40}, {2, 2, 6}}, [][]int{{1}, {5, 17}, {33, 1, 40}}
+	}
+	for _, c := range cfgs {
+		for _, lens := range lensAll {
 			sh := AttnShape{Heads: c.heads, KVHeads: c.kv, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd)))}
 			var seqs []AttnSeq
 			R := 0
@@ -422,7 +440,7 @@ func testCUDAAttentionBF16(t *testing.T, p *opPair) {
 }
 
 func TestCUDASample(t *testing.T) {
-	p := newOpPair(t, 6)
+	p := newOpPairOrEmu(t, 6)
 	// Top-k / top-p rows are drawn on the device unless the candidate set is
 	// over 2048 tokens: with logits of scale 2 over 151936 words about half
 	// the vocabulary is within the CPU's first threshold (the host draws
@@ -434,6 +452,9 @@ func TestCUDASample(t *testing.T) {
 	}{{7, 2, false}, {320, 2, false}, {151936, 6, false}, {151936, 2, true}} {
 		V := c.V
 		rows := 40
+		if p.gpu.dev == nil && V > 1000 {
+			rows = 10 // the emulation: every kind of row still, twice
+		}
 		z := p.rnd(rows, V, c.scale)
 		host0 := p.gpu.hostSamples
 		params := make([]SampleParams, rows)

@@ -326,6 +326,10 @@ func (d *Device) checkZones(p cuda.Ptr, n int) error {
 	return nil
 }
 
+// Check checks the red zones of every live allocation (after kernels of
+// other modules' emulations ran on this one's memory).
+func (d *Device) Check() error { return d.checkAll("check") }
+
 func (d *Device) checkAll(after string) error {
 	ps := make([]cuda.Ptr, 0, len(d.allocs))
 	for p := range d.allocs {
