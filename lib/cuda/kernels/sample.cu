@@ -19,6 +19,53 @@ __device__ double dsum_block(double v, double *sc) {
 	return v;
 }
 
+// block_scan: scan[t] = the inclusive prefix sum of the block's values v
+// (Hillis–Steele; NTH threads).
+__device__ void block_scan(double *scan, double v) {
+	scan[threadIdx.x] = v;
+	__syncthreads();
+	for (int o = 1; o < NTH; o <<= 1) {
+		double add = threadIdx.x >= o ? scan[threadIdx.x - o] : 0.0;
+		__syncthreads();
+		scan[threadIdx.x] += add;
+		__syncthreads();
+	}
+}
+
+// scan_pick: the draw after block_scan of the threads' weight sums cs over
+// their ranges [lo, hi) of the row (weights exp((z − m)·it), mass base
+// before the first): the thread whose range holds the cumulative target
+// finds the first id whose running weight passes it; *pick is fallback when
+// none does (rounding leaves the mass short).
+__device__ void scan_pick(int *pick, const double *scan, const float *zr, float m, double it, long long lo,
+                          long long hi, double cs, double base, double target, long long fallback) {
+	if (threadIdx.x == 0) *pick = (int)fallback;
+	__syncthreads();
+	const double incl = base + scan[threadIdx.x], excl = incl - cs;
+	if (lo < hi && excl <= target && incl > target) {
+		double c = excl;
+		long long id = hi - 1;
+		for (long long j = lo; j < hi; j++) {
+			c += exp((double)(zr[j] - m) * it);
+			if (c > target) {
+				id = j;
+				break;
+			}
+		}
+		*pick = (int)id;
+	}
+	__syncthreads();
+}
+
+// write_draw stores row r's draw id: its log-prob under temperature 1 and
+// under the sampling temperature (1/it), whose weights sum to total.
+__device__ void write_draw(int r, int id, const float *zr, float m, double it, float lse1, double total, int *ids,
+                           float *lp, float *slp) {
+	ids[r] = id;
+	lp[r] = zr[id] - lse1;
+	slp[r] = (float)log(exp((double)(zr[id] - m) * it) / total);
+}
+
 extern "C" __global__ void __launch_bounds__(NTH) sample_f32(int *ids, float *lp, float *slp, const float *z, long long V,
                                                              const double *invT, const double *u) {
 	__shared__ float smax[32];
@@ -89,39 +136,11 @@ extern "C" __global__ void __launch_bounds__(NTH) sample_f32(int *ids, float *lp
 	}
 	double cs = 0.0;
 	for (long long j = lo; j < hi; j++) cs += exp((double)(zr[j] - m) * it);
-	// Inclusive scan of the chunk sums (Hillis–Steele).
-	scan[threadIdx.x] = cs;
-	__syncthreads();
-	for (int o = 1; o < NTH; o <<= 1) {
-		double add = threadIdx.x >= o ? scan[threadIdx.x - o] : 0.0;
-		__syncthreads();
-		scan[threadIdx.x] += add;
-		__syncthreads();
-	}
+	block_scan(scan, cs);
 	const double total = scan[NTH - 1];
 	const double target = u[r] * total;
-	if (threadIdx.x == 0) pick = (int)(V - 1);
-	__syncthreads();
-	const double incl = scan[threadIdx.x], excl = incl - cs;
-	if (excl <= target && incl > target) {
-		double c = excl;
-		long long id = hi - 1;
-		for (long long j = lo; j < hi; j++) {
-			c += exp((double)(zr[j] - m) * it);
-			if (c > target) {
-				id = j;
-				break;
-			}
-		}
-		pick = (int)id;
-	}
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		const int id = pick;
-		ids[r] = id;
-		lp[r] = zr[id] - lse1;
-		slp[r] = (float)log(exp((double)(zr[id] - m) * it) / total);
-	}
+	scan_pick(&pick, scan, zr, m, it, lo, hi, cs, 0.0, target, V - 1);
+	if (threadIdx.x == 0) write_draw(r, pick, zr, m, it, lse1, total, ids, lp, slp);
 }
 
 // sample_filtered_f32: the top-k / top-p draw of lib/model's sampleRow, for
@@ -401,34 +420,7 @@ extern "C" __global__ void __launch_bounds__(NTH) sample_split_pick(int *ids, fl
 	const long long lo = min(chi, clo + threadIdx.x * per), hi = min(chi, lo + per);
 	double cs = 0.0;
 	for (long long j = lo; j < hi; j++) cs += exp((double)(zr[j] - m) * it);
-	scan[threadIdx.x] = cs;
-	__syncthreads();
-	for (int o = 1; o < NTH; o <<= 1) {
-		double add = threadIdx.x >= o ? scan[threadIdx.x - o] : 0.0;
-		__syncthreads();
-		scan[threadIdx.x] += add;
-		__syncthreads();
-	}
-	if (threadIdx.x == 0) pick = (int)(chi - 1);
-	__syncthreads();
-	const double incl = before + scan[threadIdx.x], excl = incl - cs;
-	if (lo < hi && excl <= target && incl > target) {
-		double c = excl;
-		long long id = hi - 1;
-		for (long long j = lo; j < hi; j++) {
-			c += exp((double)(zr[j] - m) * it);
-			if (c > target) {
-				id = j;
-				break;
-			}
-		}
-		pick = (int)id;
-	}
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		const int id = pick;
-		ids[r] = id;
-		lp[r] = zr[id] - lse1;
-		slp[r] = (float)log(exp((double)(zr[id] - m) * it) / total);
-	}
+	block_scan(scan, cs);
+	scan_pick(&pick, scan, zr, m, it, lo, hi, cs, before, target, chi - 1);
+	if (threadIdx.x == 0) write_draw(r, pick, zr, m, it, lse1, total, ids, lp, slp);
 }
