@@ -42,13 +42,12 @@ func runExpert(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	keep := ag.Config().Keep
 	srch, err := retrieval.NewLocal(c.String("index"))
 	if err != nil {
 		return err
 	}
 	defer srch.Close()
-	ex := &world.Expert{Agent: ag, Tok: tok, Searcher: srch, Keep: keep.String()}
+	ex := &world.Expert{Agent: ag, Tok: tok, Searcher: srch}
 	var all []tasks.Task
 	for _, f := range c.StringSlice("tasks") {
 		ts, err := tasks.ReadTasks(f)
@@ -83,6 +82,6 @@ func runExpert(c *ucli.Context) error {
 		return err
 	}
 	fmt.Fprintf(c.App.ErrWriter, "%d demonstrations of %d tasks → %s (%d dropped: fact not retrieved); %.1f steps and %.0f peak tokens per trajectory, keep %s\n",
-		len(rows), len(all), c.String("out"), missed, float64(steps)/float64(len(rows)), float64(peak)/float64(len(rows)), keep)
+		len(rows), len(all), c.String("out"), missed, float64(steps)/float64(len(rows)), float64(peak)/float64(len(rows)), ag.Config().Keep)
 	return nil
 }

@@ -34,8 +34,7 @@ var importCommand = &ucli.Command{
 		if err != nil {
 			return err
 		}
-		keep := ag.Config().Keep.String()
-		im := &importer.Importer{Agent: ag, Tok: tok, Keep: keep}
+		im := &importer.Importer{Agent: ag, Tok: tok}
 		var rows []records.Rollout
 		for _, path := range c.Args().Slice() {
 			rs, err := im.ReadFile(path)
@@ -61,7 +60,7 @@ var importCommand = &ucli.Command{
 			}
 		}
 		fmt.Fprintf(c.App.ErrWriter, "%d trajectories (%d all correct), %.1f steps each, keep %s → %s\n",
-			len(rows), correct, float64(steps)/float64(len(rows)), keep, c.String("out"))
+			len(rows), correct, float64(steps)/float64(len(rows)), ag.Config().Keep, c.String("out"))
 		return nil
 	},
 }

@@ -108,7 +108,6 @@ type Line struct {
 type Importer struct {
 	Agent  *agent.Agent
 	Tok    agent.Tokenizer
-	Keep   string // copied into the rows ("1", "all", …)
 	Policy string // the rows' policy field (default "import")
 }
 
@@ -232,7 +231,7 @@ func (im *Importer) Row(raw []byte, group int64) (records.Rollout, error) {
 	if policy == "" {
 		policy = "import"
 	}
-	return rollout.Record(tr, t, group, im.Keep, policy, time.Since(start)), nil
+	return rollout.Record(tr, t, group, im.Agent.Config().Keep, policy, time.Since(start)), nil
 }
 
 // taskOf is the line's task: its questions (normalized as tasks.Build does)

@@ -105,7 +105,7 @@ func TestImportedContextsAreTheRolloutsOwn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		im := &Importer{Agent: ag, Tok: tok, Keep: keep}
+		im := &Importer{Agent: ag, Tok: tok}
 		got, err := im.Row(stepsLine(t), 0)
 		if err != nil {
 			t.Fatal(err)
@@ -172,7 +172,7 @@ func TestMessagesFormIsTheSameTrajectory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	im := &Importer{Agent: ag, Tok: tok, Keep: "1"}
+	im := &Importer{Agent: ag, Tok: tok}
 	want, err := im.Row(stepsLine(t), 0)
 	if err != nil {
 		t.Fatal(err)
@@ -212,7 +212,7 @@ func TestBadLinesNameLineAndField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	im := &Importer{Agent: ag, Tok: tok, Keep: "1"}
+	im := &Importer{Agent: ag, Tok: tok}
 	good := string(stepsLine(t))
 	for body, want := range map[string]string{
 		good + "\n" + strings.Replace(good, `,"think":"now question 2"`, "", 1):                                      `row 2: field "steps[1].think": missing`,

@@ -13,11 +13,11 @@ import (
 // the world's scripted expert, or a trajectory imported from text) into a
 // rollouts row (docs/formats.md), filled the way the engine fills its rows:
 // ids as stored, no log-probs, greedy sampling settings.
-func Record(tr *agent.Trajectory, t tasks.Task, group int64, keep, policy string, wall time.Duration) records.Rollout {
+func Record(tr *agent.Trajectory, t tasks.Task, group int64, keep agent.Keep, policy string, wall time.Duration) records.Rollout {
 	r := records.Rollout{
 		TaskID: t.TaskID, DataSource: t.DataSource, K: int32(len(t.Questions)), Prompt: t.Prompt,
 		Questions: append([]string(nil), t.Questions...), Golds: t.Golds,
-		Group: group, Policy: policy, Keep: keep, TopP: 1,
+		Group: group, Policy: policy, Keep: keep.String(), TopP: 1,
 		Answer: tr.AnswerText, FormatOK: tr.FormatOK, WallS: max(wall.Seconds(), 1e-9),
 	}
 	if r.Prompt == "" {

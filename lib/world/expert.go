@@ -80,8 +80,6 @@ type Expert struct {
 	Agent    *agent.Agent
 	Tok      agent.Tokenizer
 	Searcher retrieval.Searcher
-	// Keep is copied into the rows ("1", "all", …).
-	Keep string
 }
 
 // ErrNotFound is wrapped by Run when retrieval did not return the fact a
@@ -195,5 +193,5 @@ func (e *Expert) Run(ctx context.Context, t tasks.Task, group int64) (records.Ro
 	if !tr.Done() || !tr.FormatOK {
 		return records.Rollout{}, fmt.Errorf("world: task %s: expert trajectory ended without a well-formed answer (%s)", t.TaskID, tr.Failure)
 	}
-	return rollout.Record(tr, t, group, e.Keep, "expert", time.Since(start)), nil
+	return rollout.Record(tr, t, group, e.Agent.Config().Keep, "expert", time.Since(start)), nil
 }

@@ -266,7 +266,7 @@ func TestExpert(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ex := &Expert{Agent: ag, Tok: tok, Searcher: srch, Keep: "1"}
+		ex := &Expert{Agent: ag, Tok: tok, Searcher: srch}
 		for _, k := range []int{1, 2, 4, 8} {
 			ts, err := tasks.ReadTasks(filepath.Join(dir, TestTasksFile(k)))
 			if err != nil {
