@@ -46,6 +46,7 @@ var rolloutFlags = slices.Concat([]ucli.Flag{
 	&ucli.IntFlag{Name: "batch", Value: 64, Usage: "trajectories in flight at once (whole tasks; at least the group size)"},
 	&ucli.IntFlag{Name: "max-batch-tokens", Usage: "bound on rows × (longest context + --max-step-tokens) of one generation call, i.e. its KV cache; a turn over it is split into several calls (0: one call per turn); sampling does not change"},
 	&ucli.IntFlag{Name: "force-search-turns", Usage: "benchmarks: force the first n steps of every trajectory to be searches, n drawn per task from 1..N (the sampled text becomes the memory; the query is the question and its first words), so that a policy that does not search by itself (random weights) drives retrieval and R^M; such rows are not samples of the policy"},
+	&ucli.BoolFlag{Name: "no-shared-prefixes", Usage: "run every memory-reward sequence from its first id (default: the beginning a step's history shares with the trajectory's longer ones is run once; the rewards differ by float rounding only)"},
 	&ucli.BoolFlag{Name: "sync-retrieval", Usage: "wait for a turn's searches before the memory rewards of the tasks that ended in it (default: they run while the searcher works)"},
 	&ucli.StringFlag{Name: "policy", Usage: "policy checkpoint id stored in every row (default: the model directory's name @ a hash of its files' sizes and times)"},
 	&ucli.BoolFlag{Name: "no-memory-reward", Usage: "skip the teacher-forced P(gold | …) passes of R^M"},
@@ -356,8 +357,9 @@ func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
 		GroupSize: a.groupSize, Batch: c.Int("batch"), MaxContext: r.pol.MaxPositions,
 		GenTokensPerCall: c.Int("max-batch-tokens"),
 		ForceSearchTurns: c.Int("force-search-turns"), Encode: r.tok.Encode, SyncRetrieval: c.Bool("sync-retrieval"),
-		Sampling: a.sampling,
-		Decode:   r.tok.Decode, Seed: c.Uint64("seed"), PolicyID: r.policyID,
+		NoSharedPrefixes: c.Bool("no-shared-prefixes"),
+		Sampling:         a.sampling,
+		Decode:           r.tok.Decode, Seed: c.Uint64("seed"), PolicyID: r.policyID,
 		MemoryReward: !c.Bool("no-memory-reward"), TaskReward: c.String("task-reward"),
 	}}
 	prog := cli.NewProgress()
@@ -439,8 +441,8 @@ func rates(st rollout.Stats) string {
 // shares is where the wall time went, for the summary line.
 func shares(st rollout.Stats) string {
 	g, s, m, h := st.Shares()
-	return fmt.Sprintf("wall in generation %.1f%%, retrieval wait %.1f%% (searches %.1fs in %d calls, %d queries), memory-reward passes %.1f%%, host %.1f%%; %d steps, %d generated and %d context tokens",
-		100*g, 100*s, st.Search.Seconds(), st.SearchCalls, st.SearchesRun, 100*m, 100*h, st.Steps, st.GeneratedTokens, st.ContextTokens)
+	return fmt.Sprintf("wall in generation %.1f%%, retrieval wait %.1f%% (searches %.1fs in %d calls, %d queries), memory-reward passes %.1f%% (%d of their %d ids run), host %.1f%%; %d steps, %d generated and %d context tokens",
+		100*g, 100*s, st.Search.Seconds(), st.SearchCalls, st.SearchesRun, 100*m, st.MemIDsRun, st.MemIDs, 100*h, st.Steps, st.GeneratedTokens, st.ContextTokens)
 }
 
 func containsID(ids []int, id int) bool {

@@ -340,8 +340,9 @@ func (m *Model) attnShape() AttnShape {
 type batch struct {
 	ids, pos []int
 	seqs     []AttnSeq
-	cache    *kvCache // nil: attend within the packed k, v (training)
-	train    bool     // the training forward of Backward (adapter dropout on)
+	cache    *kvCache  // nil: attend within the packed k, v (training)
+	copies   []rowCopy // cache rows each layer copies before attending (shared prefixes, shared.go)
+	train    bool      // the training forward of Backward (adapter dropout on)
 
 	cacheRowsDone bool
 	cacheRowsMap  []int
@@ -454,6 +455,10 @@ func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
 				be.Copy(be.View(b.cache.k[l], s.K+s.Past, s.N), be.View(a.k, s.Q, s.N))
 				be.Copy(be.View(b.cache.v[l], s.K+s.Past, s.N), be.View(a.v, s.Q, s.N))
 			}
+		}
+		for _, c := range b.copies {
+			be.Copy(be.View(b.cache.k[l], c.dst, c.n), be.View(b.cache.k[l], c.src, c.n))
+			be.Copy(be.View(b.cache.v[l], c.dst, c.n), be.View(b.cache.v[l], c.src, c.n))
 		}
 		keys, vals = b.cache.k[l], b.cache.v[l]
 	}

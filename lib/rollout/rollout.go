@@ -57,6 +57,15 @@ type suffixLogProbs interface {
 	LogProbsFrom(seqs [][]int, from []int) ([][]float32, error)
 }
 
+// sharedLogProbs is a Policy that also runs each beginning that several
+// sequences share once (*model.Model: a step's history sequence is the
+// trajectory's longest one cut short plus the gold, so most of the memory
+// reward's ids would otherwise be run again for every step); it packs its
+// own forwards of about budget ids.
+type sharedLogProbs interface {
+	LogProbsShared(seqs [][]int, from []int, budget int) ([][]float32, int, error)
+}
+
 // Options are the engine's knobs besides the protocol. The protocol is the
 // Engine's Agent's agent.Config: a step's token budget is its MaxStepTokens,
 // and its EOSIDs end a step (kept in the step's output).
@@ -90,6 +99,10 @@ type Options struct {
 	// MemTokensPerCall bounds the tokens of one LogProbs call of the memory
 	// reward (default 16384).
 	MemTokensPerCall int
+	// NoSharedPrefixes runs every memory-reward sequence from its first id
+	// even when the policy can run shared beginnings once (benchmarks
+	// compare the two; the rewards differ by float rounding only).
+	NoSharedPrefixes bool
 	// GenTokensPerCall, when > 0, bounds the KV cache of one Generate call:
 	// lib/model gives every row of a call room for the longest prompt plus
 	// the agent's MaxStepTokens, so a turn whose rows × (longest context + MaxStepTokens)
@@ -134,6 +147,7 @@ type Stats struct {
 	Reward               time.Duration // memory-reward passes
 	SearchCalls          int           // Searcher calls (one per turn with searches)
 	MemSeqs, MemSeqsUniq int           // memory-reward sequences built, and run after dedup
+	MemIDs, MemIDsRun    int           // ids of those run, and how many of them went through the model (shared beginnings once)
 
 	// While a turn's Generate call runs (Progress is called during it, as
 	// tokens are sampled): the trajectories in flight and the tokens the
@@ -638,9 +652,54 @@ func (e *Engine) memoryRewards(done []*jobState, stats *Stats) error {
 		}
 	}
 	stats.MemSeqsUniq += len(seqs)
+	for _, q := range seqs {
+		stats.MemIDs += len(q)
+	}
 	budget := e.Opts.MemTokensPerCall
 	if budget <= 0 {
 		budget = 16384
+	}
+	// lps[j] holds sequence j's log-probs, lp[t] = log p(ids[t] | ids[:t])
+	// (Model.LogProbs' layout), so the gold's are lp[start:end].
+	score := func(j int, lp []float32) error {
+		for _, r := range refs[j] {
+			p, err := rl.GeoMeanProb(lp[r.start:r.end])
+			if err != nil {
+				return fmt.Errorf("rollout: memory reward of task %s step %d: %w", r.t.job.job.Task.TaskID, r.step, err)
+			}
+			m := &r.t.mem[r.step]
+			m.ok = true
+			if r.hist {
+				m.pHis = p
+			} else {
+				m.pMem = p
+			}
+		}
+		return nil
+	}
+	firstGold := func(j int) int {
+		f := len(seqs[j])
+		for _, r := range refs[j] {
+			f = min(f, r.start)
+		}
+		return f
+	}
+	if sp, ok := e.Policy.(sharedLogProbs); ok && !e.Opts.NoSharedPrefixes {
+		from := make([]int, len(seqs))
+		for j := range from {
+			from[j] = firstGold(j)
+		}
+		lps, ran, err := sp.LogProbsShared(seqs, from, budget)
+		if err != nil {
+			return fmt.Errorf("rollout: memory reward: %w", err)
+		}
+		stats.MemIDsRun += ran
+		for j, lp := range lps {
+			if err := score(j, lp); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	for lo := 0; lo < len(seqs); {
 		hi, n := lo, 0
@@ -653,10 +712,7 @@ func (e *Engine) memoryRewards(done []*jobState, stats *Stats) error {
 		if sp, ok := e.Policy.(suffixLogProbs); ok {
 			from := make([]int, hi-lo)
 			for j := range from {
-				from[j] = len(seqs[lo+j])
-				for _, r := range refs[lo+j] {
-					from[j] = min(from[j], r.start)
-				}
+				from[j] = firstGold(lo + j)
 			}
 			lps, err = sp.LogProbsFrom(seqs[lo:hi], from)
 		} else {
@@ -665,21 +721,10 @@ func (e *Engine) memoryRewards(done []*jobState, stats *Stats) error {
 		if err != nil {
 			return fmt.Errorf("rollout: memory reward: %w", err)
 		}
-		// lp is laid out as Model.LogProbs gives it, lp[t] = log p(ids[t] |
-		// ids[:t]), so the gold's log-probs are lp[start:end].
+		stats.MemIDsRun += n
 		for j, lp := range lps {
-			for _, r := range refs[lo+j] {
-				p, err := rl.GeoMeanProb(lp[r.start:r.end])
-				if err != nil {
-					return fmt.Errorf("rollout: memory reward of task %s step %d: %w", r.t.job.job.Task.TaskID, r.step, err)
-				}
-				m := &r.t.mem[r.step]
-				m.ok = true
-				if r.hist {
-					m.pHis = p
-				} else {
-					m.pMem = p
-				}
+			if err := score(lo+j, lp); err != nil {
+				return err
 			}
 		}
 		lo = hi

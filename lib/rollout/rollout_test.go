@@ -542,9 +542,16 @@ func TestMemoryRewardAgainstModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer local.Close()
-	// The engine scores through LogProbsFrom (the gold only), the check
-	// below through the model's full LogProbs.
-	pol := scriptedFrom{&Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID, LP: m.LogProbs}, m.LogProbsFrom}
+	// The engine scores through LogProbsFrom (the gold only) or
+	// LogProbsShared (shared beginnings run once), the check below through
+	// the model's full LogProbs of each sequence alone.
+	scripted := &Scripted{Tok: tok, Script: scriptFor(ts), EOS: eosID, LP: m.LogProbs}
+	for _, pol := range []Policy{scriptedFrom{scripted, m.LogProbsFrom}, scriptedShared{scripted, m.LogProbsShared}} {
+		checkMemoryRewards(t, m, tok, ag, local, ts, pol)
+	}
+}
+
+func checkMemoryRewards(t *testing.T, m *model.Model, tok Tok, ag *agent.Agent, local retrieval.Searcher, ts []tasks.Task, pol Policy) {
 	e := &Engine{Agent: ag, Policy: pol, Searcher: local, Opts: Options{
 		GroupSize: 2, Batch: 4, Decode: tok.Decode, MemoryReward: true,
 		MemTokensPerCall: 1200, // several calls
@@ -836,4 +843,15 @@ type scriptedFrom struct {
 
 func (s scriptedFrom) LogProbsFrom(seqs [][]int, from []int) ([][]float32, error) {
 	return s.from(seqs, from)
+}
+
+// scriptedShared is a Scripted policy that runs shared beginnings once
+// (sharedLogProbs), as *model.Model does.
+type scriptedShared struct {
+	*Scripted
+	shared func(seqs [][]int, from []int, budget int) ([][]float32, int, error)
+}
+
+func (s scriptedShared) LogProbsShared(seqs [][]int, from []int, budget int) ([][]float32, int, error) {
+	return s.shared(seqs, from, budget)
 }
