@@ -9,17 +9,13 @@ import (
 
 	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/optim"
+	"github.com/mempo/mempo/lib/testenv"
 )
 
 func devOrSkip(t *testing.T) *Device {
 	t.Helper()
 	ok, why := Available()
-	if !ok {
-		if envconfig.RequireCUDA.Get() == "1" {
-			t.Fatalf("MEMPO_REQUIRE_CUDA=1 but no CUDA: %s", why)
-		}
-		t.Skipf("no CUDA: %s", why)
-	}
+	testenv.NeedCUDA(t, ok, why)
 	d, err := Default()
 	if err != nil {
 		t.Fatal(err)

@@ -7,19 +7,14 @@ import (
 	"unsafe"
 
 	"github.com/mempo/mempo/lib/dist"
-	"github.com/mempo/mempo/lib/envconfig"
+	"github.com/mempo/mempo/lib/testenv"
 )
 
 // ncclOrSkip is the device and NCCL, or a skip that says which is missing
 // (MEMPO_REQUIRE_NCCL=1 makes a missing NCCL a failure on the GPU machine).
 func ncclOrSkip(t *testing.T) *Device {
 	d := devOrSkip(t)
-	if err := LoadNCCL(); err != nil {
-		if envconfig.RequireNCCL.Get() == "1" {
-			t.Fatalf("MEMPO_REQUIRE_NCCL=1 but %v", err)
-		}
-		t.Skipf("no NCCL: %v", err)
-	}
+	testenv.NeedNCCL(t, LoadNCCL())
 	return d
 }
 

@@ -22,9 +22,9 @@ import (
 
 	"github.com/mempo/mempo/lib/cuda"
 	"github.com/mempo/mempo/lib/cuda/cudaemu"
-	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/faiss"
 	"github.com/mempo/mempo/lib/tensor/half"
+	"github.com/mempo/mempo/lib/testenv"
 )
 
 var (
@@ -61,12 +61,7 @@ func emuDevice(t testing.TB, rt int) *cudaemu.Device {
 func requireCUDA(t testing.TB) gpuDevice {
 	t.Helper()
 	ok, why := cuda.Available()
-	if !ok {
-		if envconfig.RequireCUDA.Get() == "1" {
-			t.Fatalf("MEMPO_REQUIRE_CUDA=1 but no CUDA: %s", why)
-		}
-		t.Skipf("no CUDA: %s", why)
-	}
+	testenv.NeedCUDA(t, ok, why)
 	d, err := cuda.Default()
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mempo/mempo/lib/envconfig"
+	"github.com/mempo/mempo/lib/testenv"
 )
 
 // The CUDA backend's tests: each op alone against the CPU backend's op on
@@ -18,12 +19,7 @@ import (
 func cudaOrSkip(t testing.TB) *CUDA {
 	t.Helper()
 	ok, why := CUDAAvailableReason()
-	if !ok {
-		if envconfig.RequireCUDA.Get() == "1" {
-			t.Fatalf("MEMPO_REQUIRE_CUDA=1 but no CUDA: %s", why)
-		}
-		t.Skipf("no CUDA: %s", why)
-	}
+	testenv.NeedCUDA(t, ok, why)
 	be, err := NewCUDA()
 	if err != nil {
 		t.Fatal(err)

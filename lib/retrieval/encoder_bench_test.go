@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,19 +40,7 @@ func BenchmarkRetrieveEncoder(b *testing.B) {
 	}
 	corpusPath := filepath.Join(dir, "corpus.jsonl")
 	os.WriteFile(corpusPath, corpus.Bytes(), 0o644)
-	r := rand.New(rand.NewPCG(1, 1))
-	vecs := make([]float32, n*dim)
-	for i := 0; i < n; i++ {
-		row := vecs[i*dim : (i+1)*dim]
-		var ss float64
-		for j := range row {
-			row[j] = float32(r.NormFloat64())
-			ss += float64(row[j]) * float64(row[j])
-		}
-		for j := range row {
-			row[j] /= float32(math.Sqrt(ss))
-		}
-	}
+	vecs := unitVectors(n, dim, 1)
 	npy := filepath.Join(dir, "emb.npy")
 	f, _ := os.Create(npy)
 	if err := faiss.WriteNPY(f, vecs, dim); err != nil {

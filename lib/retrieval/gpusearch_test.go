@@ -11,7 +11,7 @@ import (
 
 	"github.com/mempo/mempo/lib/cuda"
 	"github.com/mempo/mempo/lib/encoder"
-	"github.com/mempo/mempo/lib/envconfig"
+	"github.com/mempo/mempo/lib/testenv"
 )
 
 // requireCUDA skips without a usable GPU, saying why, or fails under
@@ -19,12 +19,7 @@ import (
 func requireCUDA(t testing.TB) *cuda.Device {
 	t.Helper()
 	ok, why := cuda.Available()
-	if !ok {
-		if envconfig.RequireCUDA.Get() == "1" {
-			t.Fatalf("MEMPO_REQUIRE_CUDA=1 but no CUDA: %s", why)
-		}
-		t.Skipf("no CUDA: %s", why)
-	}
+	testenv.NeedCUDA(t, ok, why)
 	d, err := cuda.Default()
 	if err != nil {
 		t.Fatal(err)

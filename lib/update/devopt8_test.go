@@ -5,18 +5,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/model"
+	"github.com/mempo/mempo/lib/testenv"
 )
 
 func gpuOrSkip(t *testing.T) {
 	t.Helper()
-	if ok, why := model.CUDAAvailableReason(); !ok {
-		if envconfig.RequireCUDA.Get() == "1" {
-			t.Fatalf("MEMPO_REQUIRE_CUDA=1 but no CUDA: %s", why)
-		}
-		t.Skipf("no CUDA: %s", why)
-	}
+	ok, why := model.CUDAAvailableReason()
+	testenv.NeedCUDA(t, ok, why)
 }
 
 func gpuTiny(t *testing.T, bf16 bool) *model.Model {

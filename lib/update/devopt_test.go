@@ -4,8 +4,8 @@ import (
 	"math"
 	"testing"
 
-	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/model"
+	"github.com/mempo/mempo/lib/testenv"
 )
 
 // TestDeviceOptimizerMatchesHost runs three MemPO steps of the same batch
@@ -17,12 +17,8 @@ import (
 // of their sums and the atomics of the backward.
 // Then the device state resumes on the host and the other way round.
 func TestDeviceOptimizerMatchesHost(t *testing.T) {
-	if ok, why := model.CUDAAvailableReason(); !ok {
-		if envconfig.RequireCUDA.Get() == "1" {
-			t.Fatalf("MEMPO_REQUIRE_CUDA=1 but no CUDA: %s", why)
-		}
-		t.Skipf("no CUDA: %s", why)
-	}
+	ok, why := model.CUDAAvailableReason()
+	testenv.NeedCUDA(t, ok, why)
 	cfg := tinyConfig()
 	newGPU := func() *model.Model {
 		be, err := model.NewCUDA()

@@ -6,8 +6,8 @@ import (
 
 	"github.com/mempo/mempo/lib/cuda"
 	"github.com/mempo/mempo/lib/dist"
-	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/model"
+	"github.com/mempo/mempo/lib/testenv"
 )
 
 // TestNCCLDataParallelOneRank runs three MemPO steps on two copies of a
@@ -17,18 +17,9 @@ import (
 // the two differ only as two GPU backwards do (their atomics): the bounds
 // of TestDeviceOptimizerMatchesHost.
 func TestNCCLDataParallelOneRank(t *testing.T) {
-	if ok, why := model.CUDAAvailableReason(); !ok {
-		if envconfig.RequireCUDA.Get() == "1" {
-			t.Fatalf("MEMPO_REQUIRE_CUDA=1 but no CUDA: %s", why)
-		}
-		t.Skipf("no CUDA: %s", why)
-	}
-	if err := cuda.LoadNCCL(); err != nil {
-		if envconfig.RequireNCCL.Get() == "1" {
-			t.Fatalf("MEMPO_REQUIRE_NCCL=1 but %v", err)
-		}
-		t.Skipf("no NCCL: %v", err)
-	}
+	ok, why := model.CUDAAvailableReason()
+	testenv.NeedCUDA(t, ok, why)
+	testenv.NeedNCCL(t, cuda.LoadNCCL())
 	cfg := tinyConfig()
 	var dev *cuda.Device
 	newGPU := func() *model.Model {
