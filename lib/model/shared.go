@@ -8,60 +8,55 @@ import (
 // Scoring many sequences that begin alike. The memory reward scores, for
 // every step t of a trajectory, the gold answer after the whole history up
 // to t: the sequences of one trajectory are prefixes of its longest one plus
-// a few ids each, so scoring each from its first id costs the square of the
+// a few ids each, and all the trajectories of a task begin with the same
+// prompt, so scoring each sequence from its first id costs the square of a
 // trajectory's length where once would do. LogProbsShared runs each shared
 // beginning once: a sequence that shares at least minSharedPrefix ids with a
-// longer one (its carrier) is run as a continuation of the carrier's keys and
-// values, copied in the KV cache, in the same forward.
+// longer one (its source) continues the source's keys and values, copied in
+// the KV cache, in the same forward. Sources may themselves continue longer
+// sequences, so the sequences form trees.
 
 // minSharedPrefix is the shortest shared beginning worth a copy: below it,
 // running the ids again costs about what copying their keys and values does.
 const minSharedPrefix = 32
 
-// prefixGrain is the granularity of the prefix index: carriers are found by
+// prefixGrain is the granularity of the prefix index: sources are found by
 // hashes of their first prefixGrain·k ids.
 const prefixGrain = 32
 
 // rowCopy copies n KV-cache rows from src to dst in every layer, after the
 // layer has written the batch's own keys and values and before attention.
+// The copies of a batch run in order, so a row copied in can be copied on.
 type rowCopy struct{ dst, src, n int }
-
-// sharedPart is a carrier and some of the sequences that continue it, run
-// in one forward.
-type sharedPart struct {
-	carrier int
-	deps    []int
-	score   bool // the carrier's own log-probs are taken from this part
-}
 
 // sharePlan says how each sequence of a LogProbsShared call is run.
 type sharePlan struct {
-	carrier []int // index of the sequence whose beginning it continues, or -1: run whole
-	prefix  []int // how many of its first ids are the carrier's
+	source []int // index of the sequence whose beginning it continues, or -1: run whole
+	prefix []int // how many of its first ids are the source's
+	order  []int // the sequences, each after its source (longest first)
 }
 
-// planSharing picks the carriers: sequences are taken longest first, and
-// each one continues the carrier with which it shares the most leading ids
-// (found through hashes of carriers' prefixes at prefixGrain granularity,
-// then compared exactly), if that is at least minSharedPrefix and before its
-// first scored position (from − 1: the row that predicts it must be run);
-// otherwise it becomes a carrier itself.
+// planSharing picks the sources: sequences are taken longest first, and
+// each one continues the earlier sequence with which it shares the most
+// leading ids (found through hashes of prefixes at prefixGrain granularity,
+// then compared exactly), if that is at least minSharedPrefix, and at most
+// up to its first scored position less one (the row that predicts it must
+// be run).
 func planSharing(seqs [][]int, from []int) sharePlan {
 	n := len(seqs)
-	p := sharePlan{carrier: make([]int, n), prefix: make([]int, n)}
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
+	p := sharePlan{source: make([]int, n), prefix: make([]int, n), order: make([]int, n)}
+	for i := range p.order {
+		p.order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return len(seqs[b]) - len(seqs[a]) })
-	index := map[uint64]int{} // hash of a carrier's first prefixGrain·k ids → the carrier
+	slices.SortStableFunc(p.order, func(a, b int) int { return len(seqs[b]) - len(seqs[a]) })
+	index := map[uint64]int{} // hash of some sequence's first prefixGrain·k ids → the first such sequence
 	const mul = 0x9e3779b97f4a7c15
-	for _, i := range order {
+	for _, i := range p.order {
 		s := seqs[i]
-		p.carrier[i] = -1
+		p.source[i] = -1
 		limit := min(len(s), from[i]-1)
-		// Walk s's prefix hashes while some carrier has the same prefix.
-		best, bestLen := -1, 0
+		// The deepest prefix of s that some earlier sequence has.
+		best := -1
 		var h uint64
 		for k := 1; k*prefixGrain <= limit; k++ {
 			for _, id := range s[(k-1)*prefixGrain : k*prefixGrain] {
@@ -74,14 +69,13 @@ func planSharing(seqs [][]int, from []int) sharePlan {
 			best = c
 		}
 		if best >= 0 {
-			c := seqs[best]
-			for bestLen < limit && bestLen < len(c) && c[bestLen] == s[bestLen] {
-				bestLen++
+			c, l := seqs[best], 0
+			for l < limit && l < len(c) && c[l] == s[l] {
+				l++
 			}
-		}
-		if best >= 0 && bestLen >= minSharedPrefix {
-			p.carrier[i], p.prefix[i] = best, bestLen
-			continue
+			if l >= minSharedPrefix {
+				p.source[i], p.prefix[i] = best, l
+			}
 		}
 		h = 0
 		for k := 1; k*prefixGrain <= len(s); k++ {
@@ -96,12 +90,21 @@ func planSharing(seqs [][]int, from []int) sharePlan {
 	return p
 }
 
+// sharedEntry is one sequence in a forward: continuing the entry at index
+// source of the same forward (-1: run whole) after prefix ids; score says
+// its log-probs are wanted (an entry run again only as a later one's source
+// has none).
+type sharedEntry struct {
+	seq, source, prefix int
+	score               bool
+}
+
 // LogProbsShared is LogProbsFrom for sequences many of which begin with the
 // same long run of ids (see planSharing): lp[i][t] = log p(seqs[i][t] |
 // seqs[i][:t]) for t ≥ from[i], 0 before. The sequences are run in forwards
-// of about budget ids each (a carrier and the sequences continuing it go
-// together); what differs from LogProbsFrom is float rounding only. ran is
-// how many ids went through the layers (the sequences hold Σ len(seqs[i])).
+// of about budget ids each; what differs from LogProbsFrom is float rounding
+// only. ran is how many ids went through the layers (the sequences hold
+// Σ len(seqs[i])).
 func (m *Model) LogProbsShared(seqs [][]int, from []int, budget int) (lps [][]float32, ran int, err error) {
 	if len(from) != len(seqs) {
 		return nil, 0, fmt.Errorf("model: %d start positions for %d sequences", len(from), len(seqs))
@@ -118,61 +121,85 @@ func (m *Model) LogProbsShared(seqs [][]int, from []int, budget int) (lps [][]fl
 	}
 	budget = max(budget, 1)
 	plan := planSharing(seqs, from)
-	// Groups: a carrier (or a sequence run whole) and the sequences that
-	// continue it, in the carriers' order.
-	deps := map[int][]int{}
-	var heads []int
-	for i := range seqs {
-		if c := plan.carrier[i]; c >= 0 {
-			deps[c] = append(deps[c], i)
+	// Depth first over the trees, so that a forward holds whole subtrees
+	// as far as the budget allows.
+	children := make([][]int, len(seqs))
+	var roots []int
+	for _, i := range plan.order {
+		if c := plan.source[i]; c >= 0 {
+			children[c] = append(children[c], i)
 		} else {
-			heads = append(heads, i)
+			roots = append(roots, i)
 		}
 	}
-	out := make([][]float32, len(seqs))
-	// A call holds whole groups while their ids run stay within budget, and
-	// splits a group whose continuations alone exceed it (the carrier is
-	// then run again in each part, its log-probs taken once). Its KV cache
-	// holds the carriers' rows and each continuation's copy of its prefix,
-	// about maxRows rows at most.
+	var dfs []int
+	var walk func(i int)
+	walk = func(i int) {
+		dfs = append(dfs, i)
+		for _, c := range children[i] {
+			walk(c)
+		}
+	}
+	for _, r := range roots {
+		walk(r)
+	}
+	// A forward holds about budget ids run and its KV cache at most maxRows
+	// rows (every entry's whole sequence: its prefix copied in, the rest
+	// run).
+	// A sequence whose source went into an earlier forward has its chain of
+	// sources run again first, unscored.
 	maxRows := 8 * budget
-	var call []sharedPart
+	out := make([][]float32, len(seqs))
+	var call []sharedEntry
+	in := map[int]int{} // sequence → its entry in call
 	ids, rows := 0, 0
 	flush := func() error {
 		if len(call) == 0 {
 			return nil
 		}
-		n, err := m.sharedCall(seqs, from, plan, call, out)
+		n, err := m.sharedCall(seqs, from, call, out)
 		ran += n
 		call, ids, rows = call[:0], 0, 0
+		clear(in)
 		return err
 	}
-	for _, c := range heads {
-		cur := sharedPart{carrier: c, score: true}
-		cost, crow := len(seqs[c]), len(seqs[c])
-		if ids > 0 && ids+cost > budget {
+	cost := func(i int) int { return len(seqs[i]) - plan.prefix[i] }
+	for _, i := range dfs {
+		// The sources this sequence needs that the forward lacks.
+		var chain []int
+		for c := plan.source[i]; c >= 0; c = plan.source[c] {
+			if _, ok := in[c]; ok {
+				break
+			}
+			chain = append(chain, c)
+		}
+		need, needRows := cost(i), len(seqs[i])
+		for _, c := range chain {
+			need, needRows = need+cost(c), needRows+len(seqs[c])
+		}
+		// Starting a new forward means running i's whole chain of sources
+		// again: the budget stretches to 4 times that, so the re-runs cost
+		// at most a quarter of what the forwards run.
+		rerun := 0
+		for c := plan.source[i]; c >= 0; c = plan.source[c] {
+			rerun += cost(c)
+		}
+		if len(call) > 0 && (ids+need > max(budget, 4*rerun) || rows+needRows > maxRows) {
 			if err := flush(); err != nil {
 				return nil, 0, err
 			}
-		}
-		ids, rows = ids+cost, rows+crow
-		for _, d := range deps[c] {
-			dc, dr := len(seqs[d])-plan.prefix[d], len(seqs[d])
-			// A part holds at least twice its carrier's ids in
-			// continuations before it splits, so a carrier run again
-			// costs at most half of what sharing saves.
-			if len(cur.deps) > 0 && (ids+dc > max(budget, 3*cost) || rows+dr > max(maxRows, 3*crow+dr)) {
-				call = append(call, cur)
-				if err := flush(); err != nil {
-					return nil, 0, err
-				}
-				cur = sharedPart{carrier: c}
-				ids, rows = cost, crow
+			chain = chain[:0]
+			for c := plan.source[i]; c >= 0; c = plan.source[c] {
+				chain = append(chain, c)
 			}
-			cur.deps = append(cur.deps, d)
-			ids, rows = ids+dc, rows+dr
 		}
-		call = append(call, cur)
+		for k := len(chain) - 1; k >= 0; k-- {
+			c := chain[k]
+			call = append(call, m.entry(plan, in, c, false))
+			ids, rows = ids+cost(c), rows+len(seqs[c])
+		}
+		call = append(call, m.entry(plan, in, i, true))
+		ids, rows = ids+cost(i), rows+len(seqs[i])
 	}
 	if err := flush(); err != nil {
 		return nil, 0, err
@@ -180,35 +207,36 @@ func (m *Model) LogProbsShared(seqs [][]int, from []int, budget int) (lps [][]fl
 	return out, ran, nil
 }
 
-// sharedCall runs one forward over the parts' carriers and continuations,
-// fills out for the sequences it scores and returns the ids it ran.
-func (m *Model) sharedCall(seqs [][]int, from []int, plan sharePlan, parts []sharedPart, out [][]float32) (int, error) {
-	type placed struct{ seq, q, first int } // sequence, its first batch row, the position of that row
+// entry adds sequence i to a forward whose entries are in, after its
+// source (which must be there when it has one).
+func (m *Model) entry(plan sharePlan, in map[int]int, i int, score bool) sharedEntry {
+	e := sharedEntry{seq: i, source: -1, score: score}
+	if c := plan.source[i]; c >= 0 {
+		e.source, e.prefix = in[c], plan.prefix[i]
+	}
+	in[i] = len(in)
+	return e
+}
+
+// sharedCall runs one forward over the entries, fills out for the ones it
+// scores and returns the ids it ran.
+func (m *Model) sharedCall(seqs [][]int, from []int, entries []sharedEntry, out [][]float32) (int, error) {
 	b := &batch{}
-	var where []placed
+	slot := make([]int, len(entries)) // first cache row of each entry
+	first := make([]int, len(entries))
 	krow := 0
-	add := func(seq, first, past, kAt int) {
-		s := seqs[seq]
-		b.seqs = append(b.seqs, AttnSeq{Q: len(b.ids), N: len(s) - first, K: kAt, Past: past})
-		where = append(where, placed{seq: seq, q: len(b.ids), first: first})
-		for t := first; t < len(s); t++ {
+	for j, e := range entries {
+		s := seqs[e.seq]
+		slot[j], first[j] = krow, e.prefix
+		if e.source >= 0 {
+			b.copies = append(b.copies, rowCopy{dst: krow, src: slot[e.source], n: e.prefix})
+		}
+		b.seqs = append(b.seqs, AttnSeq{Q: len(b.ids), N: len(s) - e.prefix, K: krow, Past: e.prefix})
+		for t := e.prefix; t < len(s); t++ {
 			b.ids = append(b.ids, s[t])
 			b.pos = append(b.pos, t)
 		}
-	}
-	var scored []bool
-	for _, p := range parts {
-		ck := krow
-		add(p.carrier, 0, 0, ck)
-		scored = append(scored, p.score)
-		krow += len(seqs[p.carrier])
-		for _, d := range p.deps {
-			L := plan.prefix[d]
-			b.copies = append(b.copies, rowCopy{dst: krow, src: ck, n: L})
-			add(d, L, L, krow)
-			scored = append(scored, true)
-			krow += len(seqs[d])
-		}
+		krow += len(s)
 	}
 	b.cache = m.newCache(1, krow)
 	defer b.cache.free(m.be)
@@ -216,27 +244,25 @@ func (m *Model) sharedCall(seqs [][]int, from []int, plan sharePlan, parts []sha
 	xn, rstd := m.finalNorm(x)
 	m.free(x, rstd)
 	defer m.free(xn)
+	// Row Q + (t − 1 − first) of an entry predicts its position t.
 	var idx []int
-	for j, w := range where {
-		if !scored[j] {
-			continue
-		}
-		n := len(seqs[w.seq])
-		for t := max(from[w.seq], 1, w.first+1); t < n; t++ {
-			idx = append(idx, w.q+t-1-w.first)
+	for j, e := range entries {
+		if e.score {
+			for t := max(from[e.seq], 1, first[j]+1); t < len(seqs[e.seq]); t++ {
+				idx = append(idx, b.seqs[j].Q+t-1-first[j])
+			}
 		}
 	}
 	lps := m.rowLogProbs(xn, targets(b), idx, nil, nil)
-	for j, w := range where {
-		if !scored[j] {
+	for j, e := range entries {
+		if !e.score {
 			continue
 		}
-		n := len(seqs[w.seq])
-		o := make([]float32, n)
-		for t := max(from[w.seq], 1, w.first+1); t < n; t++ {
-			o[t] = lps[w.q+t-1-w.first]
+		o := make([]float32, len(seqs[e.seq]))
+		for t := max(from[e.seq], 1, first[j]+1); t < len(o); t++ {
+			o[t] = lps[b.seqs[j].Q+t-1-first[j]]
 		}
-		out[w.seq] = o
+		out[e.seq] = o
 	}
 	return len(b.ids), nil
 }

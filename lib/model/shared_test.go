@@ -20,7 +20,7 @@ func TestLogProbsShared(t *testing.T) {
 
 		plan := planSharing(seqs, from)
 		shared := 0
-		for i, c := range plan.carrier {
+		for i, c := range plan.source {
 			if c >= 0 {
 				shared++
 				if plan.prefix[i] < minSharedPrefix || plan.prefix[i] > from[i]-1 {
@@ -28,13 +28,13 @@ func TestLogProbsShared(t *testing.T) {
 				}
 				for p := 0; p < plan.prefix[i]; p++ {
 					if seqs[c][p] != seqs[i][p] {
-						t.Fatalf("sequence %d's prefix differs from its carrier %d at %d", i, c, p)
+						t.Fatalf("sequence %d's prefix differs from its source %d at %d", i, c, p)
 					}
 				}
 			}
 		}
 		if shared < len(seqs)/2 {
-			t.Fatalf("only %d of %d sequences continue a carrier", shared, len(seqs))
+			t.Fatalf("only %d of %d sequences continue another", shared, len(seqs))
 		}
 		want, err := m.LogProbs(seqs)
 		if err != nil {
@@ -66,7 +66,7 @@ func TestLogProbsShared(t *testing.T) {
 			for _, s := range seqs {
 				total += len(s)
 			}
-			if budget > 1<<10 && 2*ran > total {
+			if budget > 100 && 2*ran > total {
 				t.Errorf("budget %d: ran %d of the %d ids", budget, ran, total)
 			}
 			t.Logf("qwen3 %v budget %d: %d of %d sequences shared a prefix; ran %d of %d ids; max |Δ| %.2g", qwen3, budget, shared, len(seqs), ran, total, worst)
@@ -139,16 +139,20 @@ func TestCUDALogProbsShared(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tol := 1e-4
+			// bf16 products round their operands to 8 bits of mantissa, and
+			// the continuations read keys and values from the cache (as
+			// decoding does) where LogProbs reads them from the projection:
+			// their log-probs agree to about 1% of their size.
+			tol, rel := 1e-4, 0.0
 			if bf16 {
-				tol = 5e-2 // bf16 products: other rows in a product, other roundings
+				tol, rel = 5e-2, 1e-2
 			}
 			worst := 0.0
 			for i := range seqs {
 				for p := from[i]; p < len(seqs[i]); p++ {
 					d := math.Abs(float64(got[i][p] - want[i][p]))
 					worst = max(worst, d)
-					if d > tol {
+					if d > tol+rel*math.Abs(float64(want[i][p])) {
 						t.Fatalf("%s bf16 %v: sequence %d position %d: %g, want %g", name, bf16, i, p, got[i][p], want[i][p])
 					}
 				}
