@@ -59,7 +59,7 @@ var (
 	CUDAFastMath  = add("MEMPO_CUDA_FAST_MATH", "1: compile the kernels with --use_fast_math")
 	CUDASyncAlloc = add("MEMPO_CUDA_SYNC_ALLOC", "1: plain cuMemAlloc/cuMemFree instead of the stream-ordered allocator")
 	CUDABF16      = add("MEMPO_CUDA_BF16", "1: bf16 mode for every new model backend (as --device cuda-bf16)")
-	CUDAAttn      = add("MEMPO_CUDA_ATTN", "attention kernels for A/B runs: v1 (the first fp32 kernels for everything), kernel (attention2.cu for everything), gemm (cuBLAS attention instead of attnmma.cu in bf16 mode)")
+	CUDAAttn      = add("MEMPO_CUDA_ATTN", "attention kernels for A/B runs: kernel (attention2.cu for everything: no decode kernel, no tensor cores), gemm (cuBLAS attention instead of attnmma.cu in bf16 mode)")
 	CUDADecode    = add("MEMPO_CUDA_DECODE", "decoding steps after the prefill: graph (default: the fused step replayed from a CUDA graph per batch bucket), direct (the same launches without graphs), generic (the model's op-by-op path)")
 	HostOptimizer = add("MEMPO_HOST_OPTIMIZER", "1: mempo-update keeps the AdamW step on the host even when the model is on the GPU")
 	SkipMemCheck  = add("MEMPO_SKIP_MEMORY_CHECK", "1: mempo-update and sft start a GPU run even when their memory estimate exceeds the free device memory")

@@ -41,10 +41,6 @@ type CUDA struct {
 	// other op stays fp32. See SetBF16.
 	bf16 bool
 
-	// attnV1 forces attention.cu's kernels; otherwise head dims that are
-	// multiples of 4 use attention2.cu (MEMPO_CUDA_ATTN=v1 sets it).
-	attnV1 bool
-
 	// attnKernelsOnly keeps every sequence on the flash-style kernels in
 	// bf16 mode too (MEMPO_CUDA_ATTN=kernel); attnGemmRows overrides the
 	// shortest sequence of the tensor-core path (cuda_attn.go; tests).
@@ -203,8 +199,7 @@ func NewCUDA() (*CUDA, error) {
 	be.gcTrigger = max(d.TotalMem/8, 1<<30)
 	be.pool.limit = d.TotalMem / 4
 	be.bf16 = envconfig.CUDABF16.On()
-	be.attnV1 = envconfig.CUDAAttn.Get() == "v1"
-	be.attnKernelsOnly = be.attnV1 || envconfig.CUDAAttn.Get() == "kernel"
+	be.attnKernelsOnly = envconfig.CUDAAttn.Get() == "kernel"
 	be.attnNoMMA = envconfig.CUDAAttn.Get() == "gemm"
 	be.decode = decodeModeFromEnv()
 	return be, nil
@@ -940,24 +935,15 @@ func attnLists(seqs []AttnSeq, tile int) (tiles, table []int) {
 	return tiles, table
 }
 
-// attnShmem is the dynamic shared memory of the flash-style kernels (forward,
-// dq, dk/dv) for head dim hd and K/Q tile rows padded by pad floats: a tile
-// of attnTile rows, tiles of 32 keys (or queries), and 64 floats of row
-// statistics in dk/dv.
-func attnShmem(hd, pad int) (fwd, dq, dkv int) {
-	fwd = 4 * (attnTile*hd + 32*(hd+pad) + 32*hd)
-	dq = 4 * (2*attnTile*hd + 2*32*(hd+pad))
+// attnShmem is the dynamic shared memory of attention2.cu's kernels
+// (forward, dq, dk/dv) for head dim hd: a tile of attnTile rows and tiles of
+// 32 keys (or queries), each row hd rounded up to a multiple of 4 floats, the
+// 32-row tiles padded by 4 more, and 64 floats of row statistics in dk/dv.
+func attnShmem(hd int) (fwd, dq, dkv int) {
+	hd4 := (hd + 3) &^ 3
+	fwd = 4 * (attnTile*hd4 + 32*(hd4+4) + 32*hd4)
+	dq = 4 * (2*attnTile*hd4 + 2*32*(hd4+4))
 	return fwd, dq, dq + 4*64
-}
-
-// attnKernels picks the attention module, kernel prefix and the padding of
-// its K/Q tile rows: attention2.cu (float4 rows, 4 rows per warp at once)
-// when the head dim allows, else attention.cu.
-func (b *CUDA) attnKernels(hd int) (module, prefix string, pad int) {
-	if hd%4 == 0 && !b.attnV1 {
-		return "attention2", "attn2", 4
-	}
-	return "attention", "attn", 1
 }
 
 func (b *CUDA) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape) {
@@ -988,9 +974,8 @@ func (b *CUDA) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape)
 	if n == 0 {
 		return
 	}
-	mod, pre, pad := b.attnKernels(hd)
-	shmem, _, _ := attnShmem(hd, pad)
-	b.launch2(mod, fmt.Sprintf("%s_fwd_%d", pre, nt), cuda.Dim3{X: n, Y: sh.Heads}, 128, shmem,
+	shmem, _, _ := attnShmem(hd)
+	b.launch2("attention2", fmt.Sprintf("attn2_fwd_%d", nt), cuda.Dim3{X: n, Y: sh.Heads}, 128, shmem,
 		O.ptr(), LSE.ptr(), Q.ptr(), K.ptr(), V.ptr(), tiles, st, sh.Heads, sh.KVHeads, hd, sh.Scale)
 }
 
@@ -1012,7 +997,7 @@ func (b *CUDA) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seq
 	D := b.newTensor(Q.r, sh.Heads)
 	defer b.Free(D)
 	warps := int64(Q.r) * int64(sh.Heads)
-	b.launch("attention", "attn_bwd_dsum", int((warps*32+255)/256), 256, 0, D.ptr(), DO.ptr(), O.ptr(), Q.r, sh.Heads, hd)
+	b.launch("attention2", "attn_bwd_dsum", int((warps*32+255)/256), 256, 0, D.ptr(), DO.ptr(), O.ptr(), Q.r, sh.Heads, hd)
 	if len(sp.mma) > 0 {
 		b.attentionMMABackward(DQ, DK, DV, DO, Q, K, V, LSE, D, sp.mma, sh)
 	}
@@ -1023,11 +1008,10 @@ func (b *CUDA) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seq
 	if n == 0 {
 		return
 	}
-	mod, pre, pad := b.attnKernels(hd)
-	_, shq, shk := attnShmem(hd, pad)
-	b.launch2(mod, fmt.Sprintf("%s_bwd_dq_%d", pre, nt), cuda.Dim3{X: n, Y: sh.Heads}, 128, shq,
+	_, shq, shk := attnShmem(hd)
+	b.launch2("attention2", fmt.Sprintf("attn2_bwd_dq_%d", nt), cuda.Dim3{X: n, Y: sh.Heads}, 128, shq,
 		DQ.ptr(), DO.ptr(), Q.ptr(), K.ptr(), V.ptr(), LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, hd, sh.Scale)
-	b.launch2(mod, fmt.Sprintf("%s_bwd_dkv_%d", pre, nt), cuda.Dim3{X: n, Y: sh.KVHeads}, 128, shk,
+	b.launch2("attention2", fmt.Sprintf("attn2_bwd_dkv_%d", nt), cuda.Dim3{X: n, Y: sh.KVHeads}, 128, shk,
 		DK.ptr(), DV.ptr(), DO.ptr(), Q.ptr(), K.ptr(), V.ptr(), LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, hd, sh.Scale)
 }
 

@@ -287,16 +287,17 @@ func TestCUDATokenLogProbs(t *testing.T) {
 }
 
 func TestCUDAAttention(t *testing.T) {
-	// v1 and v2 are the flash-style kernels alone (as MEMPO_CUDA_ATTN=v1 or
-	// kernel); "decode" is the default, where sequences of up to
+	// v2 is attention2.cu's flash-style kernels alone (as
+	// MEMPO_CUDA_ATTN=kernel), head dims that are not multiples of 4
+	// included; "decode" is the default, where sequences of up to
 	// attnDecodeMaxRows rows take attndecode.cu in the forward.
 	for _, c := range []struct {
-		name            string
-		v1, kernelsOnly bool
-	}{{"v1", true, true}, {"v2", false, true}, {"decode", false, false}} {
+		name        string
+		kernelsOnly bool
+	}{{"v2", true}, {"decode", false}} {
 		t.Run(c.name, func(t *testing.T) {
 			p := newOpPairOrEmu(t, 5)
-			p.gpu.attnV1, p.gpu.attnKernelsOnly = c.v1, c.kernelsOnly
+			p.gpu.attnKernelsOnly = c.kernelsOnly
 			testCUDAAttention(t, p)
 		})
 	}

@@ -3,7 +3,7 @@
 // index math, launch shapes, buffer offsets, strided-batched GEMM layouts)
 // is tested where no GPU is; and kernels/flatsearch.cu with lib/cuda's flat
 // search; and other modules for their tests (NewModule: decode.cu,
-// sample.cu, attention.cu, attention2.cu, model.cu, attndecode.cu, adamw.cu,
+// sample.cu, attention2.cu, model.cu, attndecode.cu, adamw.cu,
 // lora.cu and attngemm.cu compile; attnmma.cu, whose tensor-core
 // instructions are inline PTX, does not). The kernel source is the one
 // embedded in lib/cuda, compiled at first use by g++ with BERT_EMU and

@@ -1,5 +1,5 @@
 // prelude.cc: what the emulated modules of kernels/ (bert.cu, flatsearch.cu,
-// decode.cu, sample.cu, attention.cu, attention2.cu, model.cu, ...) need of
+// decode.cu, sample.cu, attention2.cu, model.cu, ...) need of
 // CUDA to run on the CPU, put before the source by cudaemu.go, which compiles
 // both with g++ into a shared library. Every CUDA thread of a block is a
 // fiber on its own stack; __syncthreads switches back to the scheduler,

@@ -1,10 +1,22 @@
-// attention2.cu: the same causal GQA attention as attention.cu (same
-// arguments, same work lists, same results up to rounding), restructured for
-// fewer shared-memory instructions: a warp handles its 4 (consecutive) query
-// rows — or, in the dk/dv kernel, 4 keys — together, so each key (query) row
-// read from shared memory serves all 4, and rows are read as float4 (head
-// dims that are multiples of 4; K/Q tiles padded by 4 floats so a quarter
-// warp's 16-byte loads hit distinct banks).
+// attention2.cu: causal grouped-query attention, fp32, flash-style: keys and
+// values stream through shared memory in tiles of 32, each query row keeps an
+// online softmax (running max m and sum l) in registers, and only the
+// log-sum-exp per (row, head) is saved for the backward. No T×T matrix is
+// ever stored.
+//
+// Layout (see lib/model/backend.go, AttnSeq/AttnShape): q/out rows have
+// heads·hd columns, k/v rows kvheads·hd; seqs is [nseq][4] = {Q, N, K, Past};
+// query i of a sequence is row Q+i and sees key rows K .. K+Past+i.
+// Work lists: tiles is [ntiles][2] = {sequence, first query (or key) index}.
+//
+// A warp handles 4 (consecutive) query rows — or, in the dk/dv kernel, 4
+// keys — together, so each key (query) row read from shared memory serves
+// all 4. In the score phase lane j scores key j of the tile; in the
+// accumulate phase lane l owns output dimensions l, l+32, … (NT =
+// ceil(hd/32) registers per row). Rows sit in shared memory with hd4 = hd
+// rounded up to a multiple of 4 floats, the tail zero, and are read as
+// float4; K/Q tiles are padded by 4 more floats so a quarter warp's 16-byte
+// loads hit distinct banks.
 
 #define MEMPO_INF __int_as_float(0x7f800000)
 #define BQ 16
@@ -27,10 +39,10 @@ __device__ void attn2_fwd(float *out, float *lse, const float *q, const float *k
                           const int *seqs, int heads, int kvheads, int hd, float scale) {
 	extern __shared__ float4 sm4[];
 	float *sm = (float *)sm4;
-	const int hdp = hd + 4;
-	float *sq = sm;             // BQ × hd
-	float *sk = sq + BQ * hd;   // BK × hdp
-	float *sv = sk + BK * hdp;  // BK × hd
+	const int hd4 = (hd + 3) & ~3, hdp = hd4 + 4;
+	float *sq = sm;             // BQ × hd4
+	float *sk = sq + BQ * hd4;  // BK × hdp
+	float *sv = sk + BK * hdp;  // BK × hd4
 	const int tile = blockIdx.x, h = blockIdx.y;
 	const int si = tiles[2 * tile], i0 = tiles[2 * tile + 1];
 	const int Q0 = seqs[4 * si], N = seqs[4 * si + 1], K0 = seqs[4 * si + 2], past = seqs[4 * si + 3];
@@ -38,9 +50,9 @@ __device__ void attn2_fwd(float *out, float *lse, const float *q, const float *k
 	const int qs = heads * hd, ks = kvheads * hd;
 	const int nrows = min(BQ, N - i0);
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	for (int idx = threadIdx.x; idx < BQ * hd; idx += blockDim.x) {
-		int r = idx / hd, d = idx - r * hd;
-		sq[idx] = r < nrows ? q[(long long)(Q0 + i0 + r) * qs + h * hd + d] : 0.f;
+	for (int idx = threadIdx.x; idx < BQ * hd4; idx += blockDim.x) {
+		int r = idx / hd4, d = idx - r * hd4;
+		sq[idx] = r < nrows && d < hd ? q[(long long)(Q0 + i0 + r) * qs + h * hd + d] : 0.f;
 	}
 	int last[4];
 	float m[4], l[4], o[4][NT];
@@ -57,21 +69,21 @@ __device__ void attn2_fwd(float *out, float *lse, const float *q, const float *k
 	const int kend = past + i0 + nrows;
 	for (int j0 = 0; j0 < kend; j0 += BK) {
 		__syncthreads();
-		for (int idx = threadIdx.x; idx < BK * hd; idx += blockDim.x) {
-			int j = idx / hd, d = idx - j * hd;
-			bool ok = j0 + j < kend;
+		for (int idx = threadIdx.x; idx < BK * hd4; idx += blockDim.x) {
+			int j = idx / hd4, d = idx - j * hd4;
+			bool ok = j0 + j < kend && d < hd;
 			long long a = (long long)(K0 + j0 + j) * ks + kh * hd + d;
 			sk[j * hdp + d] = ok ? k[a] : 0.f;
-			sv[j * hd + d] = ok ? v[a] : 0.f;
+			sv[j * hd4 + d] = ok ? v[a] : 0.f;
 		}
 		__syncthreads();
 		if (j0 > wlast) continue;  // warp-uniform
 		float s[4] = {0.f, 0.f, 0.f, 0.f};
 		const float4 *kr = (const float4 *)(sk + lane * hdp);
-		for (int d4 = 0; d4 < hd / 4; d4++) {
+		for (int d4 = 0; d4 < hd4 / 4; d4++) {
 			const float4 kv = kr[d4];
 #pragma unroll
-			for (int rr = 0; rr < 4; rr++) s[rr] += dot4(((const float4 *)(sq + (warp * 4 + rr) * hd))[d4], kv);
+			for (int rr = 0; rr < 4; rr++) s[rr] += dot4(((const float4 *)(sq + (warp * 4 + rr) * hd4))[d4], kv);
 		}
 		const int j = j0 + lane;
 		float p[4];
@@ -96,7 +108,7 @@ __device__ void attn2_fwd(float *out, float *lse, const float *q, const float *k
 			for (int t = 0; t < NT; t++) {
 				const int d = lane + 32 * t;
 				if (d < hd) {
-					const float vv = sv[jj * hd + d];
+					const float vv = sv[jj * hd4 + d];
 #pragma unroll
 					for (int rr = 0; rr < 4; rr++) o[rr][t] += pj[rr] * vv;
 				}
@@ -129,16 +141,32 @@ FWD2(2)
 FWD2(4)
 FWD2(8)
 
+// attn_bwd_dsum: D[row, h] = Σ_d dO·O, one warp per (row, head); it starts
+// every attention backward, whichever kernels follow (these, attnmma.cu's
+// or the cuBLAS path's).
+extern "C" __global__ void attn_bwd_dsum(float *D, const float *dout, const float *out, int rows, int heads, int hd) {
+	long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+	if (w >= (long long)rows * heads) return;
+	long long row = w / heads;
+	int h = (int)(w % heads);
+	const float *a = dout + row * heads * hd + h * hd, *b = out + row * heads * hd + h * hd;
+	float s = 0.f;
+	for (int d = lane; d < hd; d += 32) s += a[d] * b[d];
+	s = wsum2(s);
+	if (lane == 0) D[w] = s;
+}
+
 template <int NT>
 __device__ void attn2_bwd_dq(float *dq, const float *dout, const float *q, const float *k, const float *v,
                              const float *lse, const float *D, const int *tiles, const int *seqs, int heads,
                              int kvheads, int hd, float scale) {
 	extern __shared__ float4 sm4[];
 	float *sm = (float *)sm4;
-	const int hdp = hd + 4;
-	float *sq = sm;              // BQ × hd
-	float *sdo = sq + BQ * hd;   // BQ × hd
-	float *sk = sdo + BQ * hd;   // BK × hdp
+	const int hd4 = (hd + 3) & ~3, hdp = hd4 + 4;
+	float *sq = sm;              // BQ × hd4
+	float *sdo = sq + BQ * hd4;  // BQ × hd4
+	float *sk = sdo + BQ * hd4;  // BK × hdp
 	float *sv = sk + BK * hdp;   // BK × hdp
 	const int tile = blockIdx.x, h = blockIdx.y;
 	const int si = tiles[2 * tile], i0 = tiles[2 * tile + 1];
@@ -147,11 +175,12 @@ __device__ void attn2_bwd_dq(float *dq, const float *dout, const float *q, const
 	const int qs = heads * hd, ks = kvheads * hd;
 	const int nrows = min(BQ, N - i0);
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	for (int idx = threadIdx.x; idx < BQ * hd; idx += blockDim.x) {
-		int r = idx / hd, d = idx - r * hd;
+	for (int idx = threadIdx.x; idx < BQ * hd4; idx += blockDim.x) {
+		int r = idx / hd4, d = idx - r * hd4;
+		bool ok = r < nrows && d < hd;
 		long long a = (long long)(Q0 + i0 + r) * qs + h * hd + d;
-		sq[idx] = r < nrows ? q[a] : 0.f;
-		sdo[idx] = r < nrows ? dout[a] : 0.f;
+		sq[idx] = ok ? q[a] : 0.f;
+		sdo[idx] = ok ? dout[a] : 0.f;
 	}
 	int last[4];
 	float lr[4], Dr[4], acc[4][NT];
@@ -169,9 +198,9 @@ __device__ void attn2_bwd_dq(float *dq, const float *dout, const float *q, const
 	const int kend = past + i0 + nrows;
 	for (int j0 = 0; j0 < kend; j0 += BK) {
 		__syncthreads();
-		for (int idx = threadIdx.x; idx < BK * hd; idx += blockDim.x) {
-			int j = idx / hd, d = idx - j * hd;
-			bool ok = j0 + j < kend;
+		for (int idx = threadIdx.x; idx < BK * hd4; idx += blockDim.x) {
+			int j = idx / hd4, d = idx - j * hd4;
+			bool ok = j0 + j < kend && d < hd;
 			long long a = (long long)(K0 + j0 + j) * ks + kh * hd + d;
 			sk[j * hdp + d] = ok ? k[a] : 0.f;
 			sv[j * hdp + d] = ok ? v[a] : 0.f;
@@ -180,12 +209,12 @@ __device__ void attn2_bwd_dq(float *dq, const float *dout, const float *q, const
 		if (j0 > wlast) continue;
 		float s[4] = {0.f, 0.f, 0.f, 0.f}, dp[4] = {0.f, 0.f, 0.f, 0.f};
 		const float4 *kr = (const float4 *)(sk + lane * hdp), *vr = (const float4 *)(sv + lane * hdp);
-		for (int d4 = 0; d4 < hd / 4; d4++) {
+		for (int d4 = 0; d4 < hd4 / 4; d4++) {
 			const float4 kk = kr[d4], vv = vr[d4];
 #pragma unroll
 			for (int rr = 0; rr < 4; rr++) {
-				s[rr] += dot4(((const float4 *)(sq + (warp * 4 + rr) * hd))[d4], kk);
-				dp[rr] += dot4(((const float4 *)(sdo + (warp * 4 + rr) * hd))[d4], vv);
+				s[rr] += dot4(((const float4 *)(sq + (warp * 4 + rr) * hd4))[d4], kk);
+				dp[rr] += dot4(((const float4 *)(sdo + (warp * 4 + rr) * hd4))[d4], vv);
 			}
 		}
 		const int j = j0 + lane;
@@ -241,10 +270,10 @@ __device__ void attn2_bwd_dkv(float *dk, float *dv, const float *dout, const flo
                               int heads, int kvheads, int hd, float scale) {
 	extern __shared__ float4 sm4[];
 	float *sm = (float *)sm4;
-	const int hdp = hd + 4;
-	float *sk = sm;               // BQ × hd (this block's keys)
-	float *sv = sk + BQ * hd;     // BQ × hd
-	float *sq = sv + BQ * hd;     // BK × hdp (a tile of queries)
+	const int hd4 = (hd + 3) & ~3, hdp = hd4 + 4;
+	float *sk = sm;               // BQ × hd4 (this block's keys)
+	float *sv = sk + BQ * hd4;    // BQ × hd4
+	float *sq = sv + BQ * hd4;    // BK × hdp (a tile of queries)
 	float *sdo = sq + BK * hdp;   // BK × hdp
 	float *sl = sdo + BK * hdp;   // BK
 	float *sD = sl + BK;          // BK
@@ -255,11 +284,12 @@ __device__ void attn2_bwd_dkv(float *dk, float *dv, const float *dout, const flo
 	const int qs = heads * hd, ks = kvheads * hd;
 	const int nkeys = min(BQ, N - j0);
 	const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	for (int idx = threadIdx.x; idx < BQ * hd; idx += blockDim.x) {
-		int r = idx / hd, d = idx - r * hd;
+	for (int idx = threadIdx.x; idx < BQ * hd4; idx += blockDim.x) {
+		int r = idx / hd4, d = idx - r * hd4;
+		bool ok = r < nkeys && d < hd;
 		long long a = (long long)(K0 + j0 + r) * ks + kh * hd + d;
-		sk[idx] = r < nkeys ? k[a] : 0.f;
-		sv[idx] = r < nkeys ? v[a] : 0.f;
+		sk[idx] = ok ? k[a] : 0.f;
+		sv[idx] = ok ? v[a] : 0.f;
 	}
 	int key[4];
 	float gk[4][NT], gv[4][NT];
@@ -276,9 +306,9 @@ __device__ void attn2_bwd_dkv(float *dk, float *dv, const float *dout, const flo
 		const int h = kh * group + g;
 		for (int i0 = j0; i0 < N; i0 += BK) {
 			__syncthreads();
-			for (int idx = threadIdx.x; idx < BK * hd; idx += blockDim.x) {
-				int i = idx / hd, d = idx - i * hd;
-				bool ok = i0 + i < N;
+			for (int idx = threadIdx.x; idx < BK * hd4; idx += blockDim.x) {
+				int i = idx / hd4, d = idx - i * hd4;
+				bool ok = i0 + i < N && d < hd;
 				long long a = (long long)(Q0 + i0 + i) * qs + h * hd + d;
 				sq[i * hdp + d] = ok ? q[a] : 0.f;
 				sdo[i * hdp + d] = ok ? dout[a] : 0.f;
@@ -294,12 +324,12 @@ __device__ void attn2_bwd_dkv(float *dk, float *dv, const float *dout, const flo
 			const int i = i0 + lane;
 			float s[4] = {0.f, 0.f, 0.f, 0.f}, dp[4] = {0.f, 0.f, 0.f, 0.f};
 			const float4 *qr = (const float4 *)(sq + lane * hdp), *gr = (const float4 *)(sdo + lane * hdp);
-			for (int d4 = 0; d4 < hd / 4; d4++) {
+			for (int d4 = 0; d4 < hd4 / 4; d4++) {
 				const float4 qq = qr[d4], gg = gr[d4];
 #pragma unroll
 				for (int rr = 0; rr < 4; rr++) {
-					s[rr] += dot4(qq, ((const float4 *)(sk + (warp * 4 + rr) * hd))[d4]);
-					dp[rr] += dot4(gg, ((const float4 *)(sv + (warp * 4 + rr) * hd))[d4]);
+					s[rr] += dot4(qq, ((const float4 *)(sk + (warp * 4 + rr) * hd4))[d4]);
+					dp[rr] += dot4(gg, ((const float4 *)(sv + (warp * 4 + rr) * hd4))[d4]);
 				}
 			}
 			float p[4], ds[4];
