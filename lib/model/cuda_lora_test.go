@@ -129,17 +129,20 @@ func TestCUDAFrozenBF16(t *testing.T) {
 				t.Errorf("qwen3=%v %s: bf16 gradient differs by %g (max |g| %g)", qwen3, name, diff, scale)
 			}
 		}
-		// A frozen weight holds its bf16 rounding only: half the bytes of
-		// the fp32 tensor (tiny tensors round up to the pool's 512 bytes, so
-		// this is measured on one of a real size).
-		v := make([]float32, 512*1024)
+		// A frozen weight holds its bf16 rounding only: the pool's block for
+		// 2 bytes a value (plus 16 of alignment slack) where the fp32 tensor
+		// takes 4 (measured on a real size: tiny tensors round up to the
+		// pool's 512 bytes, and above 1 MiB its size classes are 1/32 of a
+		// power of two apart, so 1 MiB + 16 B takes 1,114,112).
+		const n = 512 * 1024
+		v := make([]float32, n)
 		l0 := beF.LiveBytes()
 		fw := beF.FromHostFrozen(v, 512, 1024)
 		l1 := beF.LiveBytes()
 		pw := beF.FromHost(v, 512, 1024)
 		l2 := beF.LiveBytes()
-		if 2*(l1-l0) > (l2-l1)+1024 {
-			t.Errorf("a frozen 512×1024 weight holds %d bytes, an fp32 one %d", l1-l0, l2-l1)
+		if l1-l0 != int64(poolSize(2*n+16)) || l2-l1 != int64(poolSize(4*n)) {
+			t.Errorf("a frozen 512×1024 weight holds %d bytes (want %d), an fp32 one %d (want %d)", l1-l0, poolSize(2*n+16), l2-l1, poolSize(4*n))
 		}
 		beF.Free(fw)
 		beF.Free(pw)
