@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# shared-prefix memory reward on the H200: GPU test, then the rollout benchmark with and without sharing
+set -u
+B=/tmp/r16; mkdir -p $B && { [ -x $B/bin/model.test ] || tar -xzf .work/r16/b.tgz -C $B; }
+R=$PWD
+( . scripts/gpu/env.sh; gpu_env $B/lib
+  cd lib/model && MEMPO_REQUIRE_CUDA=1 timeout 120 $B/bin/model.test -test.v -test.count=1 -test.run 'LogProbsShared' ) > $OUT/tests.log 2>&1
+grep -E "^(--- |ok|FAIL|PASS)|ran " $OUT/tests.log
+( . scripts/gpu/env.sh; gpu_env $B/lib
+  BIN=$B/bin DATA=$B/hotpotqa QWEN_TOKENIZER=$B/tokenizer.json CONFIG=qwen2.5-0.5b DEVICE=cuda-bf16 G=16 TURNS=8 FORCE=7 \
+  STEP=32 OBS=256 BATCH=1024 MODES="overlap unshared" TIMEOUT=150 bash scripts/bench_rollout.sh 64 /tmp/roll ) > $OUT/rollout.log 2>&1
+grep -E "^==|mempo-rollout:" $OUT/rollout.log | cut -c1-700
