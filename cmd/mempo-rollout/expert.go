@@ -33,6 +33,8 @@ var expertCommand = &ucli.Command{
 		&ucli.StringFlag{Name: "index", Required: true, Usage: "index directory of the world corpus (mempo-index)"},
 		&ucli.StringFlag{Name: "tokenizer", Required: true, Usage: "tokenizer.json or a model directory"},
 		&ucli.StringFlag{Name: "out", Required: true, Usage: "demonstrations (.parquet or .jsonl, rollouts schema)"},
+		&ucli.Float64Flag{Name: "drop-rate", Usage: "lossy memory: probability that a step leaves the fact just found out of <mem> and repeats the lookup (0: the perfect expert)"},
+		&ucli.Uint64Flag{Name: "drop-seed", Value: 1, Usage: "seed of the --drop-rate draws"},
 	}, flags.Agent()...),
 	Action: runExpert,
 }
@@ -47,7 +49,11 @@ func runExpert(c *ucli.Context) error {
 		return err
 	}
 	defer srch.Close()
-	ex := &world.Expert{Agent: ag, Tok: tok, Searcher: srch}
+	rate := c.Float64("drop-rate")
+	if !(rate >= 0 && rate < 1) {
+		return fmt.Errorf("--drop-rate %v: want a probability in [0, 1)", rate)
+	}
+	ex := &world.Expert{Agent: ag, Tok: tok, Searcher: srch, DropRate: rate, DropSeed: c.Uint64("drop-seed")}
 	var all []tasks.Task
 	for _, f := range c.StringSlice("tasks") {
 		ts, err := tasks.ReadTasks(f)

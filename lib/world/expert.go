@@ -3,6 +3,8 @@ package world
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"regexp"
 	"strconv"
 	"strings"
@@ -80,6 +82,28 @@ type Expert struct {
 	Agent    *agent.Agent
 	Tok      agent.Tokenizer
 	Searcher retrieval.Searcher
+	// DropRate is the lossy-memory knob (0: the perfect expert): the
+	// probability that a step leaves the fact its lookup just returned out
+	// of the next <mem> and repeats the lookup instead, as an agent that
+	// forgot to file it would. The answer stays right and the repeat costs
+	// one turn: the outcome reward hardly sees it, the memory reward should
+	// (that step's memory lacks a fact its raw history holds). A drop is
+	// made only while the task still fits the turn budget.
+	DropRate float64
+	// DropSeed seeds the drops; each (task, step) draws from a hash of the
+	// seed, the task id and the step, so demonstrations are reproducible.
+	DropSeed uint64
+}
+
+// drop reports whether the step after step index si of the task leaves the
+// fact out of memory.
+func (e *Expert) drop(taskID string, si int) bool {
+	if e.DropRate <= 0 {
+		return false
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d\x00%s\x00%d", e.DropSeed, taskID, si)
+	return rand.New(rand.NewPCG(h.Sum64(), 0x6d656d70)).Float64() < e.DropRate
 }
 
 // ErrNotFound is wrapped by Run when retrieval did not return the fact a
@@ -136,10 +160,15 @@ func (e *Expert) Run(ctx context.Context, t tasks.Task, group int64) (records.Ro
 		}
 		return res, nil
 	}
+	left := 0 // lookups not yet filed in memory
+	for _, lookups := range plan {
+		left += len(lookups)
+	}
 	for qi, lookups := range plan {
 		n := qi + 1
 		entity := lookups[0].Entity
-		for h, lk := range lookups {
+		for h := 0; h < len(lookups); h++ {
+			lk := lookups[h]
 			think, q := ThinkSearch(n), Query(QuestionMarker(n), entity, lk.Attr)
 			if h > 0 {
 				think, q = ThinkSecondHop(n), Query(MemoryMarker(n), entity, lk.Attr)
@@ -166,6 +195,15 @@ func (e *Expert) Run(ctx context.Context, t tasks.Task, group int64) (records.Ro
 			if !ok {
 				return records.Rollout{}, fmt.Errorf("%w: task %s: %q", ErrNotFound, t.TaskID, q)
 			}
+			// A lossy expert forgets to file the fact and repeats the
+			// lookup: the next step's memory is this one's, its thought and
+			// query the same. Only while the steps taken, the repeat, the
+			// lookups left after it and the answer fit the turn budget.
+			if taken := len(tr.Steps); taken+left+1 <= e.Agent.Config().MaxTurns && e.drop(t.TaskID, taken) {
+				h--
+				continue
+			}
+			left--
 			lookups[h].Entity, lookups[h].Value = entity, v
 			entity = v
 			// The memory holds what is left of the question: the answer,

@@ -90,12 +90,13 @@ P=$OUT/pooled-scores.jsonl T=$OUT/pooled-train.jsonl
 	echo
 	echo "Training rollouts per iteration, pooled over seeds: mean P(gold | q, mem) and mean R^M"
 	echo
-	echo "| iteration | MemPO P(gold\|mem) | GRPO P(gold\|mem) | MemPO R^M | GRPO R^M |"
-	echo "|---:|---:|---:|---:|---:|"
+	echo "| iteration | MemPO P(gold\|mem) | GRPO P(gold\|mem) | MemPO R^M | GRPO R^M | MemPO turns | GRPO turns |"
+	echo "|---:|---:|---:|---:|---:|---:|---:|"
 	for f in "$OUT/seed${SEEDS%% *}/mempo"/rollouts-*.parquet; do
 		i=${f##*/rollouts-} i=${i%.parquet}
-		printf '| %s | %.4f | %.4f | %.4f | %.4f |\n' "$i" "$(field "$T" "mempo-$i" 2 p_gold_mem value)" "$(field "$T" "grpo-$i" 2 p_gold_mem value)" \
-			"$(field "$T" "mempo-$i" 2 r_mem value)" "$(field "$T" "grpo-$i" 2 r_mem value)"
+		printf '| %s | %.4f | %.4f | %.4f | %.4f | %.2f | %.2f |\n' "$i" "$(field "$T" "mempo-$i" 2 p_gold_mem value)" "$(field "$T" "grpo-$i" 2 p_gold_mem value)" \
+			"$(field "$T" "mempo-$i" 2 r_mem value)" "$(field "$T" "grpo-$i" 2 r_mem value)" \
+			"$(field "$T" "mempo-$i" 2 turns value)" "$(field "$T" "grpo-$i" 2 turns value)"
 	done
 } | tee "$OUT/pooled.md"
 echo

@@ -45,6 +45,8 @@ SFT_SCHEDULE=${SFT_SCHEDULE:-cosine}  # cosine: warmup then down to a tenth; con
 SFT_BATCH=${SFT_BATCH:-$p_batch}      # trajectories per optimizer step
 REACT_DEMOS=${REACT_DEMOS:-480}       # the ReAct baseline: SFT's model trained further on REACT_DEMOS
 REACT_EPOCHS=${REACT_EPOCHS:-1}       # full-history (--keep all) demonstrations
+EXPERT_DROP=${EXPERT_DROP:-0}         # lossy expert: probability that a step of the keep-1 demonstrations leaves the
+                                      # fact just found out of <mem> and repeats the lookup (0: perfect; docs/DEMO.md)
 FROM_SFT=${FROM_SFT:-}                # a directory holding sft/ and sft-react/ of an earlier run with the
                                       # same world: reuse them and skip stages 3–5 (to try RL settings)
 VARIANTS=${VARIANTS:-8}               # demonstrations from the world and VARIANTS−1 fact-shuffled variants
@@ -149,8 +151,11 @@ else
 		head -n "$nr" "$src" > "$OUT/sft-react-tasks$sfx.jsonl"
 		for keep in 1 all; do
 			name=demos$sfx tasks=$OUT/sft-tasks$sfx.jsonl; [ "$keep" = all ] && name=demos-react$sfx tasks=$OUT/sft-react-tasks$sfx.jsonl
+			# The lossy memory is MemPO's context's flaw: the full-history
+			# demonstrations keep every fact in their context anyway.
+			drop=(); [ "$keep" = 1 ] && drop=(--drop-rate "$EXPERT_DROP" --drop-seed $(( SEED * 100 + v )))
 			"$BIN/mempo-rollout" expert --tasks "$tasks" --index "${variant_index[$v]}" \
-				--tokenizer "$WORLD/tokenizer.json" --keep "$keep" "${proto[@]}" --out "$OUT/$name.parquet"
+				--tokenizer "$WORLD/tokenizer.json" --keep "$keep" "${proto[@]}" "${drop[@]}" --out "$OUT/$name.parquet"
 		done
 		demos+=(--data "$OUT/demos$sfx.parquet") demos_react+=(--data "$OUT/demos-react$sfx.parquet")
 	done
