@@ -54,6 +54,12 @@ type AdvConfig struct {
 	MemAdv    bool            // add α·A^M to the <mem> tokens; false = plain GRPO ablation
 	Alpha     float64         // weight α of A^M on <mem> tokens (1)
 	NonFinite NonFinitePolicy // NaN/Inf rewards: error or replace by 0
+
+	// MemStdFloor is the least std the A^M z-score divides by (0: none, the
+	// paper's z-score). In a pool whose R^M are nearly equal the z-score
+	// stretches differences of a few 1e-3 to unit size; with a floor f they
+	// stay (R^M − mean)/f, so only a spread as large as f counts in full.
+	MemStdFloor float64
 }
 
 // DefaultAdvConfig returns the defaults docs/ARCHITECTURE.md lists: ε = 1e-6, std
@@ -101,6 +107,9 @@ func (cfg AdvConfig) ComputeAdvantages(trajs []TrajReward) (*Advantages, error) 
 	if math.IsNaN(cfg.Alpha) || math.IsInf(cfg.Alpha, 0) {
 		return nil, fmt.Errorf("rl: advantage alpha must be finite, got %v", cfg.Alpha)
 	}
+	if !(cfg.MemStdFloor >= 0) || math.IsInf(cfg.MemStdFloor, 0) {
+		return nil, fmt.Errorf("rl: memory std floor must be finite and ≥ 0, got %v", cfg.MemStdFloor)
+	}
 	out := &Advantages{Task: make([]float64, len(trajs)), Mem: make([][]float64, len(trajs))}
 	rt := make([]float64, len(trajs))
 	rm := make([][]float64, len(trajs))
@@ -144,7 +153,7 @@ func (cfg AdvConfig) ComputeAdvantages(trajs []TrajReward) (*Advantages, error) 
 		for _, i := range idx {
 			vals = append(vals, rt[i])
 		}
-		z := zscore(vals, cfg)
+		z := zscore(vals, cfg, 0)
 		for k, i := range idx {
 			out.Task[i] = z[k]
 		}
@@ -179,7 +188,7 @@ func (cfg AdvConfig) ComputeAdvantages(trajs []TrajReward) (*Advantages, error) 
 		for _, r := range refs {
 			vals = append(vals, rm[r.i][r.t])
 		}
-		z := zscore(vals, cfg)
+		z := zscore(vals, cfg, cfg.MemStdFloor)
 		for n, r := range refs {
 			out.Mem[r.i][r.t] = z[n]
 		}
@@ -230,11 +239,11 @@ func meanStd(v []float64, mode StdMode) (mean, std float64) {
 	return mean, math.Sqrt(ss / den)
 }
 
-// zscore returns (v−mean)/(std+eps), or v−mean when std normalization is
-// off. All-equal values (including a single value) give exact zeros: the
+// zscore returns (v−mean)/(max(std, floor)+eps), or v−mean when std
+// normalization is off. All-equal values (including a single value) give exact zeros: the
 // test is on the values themselves, because a mean of equal values can
 // differ from them in the last bit and leave a tiny residue.
-func zscore(v []float64, cfg AdvConfig) []float64 {
+func zscore(v []float64, cfg AdvConfig, floor float64) []float64 {
 	z := make([]float64, len(v))
 	if len(v) <= 1 {
 		return z
@@ -255,7 +264,7 @@ func zscore(v []float64, cfg AdvConfig) []float64 {
 	}
 	for i, x := range v {
 		if cfg.NormStd {
-			z[i] = (x - mean) / (std + cfg.Eps)
+			z[i] = (x - mean) / (max(std, floor) + cfg.Eps)
 		} else {
 			z[i] = x - mean
 		}

@@ -242,3 +242,34 @@ func TestMemoryReward(t *testing.T) {
 		t.Error("objective count mismatch accepted")
 	}
 }
+
+// MemStdFloor: a pool whose std is under the floor is divided by the floor
+// (the task pool of TestMemAdvantage has std 0.2986…: a floor of 0.5 takes
+// over, one of 0.1 does not), A^T never sees it, and a negative floor is
+// refused.
+func TestMemStdFloor(t *testing.T) {
+	trajs := []TrajReward{
+		{ID: "t0", Task: "t", RT: 1, RM: []float64{0.1, 0.5}},
+		{ID: "t1", Task: "t", RT: 0, RM: []float64{-0.2, 0.3}},
+	}
+	std := math.Sqrt(0.2675 / 3)
+	for _, c := range []struct{ floor, den float64 }{{0, std}, {0.1, std}, {0.5, 0.5}} {
+		cfg := DefaultAdvConfig()
+		cfg.MemStdFloor = c.floor
+		adv, err := cfg.ComputeAdvantages(trajs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := 0.325 / (c.den + 1e-6); !near(adv.Mem[0][1], want, 1e-12) {
+			t.Errorf("floor %g: A^M = %v, want %v", c.floor, adv.Mem[0][1], want)
+		}
+		if want := 1 / (math.Sqrt(0.5) + 1e-6) / 2; !near(adv.Task[0], want, 1e-12) {
+			t.Errorf("floor %g: A^T = %v, want %v", c.floor, adv.Task[0], want)
+		}
+	}
+	cfg := DefaultAdvConfig()
+	cfg.MemStdFloor = -1
+	if _, err := cfg.ComputeAdvantages(trajs); err == nil {
+		t.Error("a negative floor was accepted")
+	}
+}

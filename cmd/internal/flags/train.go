@@ -33,6 +33,7 @@ func RL() []ucli.Flag {
 		&ucli.BoolFlag{Name: "no-std-norm", Value: !adv.NormStd, Usage: "center rewards without dividing by the group std (Dr.GRPO)"},
 		&ucli.StringFlag{Name: "std", Value: nameOf(rl.StdModes, adv.Std), Usage: "std of the z-scores: unbiased (N−1, verl) or population"},
 		&ucli.BoolFlag{Name: "no-mem-adv", Value: !adv.MemAdv, Usage: "plain GRPO: no A^M on <mem> tokens (ablation)"},
+		&ucli.Float64Flag{Name: "mem-std-floor", Value: adv.MemStdFloor, Usage: "least std the A^M z-score divides by (0: none; a flat pool's small R^M differences are not stretched to unit size)"},
 		&ucli.StringFlag{Name: "mem-pool", Value: nameOf(rl.MemPools, adv.MemPool), Usage: "pool of the A^M z-score: task (all memory blocks of the task) or step (same step index)"},
 		&ucli.Float64Flag{Name: "clip-low", Value: loss.ClipLow, Usage: "ratio clip below 1"},
 		&ucli.Float64Flag{Name: "clip-high", Value: loss.ClipHigh, Usage: "ratio clip above 1"},
@@ -70,7 +71,7 @@ func Train(c *ucli.Context, withRL bool) (update.Config, rl.AdvConfig, error) {
 	acfg := rl.DefaultAdvConfig()
 	var err error
 	if withRL {
-		acfg.Alpha = c.Float64("alpha")
+		acfg.Alpha, acfg.MemStdFloor = c.Float64("alpha"), c.Float64("mem-std-floor")
 		acfg.NormStd = !c.Bool("no-std-norm")
 		acfg.MemAdv = !c.Bool("no-mem-adv")
 		if acfg.Std, err = rl.ParseStdMode(c.String("std")); err != nil {
