@@ -264,7 +264,7 @@ func TestShortDemo(t *testing.T) {
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "BIN="+bin, "OUT="+filepath.Join(tmp, "bad"), "PRESET=huge")
 	log, err = cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(log), "PRESET=huge: want small or full") {
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(log), "PRESET=huge: want small, full or gpu") {
 		t.Fatalf("PRESET=huge: %v\n%s", err, log)
 	}
 }

@@ -26,13 +26,15 @@ SHORT=${SHORT:-0}                     # 1: the few-second smoke version make tes
 # Size. small fits make demo's budget, 15 minutes on two CPU cores; it is near
 # the size where the cold start learns to copy (docs/DEMO.md, "Status").
 # full is a larger cold start and more RL: about 5 minutes on an H200, about
-# 25 on two CPU cores. make demo-check runs small over three seeds unless told
-# otherwise.
+# 25 on two CPU cores. gpu is the H200's preset (scripts/gpu/demo.sh): full's
+# sizes, with GRPO's rollouts scored for R^M so that both curves are drawn.
+# make demo-check runs small over three seeds unless told otherwise.
 PRESET=${PRESET:-small}
 case $PRESET in
 small) p_demos=16000 p_batch=8 p_iters=6 p_rl_tasks=16 p_rl_lr=1e-4 ;;
 full) p_demos=28800 p_batch=8 p_iters=12 p_rl_tasks=16 p_rl_lr=3e-4 ;;
-*) echo "PRESET=$PRESET: want small or full" >&2; exit 2 ;;
+gpu) p_demos=28800 p_batch=8 p_iters=12 p_rl_tasks=16 p_rl_lr=3e-4 GRPO_RM=${GRPO_RM:-1} ;;
+*) echo "PRESET=$PRESET: want small, full or gpu" >&2; exit 2 ;;
 esac
 # Cold start.
 SFT_DEMOS=${SFT_DEMOS:-$p_demos}      # expert trajectories used for SFT (each seen once: repeated
