@@ -145,10 +145,17 @@ func (m *Model) LogProbsShared(seqs [][]int, from []int, budget int) (lps [][]fl
 	}
 	// A forward holds about budget ids run and its KV cache at most maxRows
 	// rows (every entry's whole sequence: its prefix copied in, the rest
-	// run).
+	// run): 8 times the budget, or a quarter of the free memory if less.
 	// A sequence whose source went into an earlier forward has its chain of
 	// sources run again first, unscored.
 	maxRows := 8 * budget
+	// At 7B a cache row is 112 KiB: keep one forward's cache within a
+	// quarter of what the backend has free.
+	if avail, _, ok := m.AvailableMemory(); ok {
+		if perRow := m.KVCacheBytes(1, 1); perRow > 0 {
+			maxRows = min(maxRows, max(budget, int(float64(avail)/4/perRow)))
+		}
+	}
 	out := make([][]float32, len(seqs))
 	var call []sharedEntry
 	in := map[int]int{} // sequence → its entry in call
