@@ -24,12 +24,7 @@ import (
 // checkpoints open, scores and plots are there, the summary has its tables.
 // It says nothing about learning; `make demo-check` does.
 func TestShortDemo(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: the demo builds four commands and trains for a few seconds")
-	}
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("bash is needed to run scripts/demo/run.sh")
-	}
+	testenv.NeedScript(t, "scripts/demo/run.sh", "the demo builds four commands and trains for a few seconds")
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)

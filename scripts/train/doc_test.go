@@ -26,14 +26,7 @@ import (
 // training questions) and the loop's sizes are made small through the
 // environment; the commands themselves are the page's.
 func TestTrainingDoc(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: builds the commands and runs one training iteration through a served dense index")
-	}
-	for _, tool := range []string{"bash", "curl", "make"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is needed to run docs/TRAINING.md's commands", tool)
-		}
-	}
+	testenv.NeedScript(t, "docs/TRAINING.md's commands", "builds the commands and runs one training iteration through a served dense index", "curl", "make")
 	root := testenv.RepoRoot(t)
 	shared := testenv.SharedData(t)
 	tokPath := qwenTokenizer(t, root)

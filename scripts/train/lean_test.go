@@ -21,12 +21,7 @@ import (
 // (bf16 checkpoints, the state outside them, only the last iteration's
 // kept), and checks that the knobs that cannot go together are refused.
 func TestTrainLeanUpdates(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: builds four commands and runs four training iterations")
-	}
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("bash is needed to run scripts/train/run.sh")
-	}
+	testenv.NeedScript(t, "scripts/train/run.sh", "builds four commands and runs four training iterations")
 	root := testenv.RepoRoot(t)
 	shared := testenv.SharedData(t)
 	tokPath := qwenTokenizer(t, root)

@@ -44,12 +44,7 @@ func qwenTokenizer(t *testing.T, root string) string {
 // resumes after that stage; then reads back every file the script promises.
 // It says nothing about learning (the model is random).
 func TestShortTrain(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: builds four commands and runs two training iterations")
-	}
-	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("bash is needed to run scripts/train/run.sh")
-	}
+	testenv.NeedScript(t, "scripts/train/run.sh", "builds four commands and runs two training iterations")
 	root := testenv.RepoRoot(t)
 	shared := testenv.SharedData(t)
 	tokPath := qwenTokenizer(t, root)
