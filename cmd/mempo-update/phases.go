@@ -28,11 +28,4 @@ func (p *phases) mark(name string) {
 	p.last = now
 }
 
-// skip restarts the clock without naming what went before.
-func (p *phases) skip() {
-	if p != nil {
-		p.last = time.Now()
-	}
-}
-
 func (p *phases) String() string { return strings.Join(p.parts, ", ") }

@@ -50,7 +50,6 @@ func planSharing(seqs [][]int, from []int) sharePlan {
 	}
 	slices.SortStableFunc(p.order, func(a, b int) int { return len(seqs[b]) - len(seqs[a]) })
 	index := map[uint64]int{} // hash of some sequence's first prefixGrain·k ids → the first such sequence
-	const mul = 0x9e3779b97f4a7c15
 	for _, i := range p.order {
 		s := seqs[i]
 		p.source[i] = -1
@@ -59,9 +58,7 @@ func planSharing(seqs [][]int, from []int) sharePlan {
 		best := -1
 		var h uint64
 		for k := 1; k*prefixGrain <= limit; k++ {
-			for _, id := range s[(k-1)*prefixGrain : k*prefixGrain] {
-				h = h*mul + uint64(id) + 1
-			}
+			h = extendHash(h, s[(k-1)*prefixGrain:k*prefixGrain])
 			c, ok := index[h]
 			if !ok {
 				break
@@ -79,15 +76,21 @@ func planSharing(seqs [][]int, from []int) sharePlan {
 		}
 		h = 0
 		for k := 1; k*prefixGrain <= len(s); k++ {
-			for _, id := range s[(k-1)*prefixGrain : k*prefixGrain] {
-				h = h*mul + uint64(id) + 1
-			}
+			h = extendHash(h, s[(k-1)*prefixGrain:k*prefixGrain])
 			if _, ok := index[h]; !ok {
 				index[h] = i
 			}
 		}
 	}
 	return p
+}
+
+// extendHash is the prefix index's hash of a prefix h followed by ids.
+func extendHash(h uint64, ids []int) uint64 {
+	for _, id := range ids {
+		h = h*0x9e3779b97f4a7c15 + uint64(id) + 1
+	}
+	return h
 }
 
 // sharedEntry is one sequence in a forward: continuing the entry at index
@@ -172,40 +175,40 @@ func (m *Model) LogProbsShared(seqs [][]int, from []int, budget int) (lps [][]fl
 	}
 	cost := func(i int) int { return len(seqs[i]) - plan.prefix[i] }
 	for _, i := range dfs {
-		// The sources this sequence needs that the forward lacks.
+		// i's sources, nearest first, and those of them the forward lacks.
 		var chain []int
 		for c := plan.source[i]; c >= 0; c = plan.source[c] {
-			if _, ok := in[c]; ok {
-				break
-			}
 			chain = append(chain, c)
 		}
-		need, needRows := cost(i), len(seqs[i])
-		for _, c := range chain {
+		missing := chain
+		for k, c := range chain {
+			if _, ok := in[c]; ok {
+				missing = chain[:k]
+				break
+			}
+		}
+		need, needRows, rerun := cost(i), len(seqs[i]), 0
+		for _, c := range missing {
 			need, needRows = need+cost(c), needRows+len(seqs[c])
+		}
+		for _, c := range chain {
+			rerun += cost(c)
 		}
 		// Starting a new forward means running i's whole chain of sources
 		// again: the budget stretches to 4 times that, so the re-runs cost
 		// at most a quarter of what the forwards run.
-		rerun := 0
-		for c := plan.source[i]; c >= 0; c = plan.source[c] {
-			rerun += cost(c)
-		}
 		if len(call) > 0 && (ids+need > max(budget, 4*rerun) || rows+needRows > maxRows) {
 			if err := flush(); err != nil {
 				return nil, 0, err
 			}
-			chain = chain[:0]
-			for c := plan.source[i]; c >= 0; c = plan.source[c] {
-				chain = append(chain, c)
-			}
+			missing = chain
 		}
-		for k := len(chain) - 1; k >= 0; k-- {
-			c := chain[k]
-			call = append(call, m.entry(plan, in, c, false))
+		for k := len(missing) - 1; k >= 0; k-- {
+			c := missing[k]
+			call = append(call, addEntry(plan, in, c, false))
 			ids, rows = ids+cost(c), rows+len(seqs[c])
 		}
-		call = append(call, m.entry(plan, in, i, true))
+		call = append(call, addEntry(plan, in, i, true))
 		ids, rows = ids+cost(i), rows+len(seqs[i])
 	}
 	if err := flush(); err != nil {
@@ -214,9 +217,9 @@ func (m *Model) LogProbsShared(seqs [][]int, from []int, budget int) (lps [][]fl
 	return out, ran, nil
 }
 
-// entry adds sequence i to a forward whose entries are in, after its
-// source (which must be there when it has one).
-func (m *Model) entry(plan sharePlan, in map[int]int, i int, score bool) sharedEntry {
+// addEntry makes sequence i the next entry of a forward whose entries are
+// in, after its source (which must be there when it has one).
+func addEntry(plan sharePlan, in map[int]int, i int, score bool) sharedEntry {
 	e := sharedEntry{seq: i, source: -1, score: score}
 	if c := plan.source[i]; c >= 0 {
 		e.source, e.prefix = in[c], plan.prefix[i]
@@ -229,14 +232,11 @@ func (m *Model) entry(plan sharePlan, in map[int]int, i int, score bool) sharedE
 // scores and returns the ids it ran.
 func (m *Model) sharedCall(seqs [][]int, from []int, entries []sharedEntry, out [][]float32) (int, error) {
 	b := &batch{}
-	slot := make([]int, len(entries)) // first cache row of each entry
-	first := make([]int, len(entries))
-	krow := 0
-	for j, e := range entries {
+	krow := 0 // an entry's cache rows hold its whole sequence: the prefix copied in, then its own
+	for _, e := range entries {
 		s := seqs[e.seq]
-		slot[j], first[j] = krow, e.prefix
 		if e.source >= 0 {
-			b.copies = append(b.copies, rowCopy{dst: krow, src: slot[e.source], n: e.prefix})
+			b.copies = append(b.copies, rowCopy{dst: krow, src: b.seqs[e.source].K, n: e.prefix})
 		}
 		b.seqs = append(b.seqs, AttnSeq{Q: len(b.ids), N: len(s) - e.prefix, K: krow, Past: e.prefix})
 		for t := e.prefix; t < len(s); t++ {
@@ -251,12 +251,12 @@ func (m *Model) sharedCall(seqs [][]int, from []int, entries []sharedEntry, out 
 	xn, rstd := m.finalNorm(x)
 	m.free(x, rstd)
 	defer m.free(xn)
-	// Row Q + (t − 1 − first) of an entry predicts its position t.
+	// Row Q + (t − 1 − prefix) of an entry predicts its position t.
 	var idx []int
 	for j, e := range entries {
 		if e.score {
-			for t := max(from[e.seq], 1, first[j]+1); t < len(seqs[e.seq]); t++ {
-				idx = append(idx, b.seqs[j].Q+t-1-first[j])
+			for t := max(from[e.seq], 1, e.prefix+1); t < len(seqs[e.seq]); t++ {
+				idx = append(idx, b.seqs[j].Q+t-1-e.prefix)
 			}
 		}
 	}
@@ -266,8 +266,8 @@ func (m *Model) sharedCall(seqs [][]int, from []int, entries []sharedEntry, out 
 			continue
 		}
 		o := make([]float32, len(seqs[e.seq]))
-		for t := max(from[e.seq], 1, first[j]+1); t < len(o); t++ {
-			o[t] = lps[b.seqs[j].Q+t-1-first[j]]
+		for t := max(from[e.seq], 1, e.prefix+1); t < len(o); t++ {
+			o[t] = lps[b.seqs[j].Q+t-1-e.prefix]
 		}
 		out[e.seq] = o
 	}
