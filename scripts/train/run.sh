@@ -137,15 +137,12 @@ lean=()
 [ -z "$OPTIMIZER_DIR" ] || [ "$OPTIM_STATE" = 8bit ] || die "OPTIMIZER_DIR is for OPTIM_STATE=8bit"
 [ "$RECOMPUTE" = 1 ] && lean+=(--recompute)
 [ -n "$MICRO_TOKENS" ] && lean+=(--micro-tokens "$MICRO_TOKENS")
-# policy I: the flags naming iteration I's policy for mempo-rollout: its
+# policy I: sets pol to the flags naming iteration I's policy: its
 # checkpoint, or with LORA_RANK the frozen start and the iteration's adapter.
 policy() {
-	if [ "$LORA_RANK" = 0 ]; then
-		echo --model "$OUT/iter-$1/ckpt"
-	elif [ "$1" = 0 ]; then
-		echo --model "$OUT/iter-0/ckpt"
-	else
-		echo --model "$OUT/iter-0/ckpt" --adapter "$OUT/iter-$1/ckpt"
+	pol=(--model "$OUT/iter-$1/ckpt")
+	if [ "$LORA_RANK" != 0 ] && [ "$1" != 0 ]; then
+		pol=(--model "$OUT/iter-0/ckpt" --adapter "$OUT/iter-$1/ckpt")
 	fi
 }
 # rollout OUT ARGS…: one mempo-rollout, or with GPUS > 1 one shard a GPU in
@@ -248,8 +245,8 @@ evaluate() {
 	for f in $EVAL; do
 		name=$(basename "${f%.*}")
 		say "iteration $i: eval $name"
-		# shellcheck disable=SC2046 # policy's words are flags and paths without spaces
-		timed "$i" "eval" "$BIN/mempo-rollout" $(policy "$i") --tasks "$f" "${search[@]}" "${proto[@]}" \
+		policy "$i"
+		timed "$i" "eval" "$BIN/mempo-rollout" "${pol[@]}" --tasks "$f" "${search[@]}" "${proto[@]}" \
 			--group 1 --temperature 0 --no-memory-reward --batch "$ROLLOUT_BATCH" "${lim[@]}" "${dev[@]}" \
 			--out "$dir/eval/$name.parquet" 2>> "$dir/eval.log"
 	done
@@ -267,16 +264,16 @@ for i in $(seq 1 "$ITERS"); do
 		[ -f "$prev/config.json" ] || [ -f "$prev/adapter_config.json" ] ||
 			die "$prev: the checkpoint iteration $i starts from is gone (KEEP_CHECKPOINTS removed it?)"
 	fi
-	# What the update starts from: the previous checkpoint and the KL
-	# reference, or with LORA_RANK the frozen start and the previous adapter
-	# (a fresh one at iteration 1; the KL reference is the start itself).
+	# The previous iteration's policy samples and is updated: with the KL
+	# reference, or with LORA_RANK against the frozen start itself (a fresh
+	# adapter at iteration 1).
+	policy $(( i - 1 ))
+	from=("${pol[@]}")
 	if [ "$LORA_RANK" = 0 ]; then
-		from=(--model "$prev" --ref "$REF")
+		from+=(--ref "$REF")
 	elif [ "$i" = 1 ]; then
-		from=(--model "$OUT/iter-0/ckpt" --lora-rank "$LORA_RANK")
+		from+=(--lora-rank "$LORA_RANK")
 		[ -n "$LORA_ALPHA" ] && from+=(--lora-alpha "$LORA_ALPHA")
-	else
-		from=(--model "$OUT/iter-0/ckpt" --adapter "$prev")
 	fi
 	# Iteration i takes the next TASKS_PER_ITER tasks, wrapping around.
 	if [ ! -f "$dir/tasks.jsonl" ]; then
@@ -287,8 +284,7 @@ for i in $(seq 1 "$ITERS"); do
 	fi
 	if [ ! -f "$dir/.rollout.done" ]; then
 		say "iteration $i/$ITERS: rollout ($TASKS_PER_ITER tasks × $G)"
-		# shellcheck disable=SC2046
-		timed "$i" rollout rollout "$dir/rollouts.parquet" $(policy $(( i - 1 ))) --tasks "$dir/tasks.jsonl" "${search[@]}" "${proto[@]}" \
+		timed "$i" rollout rollout "$dir/rollouts.parquet" "${pol[@]}" --tasks "$dir/tasks.jsonl" "${search[@]}" "${proto[@]}" \
 			--group "$G" --temperature "$TEMPERATURE" --task-reward "$TASK_REWARD" --seed $(( SEED * 100000 + i )) \
 			--batch "$ROLLOUT_BATCH" "${mr[@]}" "${dev[@]}" 2>> "$dir/rollout.log"
 		mark "$dir/.rollout.done"
