@@ -68,6 +68,24 @@ static CUresult (*p_cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
 static CUresult (*p_cuFuncSetAttribute)(CUfunction, int, int);
 static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                                     unsigned, unsigned, CUstream, void **, void **);
+/* cuLaunchKernelEx's configuration and one launch attribute, as cuda.h lays
+   them out (CUDA 12+). */
+typedef struct {
+	unsigned id;
+	char pad[4];
+	union {
+		char raw[64];
+		int i;
+	} value;
+} mcuLaunchAttribute;
+typedef struct {
+	unsigned gx, gy, gz, bx, by, bz, shmem;
+	CUstream stream;
+	mcuLaunchAttribute *attrs;
+	unsigned nattrs;
+} mcuLaunchConfig;
+static CUresult (*p_cuLaunchKernelEx)(const mcuLaunchConfig *, CUfunction, void **, void **);
+static CUresult (*p_cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
 static CUresult (*p_cuStreamCreate)(CUstream *, unsigned);
 static CUresult (*p_cuStreamSynchronize)(CUstream);
 static CUresult (*p_cuEventCreate)(CUevent *, unsigned);
@@ -110,6 +128,8 @@ const char *mempo_load_driver(const char *path) {
 	SYM(h, p_cuModuleGetFunction, "cuModuleGetFunction");
 	SYM(h, p_cuFuncSetAttribute, "cuFuncSetAttribute");
 	SYM(h, p_cuLaunchKernel, "cuLaunchKernel");
+	OPTSYM(h, p_cuLaunchKernelEx, "cuLaunchKernelEx");
+	OPTSYM(h, p_cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
 	SYM(h, p_cuStreamCreate, "cuStreamCreate");
 	SYM(h, p_cuStreamSynchronize, "cuStreamSynchronize");
 	SYM(h, p_cuEventCreate, "cuEventCreate");
@@ -207,6 +227,30 @@ CUresult mcuLaunch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned
 	if (nargs > 32) return 1; /* CUDA_ERROR_INVALID_VALUE */
 	for (int i = 0; i < nargs; i++) params[i] = &args[i];
 	return p_cuLaunchKernel(f, gx, gy, gz, bx, by, bz, shmem, s, params, NULL);
+}
+int mcuHasLaunchEx(void) { return p_cuLaunchKernelEx != NULL; }
+/* mcuLaunchOverlap is mcuLaunch with programmatic stream serialization
+   (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6): the grid may
+   start before the previous kernel in the stream has finished, once every
+   block of that kernel has run griddepcontrol.launch_dependents (or exited);
+   the kernel waits for it with griddepcontrol.wait. */
+CUresult mcuLaunchOverlap(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                          unsigned bz, unsigned shmem, CUstream s, int nargs, uint64_t *args) {
+	CTX();
+	void *params[32];
+	if (nargs > 32 || !p_cuLaunchKernelEx) return 1; /* CUDA_ERROR_INVALID_VALUE */
+	for (int i = 0; i < nargs; i++) params[i] = &args[i];
+	mcuLaunchAttribute a;
+	memset(&a, 0, sizeof a);
+	a.id = 6;
+	a.value.i = 1;
+	mcuLaunchConfig c = {gx, gy, gz, bx, by, bz, shmem, s, &a, 1};
+	return p_cuLaunchKernelEx(&c, f, params, NULL);
+}
+CUresult mcuOccupancy(int *blocks, CUfunction f, int block, size_t shmem) {
+	CTX();
+	if (!p_cuOccupancyMaxActiveBlocksPerMultiprocessor) return 1;
+	return p_cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks, f, block, shmem);
 }
 CUresult mcuStreamCreate(CUstream *s, unsigned f) {
 	CTX();

@@ -595,6 +595,25 @@ type Function struct {
 // uint32, float32, float64, int64 or uint64, matching the kernel's parameters
 // in size (int and int32 are passed as 32-bit ints).
 func (d *Device) Launch(f *Function, grid, block Dim3, shmem int, args ...any) error {
+	return d.launch(f, grid, block, shmem, false, args)
+}
+
+// CanOverlap says whether LaunchOverlap overlaps launches here: a Hopper or
+// later device (griddepcontrol) and a driver with cuLaunchKernelEx.
+func (d *Device) CanOverlap() bool { return d.Major >= 9 && C.mcuHasLaunchEx() != 0 }
+
+// LaunchOverlap is Launch with programmatic dependent launch where
+// CanOverlap (otherwise it is Launch): the grid may start while the kernel
+// before it in the stream is still running, so that its launch and start-up
+// hide behind that kernel's tail. The kernel must run PDL_WAIT()
+// (kernels/pdl.cuh) before it reads or writes anything the kernels before
+// it touch; PDL_RELEASE() lets the next overlapped launch start early.
+// Captured into a graph, the overlap becomes a programmatic edge.
+func (d *Device) LaunchOverlap(f *Function, grid, block Dim3, shmem int, args ...any) error {
+	return d.launch(f, grid, block, shmem, d.CanOverlap(), args)
+}
+
+func (d *Device) launch(f *Function, grid, block Dim3, shmem int, overlap bool, args []any) error {
 	var slots [32]uint64
 	if len(args) > len(slots) {
 		return fmt.Errorf("cuda: launch %s: %d arguments", f.name, len(args))
@@ -625,8 +644,15 @@ func (d *Device) Launch(f *Function, grid, block Dim3, shmem int, args ...any) e
 	if err := d.cur(); err != nil {
 		return err
 	}
-	r := C.mcuLaunch(f.f, g(grid.X), g(grid.Y), g(grid.Z), g(block.X), g(block.Y), g(block.Z), C.uint(shmem), d.stream, C.int(len(args)), (*C.uint64_t)(unsafe.Pointer(&slots[0])))
-	if err := check("cuLaunchKernel("+f.name+")", r); err != nil {
+	call, argp := "cuLaunchKernel(", (*C.uint64_t)(unsafe.Pointer(&slots[0]))
+	var r C.CUresult
+	if overlap {
+		call = "cuLaunchKernelEx("
+		r = C.mcuLaunchOverlap(f.f, g(grid.X), g(grid.Y), g(grid.Z), g(block.X), g(block.Y), g(block.Z), C.uint(shmem), d.stream, C.int(len(args)), argp)
+	} else {
+		r = C.mcuLaunch(f.f, g(grid.X), g(grid.Y), g(grid.Z), g(block.X), g(block.Y), g(block.Z), C.uint(shmem), d.stream, C.int(len(args)), argp)
+	}
+	if err := check(call+f.name+")", r); err != nil {
 		return err
 	}
 	if Debug && !d.capturing {
@@ -635,6 +661,20 @@ func (d *Device) Launch(f *Function, grid, block Dim3, shmem int, args ...any) e
 		}
 	}
 	return nil
+}
+
+// Occupancy is how many blocks of block threads and shmem bytes of dynamic
+// shared memory of f fit on one multiprocessor at once (for grids sized to
+// one wave); 0 where the driver cannot say.
+func (d *Device) Occupancy(f *Function, block, shmem int) int {
+	if err := d.cur(); err != nil {
+		return 0
+	}
+	var n C.int
+	if C.mcuOccupancy(&n, f.f, C.int(block), C.size_t(shmem)) != 0 {
+		return 0
+	}
+	return int(n)
 }
 
 // DataType of a GEMM operand.

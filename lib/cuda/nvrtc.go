@@ -22,6 +22,12 @@ import (
 //go:embed kernels/*.cu
 var kernelFS embed.FS
 
+// devicePrelude is prepended to every module NVRTC compiles: the PDL_WAIT
+// and PDL_RELEASE macros of programmatic dependent launch.
+//
+//go:embed kernels/pdl.cuh
+var devicePrelude string
+
 // Source returns the embedded CUDA C source of a module ("model" for
 // kernels/model.cu).
 func Source(module string) (string, error) {
@@ -144,7 +150,7 @@ func (d *Device) Func(module, fn string) (*Function, error) {
 	}
 	mod, ok := d.mods[module]
 	if !ok {
-		img, err := d.compile(module, src)
+		img, err := d.compile(module, devicePrelude+"#line 1\n"+src)
 		if err != nil {
 			return nil, err
 		}

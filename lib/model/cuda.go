@@ -59,6 +59,7 @@ type CUDA struct {
 
 	decode   string // decoding step: graph, direct or generic (cuda_decode.go)
 	graphErr error  // why a capture failed (the step then runs direct)
+	overlap  bool   // the decoding step's kernels launched overlapped (MEMPO_CUDA_PDL; cuda_decode.go)
 
 	graphReplays   int // decoding steps replayed from a graph (tests read it)
 	splitMaxBlocks int // rows × kv heads up to which decoding takes attn_split; 0: the SM count, < 0: never (tests)
@@ -202,6 +203,7 @@ func NewCUDA() (*CUDA, error) {
 	be.attnKernelsOnly = envconfig.CUDAAttn.Get() == "kernel"
 	be.attnNoMMA = envconfig.CUDAAttn.Get() == "gemm"
 	be.decode = decodeModeFromEnv()
+	be.overlap = envconfig.CUDAPDL.Get() != "0"
 	return be, nil
 }
 

@@ -38,6 +38,14 @@ import (
 // instead of seven — were measured 2–9% slower on the H200 than these
 // separate kernels: every block normalized the rows again.)
 //
+// On Hopper and later the step's own kernels (decode.cu, sample.cu) are
+// launched overlapped (programmatic dependent launch, cuda.LaunchOverlap):
+// each may start, and wait in PDL_WAIT, while the kernel before it drains,
+// which hides most of a launch's latency in the small steps, where the
+// weights of a layer stream in a few microseconds. MEMPO_CUDA_PDL=0 turns it
+// off. The GEMV kernels run one wave of blocks (by the occupancy) whose
+// warps stride over the columns.
+//
 // MEMPO_CUDA_DECODE selects it: "graph" (default), "direct" (the same step
 // without graphs), "generic" (the model's op-by-op path).
 
@@ -85,15 +93,16 @@ func (b *CUDA) useSplit(rows, kvHeads int) bool {
 	return rows*kvHeads <= lim
 }
 
-// splitPlan is attn_split's keys per block and number of splits for rows
-// decode rows over up to maxKeys keys: enough splits for about two blocks
-// per multiprocessor, chunks of at least splitMinChunk keys (a multiple of
-// it). The plan depends on the shapes only, so a captured graph keeps it.
-func (b *CUDA) splitPlan(rows, kvHeads, maxKeys int) (chunk, nsplit int) {
+// splitPlan is attn_split's number of splits for rows decode rows over up
+// to maxKeys keys: enough for about two blocks per multiprocessor, and no
+// more than chunks of splitMinChunk keys need. The plan depends on the
+// shapes only, so a captured graph keeps it; the kernel shares each row's
+// keys among the splits (split_chunk in decode.cu: an even share, at least
+// splitMinChunk), so a row shorter than the cache leaves splits idle only
+// when it has fewer than splitMinChunk keys a split.
+func (b *CUDA) splitPlan(rows, kvHeads, maxKeys int) int {
 	want := max(1, (2*b.dev.SMs+rows*kvHeads-1)/(rows*kvHeads))
-	chunk = (maxKeys + want - 1) / want
-	chunk = max(splitMinChunk, (chunk+splitMinChunk-1)/splitMinChunk*splitMinChunk)
-	return chunk, (maxKeys + chunk - 1) / chunk
+	return max(1, min(want, (maxKeys+splitMinChunk-1)/splitMinChunk))
 }
 
 // stepLayerW is one layer's operands: GEMM weights as the products read them
@@ -128,6 +137,7 @@ type cudaStepper struct {
 	graphs                             map[int]*cuda.Graph
 	seen                               map[int]int
 	useGraphs                          bool
+	occupancy                          map[string]int // blocks per SM of the GEMV kernels (waveGrid)
 }
 
 type heldBuf struct {
@@ -333,7 +343,33 @@ func (s *cudaStepper) launch(module, name string, grid cuda.Dim3, block, shmem i
 	if !b.dev.Capturing() {
 		defer b.timed(name)()
 	}
+	if b.overlap && (module == "decode" || module == "sample") {
+		// The step's own kernels begin with PDL_WAIT (kernels/pdl.cuh).
+		must(b.dev.LaunchOverlap(f, grid, cuda.Dim3{X: block}, shmem, args...))
+		return
+	}
 	must(b.dev.Launch(f, grid, cuda.Dim3{X: block}, shmem, args...))
+}
+
+// waveGrid is the grid of a GEMV kernel (decode.cu, warps striding over
+// the columns) of block threads over cols columns: one block a group of
+// block/32 columns, at most one wave of the blocks that fit on the device
+// at once.
+func (s *cudaStepper) waveGrid(name string, block, cols int) cuda.Dim3 {
+	need := (cols + block/32 - 1) / (block / 32)
+	b := s.b
+	occ, ok := s.occupancy[name]
+	if !ok {
+		occ = b.dev.Occupancy(b.fn("decode", name), block, 0)
+		if s.occupancy == nil {
+			s.occupancy = map[string]int{}
+		}
+		s.occupancy[name] = occ
+	}
+	if occ <= 0 {
+		return cuda.Dim3{X: need}
+	}
+	return cuda.Dim3{X: min(need, occ*b.dev.SMs)}
 }
 
 // gemm is c[m×n] = a[m×k]·wᵀ (w [n×k]), fp32 out, as MatMul(c, a, w, false,
@@ -344,7 +380,7 @@ func (s *cudaStepper) gemm(c, a, w cuda.Ptr, m, n, k int) {
 	if s.gemv(m, k) {
 		// Blocks of 4 warps (a warp per column): the 0.5B shape's 896
 		// columns then cover every multiprocessor.
-		s.launch("decode", "gemv_bf16", cuda.Dim3{X: (n + 3) / 4}, 128, 0, c, a, w, m, n, k)
+		s.launch("decode", "gemv_bf16", s.waveGrid("gemv_bf16", 128, n), 128, 0, c, a, w, m, n, k)
 		return
 	}
 	dt, name := cuda.F32, "gemm"
@@ -393,7 +429,7 @@ func (s *cudaStepper) launchStep(bk int) {
 		}
 		s.norm(bk, d, W.inNorm)
 		if s.gemv(bk, H) {
-			s.launch("decode", "gemv3_bf16", cuda.Dim3{X: (qd + 2*kvd + 7) / 8}, 256, 0,
+			s.launch("decode", "gemv3_bf16", s.waveGrid("gemv3_bf16", 256, qd+2*kvd), 256, 0,
 				s.q, W.wq, qd, s.k, W.wk, kvd, s.v, W.wv, kvd, s.xn, bk, H)
 		} else {
 			s.gemm(s.q, s.xn, W.wq, bk, qd, H)
@@ -414,11 +450,11 @@ func (s *cudaStepper) launchStep(bk int) {
 		s.launch("decode", "dec_rope_kv", cuda.Dim3{X: bk}, 128, 0, s.q, s.k, s.v, bq, bkk, W.bv, W.kc, W.vc, pos, crow,
 			s.rope.cos, s.rope.sin, A.heads, A.kvHeads, hd)
 		if s.b.useSplit(bk, A.kvHeads) {
-			chunk, nsp := s.b.splitPlan(bk, A.kvHeads, s.cap)
+			nsp := s.b.splitPlan(bk, A.kvHeads, s.cap)
 			// The last split of each head merges the partials (no
 			// attn_split_combine launch).
 			s.launch("decode", "attn_split_merged", cuda.Dim3{X: bk, Y: A.kvHeads, Z: nsp}, 32*g, 0,
-				s.att, s.att16, s.lse, s.part, s.q, W.kc, W.vc, rows, A.heads, A.kvHeads, hd, s.scale, chunk, s.cnt)
+				s.att, s.att16, s.lse, s.part, s.q, W.kc, W.vc, rows, A.heads, A.kvHeads, hd, s.scale, splitMinChunk, s.cnt)
 		} else {
 			shmem := 4 * (32*(hd+1) + 32*hd + g*hd)
 			s.launch("attndecode", "attn_decode", cuda.Dim3{X: bk, Y: A.kvHeads}, 32*g, shmem,
@@ -433,7 +469,7 @@ func (s *cudaStepper) launchStep(bk int) {
 		}
 		s.norm(bk, s.o, W.postNorm)
 		if s.gemv(bk, H) {
-			s.launch("decode", "gemv_swiglu_bf16", cuda.Dim3{X: (I + 7) / 8}, 256, 0, s.act, s.xn, W.wg, W.wu, bk, I, H)
+			s.launch("decode", "gemv_swiglu_bf16", s.waveGrid("gemv_swiglu_bf16", 256, I), 256, 0, s.act, s.xn, W.wg, W.wu, bk, I, H)
 		} else {
 			s.gemm(s.gate, s.xn, W.wg, bk, I, H)
 			s.gemm(s.up, s.xn, W.wu, bk, I, H)

@@ -23,9 +23,10 @@ func TestStepBucket(t *testing.T) {
 // model's op-by-op path on every parity fixture, in fp32 and bf16 mode:
 // greedy and sampled continuations of batches whose rows finish at
 // different steps (so the step runs several buckets, padded rows included),
-// with the step run directly and replayed from CUDA graphs, with split-key
-// attention and with the per-row decode kernel (useSplit). Graph replays
-// must equal the direct step bit for bit (the same launches); both must give
+// with the step run directly and replayed from CUDA graphs (with launches
+// overlapped and not), with split-key attention and with the per-row decode
+// kernel (useSplit). Graph replays must equal the direct step bit for bit
+// (the same launches), overlapped or not; both must give
 // the op-by-op path's tokens, and log-probs within 1e-4 (fp32) or 2e-2
 // (bf16): the step's attention splits the keys and its small-batch products
 // are its own kernel, so sums run in another order, and a padded bucket's
@@ -80,6 +81,20 @@ func TestCUDADecodeStep(t *testing.T) {
 					}
 					if be.graphReplays == replays {
 						t.Errorf("%s: no graph was replayed", c.what)
+					}
+					// The graph without overlapped launches (PDL) must give
+					// the same bits: overlap changes when kernels start,
+					// never what they compute.
+					overlap := be.overlap
+					be.overlap = false
+					serial := run(decodeGraph, c.opts)
+					be.overlap = overlap
+					for i := range graph {
+						if !slices.Equal(graph[i].IDs, serial[i].IDs) || !equalF32(graph[i].LogProbs, serial[i].LogProbs) ||
+							!equalF32(graph[i].SampleLogProbs, serial[i].SampleLogProbs) {
+							t.Errorf("%s row %d: overlapped launches (%v) differ from serial ones\n overlapped %v %v\n serial     %v %v",
+								c.what, i, overlap, graph[i].IDs, graph[i].LogProbs, serial[i].IDs, serial[i].LogProbs)
+						}
 					}
 					// The same with the per-row attention kernel (what large
 					// batches take) instead of attn_split.
@@ -210,19 +225,16 @@ func TestCUDADecodeKernels(t *testing.T) {
 		ref, refLse := p.cpu.Zeros(R, qd), p.cpu.Zeros(R, sh.Heads)
 		p.cpu.Attention(ref, refLse, q.c, k.c, v.c, seqs, sh)
 		rp := b.uploadInts(rows)
-		for _, chunk := range []int{16, 48, 256} {
-			nsp := (cap + chunk - 1) / chunk
+		for _, nsp := range []int{16, 6, 1} {
 			out, lse := p.out(R, qd), p.out(R, sh.Heads)
 			p.cpu.Copy(out.c, ref)
 			p.cpu.Copy(lse.c, refLse)
 			part, size := b.rawAlloc(4 * R * sh.Heads * nsp * (sh.HeadDim + 2))
 			O, L := gt(out.g), gt(lse.g)
 			b.launch2("decode", "attn_split", cuda.Dim3{X: R, Y: sh.KVHeads, Z: nsp}, 32*sh.Heads/sh.KVHeads, 0,
-				O.ptr(), cuda.Ptr(0), L.ptr(), part, gt(q.g).ptr(), gt(k.g).ptr(), gt(v.g).ptr(), rp, sh.Heads, sh.KVHeads, sh.HeadDim, sh.Scale, chunk)
-			if nsp > 1 {
-				b.launch2("decode", "attn_split_combine", cuda.Dim3{X: R, Y: sh.Heads}, 32, 0, O.ptr(), cuda.Ptr(0), L.ptr(), part, rp, sh.Heads, sh.HeadDim, nsp)
-			}
-			what := fmt.Sprintf("attn_split heads %d/%d hd %d chunk %d", sh.Heads, sh.KVHeads, sh.HeadDim, chunk)
+				O.ptr(), cuda.Ptr(0), L.ptr(), part, gt(q.g).ptr(), gt(k.g).ptr(), gt(v.g).ptr(), rp, sh.Heads, sh.KVHeads, sh.HeadDim, sh.Scale, splitMinChunk)
+			b.launch2("decode", "attn_split_combine", cuda.Dim3{X: R, Y: sh.Heads}, 32, 0, O.ptr(), cuda.Ptr(0), L.ptr(), part, rp, sh.Heads, sh.HeadDim, nsp, splitMinChunk)
+			what := fmt.Sprintf("attn_split heads %d/%d hd %d splits %d", sh.Heads, sh.KVHeads, sh.HeadDim, nsp)
 			p.check(what+" out", out, 1e-5)
 			p.checkAbs(what+" lse", lse, 1e-5)
 			b.rawFree(part, size, false)

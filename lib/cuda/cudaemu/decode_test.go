@@ -82,6 +82,15 @@ func (e *decEmu) get(p cuda.Ptr, n int) []float32 {
 	return v
 }
 
+func (e *decEmu) geti(p cuda.Ptr, n int) []int32 {
+	e.t.Helper()
+	v := make([]int32, n)
+	if err := e.d.DtoH(unsafe.Pointer(&v[0]), p, 4*n); err != nil {
+		e.t.Fatal(err)
+	}
+	return v
+}
+
 func (e *decEmu) run(name string, grid, block cuda.Dim3, args ...any) {
 	e.t.Helper()
 	if err := e.d.Kernel(name, grid, block, 0, args...); err != nil {
@@ -251,25 +260,39 @@ func TestEmuDecodeAttention(t *testing.T) {
 		}
 	}
 	qp, kp, vp, rp := e.f32(q), e.f32(k), e.f32(v), e.i32(rows)
-	for _, chunk := range []int{16, 64} {
-		nsp := (slotRows + chunk - 1) / chunk
-		out, o16, lse := e.empty(4*R*qd), e.empty(2*R*qd), e.empty(4*R*heads)
-		part := e.empty(4 * R * heads * nsp * (hd + 2))
-		e.run("attn_split", cuda.Dim3{X: R, Y: kvh, Z: nsp}, cuda.Dim3{X: 32 * g}, out, o16, lse, part, qp, kp, vp, rp, heads, kvh, hd, scale, chunk)
-		if nsp > 1 {
-			e.run("attn_split_combine", cuda.Dim3{X: R, Y: heads}, cuda.Dim3{X: 32}, out, o16, lse, part, rp, heads, hd, nsp)
+	// (splits, fewest keys a split): one split; splits of a share of the
+	// keys, rows 1 and 23 using fewer of them than row 50; more splits than
+	// keys of the short rows.
+	for _, c := range []struct{ nsp, minChunk int }{{1, 16}, {4, 16}, {8, 4}, {16, 16}} {
+		nsp := c.nsp
+		for _, merged := range []bool{false, true} {
+			name := fmt.Sprintf("attn_split nsp %d min chunk %d merged %v", nsp, c.minChunk, merged)
+			out, o16, lse := e.empty(4*R*qd), e.empty(2*R*qd), e.empty(4*R*heads)
+			part := e.empty(4 * R * heads * nsp * (hd + 2))
+			if merged {
+				cnt := e.i32(make([]int32, R*heads))
+				e.run("attn_split_merged", cuda.Dim3{X: R, Y: kvh, Z: nsp}, cuda.Dim3{X: 32 * g}, out, o16, lse, part, qp, kp, vp, rp, heads, kvh, hd, scale, c.minChunk, cnt)
+				for i, n := range e.geti(cnt, R*heads) {
+					if n != 0 {
+						t.Errorf("%s: counter %d left at %d", name, i, n)
+					}
+				}
+			} else {
+				e.run("attn_split", cuda.Dim3{X: R, Y: kvh, Z: nsp}, cuda.Dim3{X: 32 * g}, out, o16, lse, part, qp, kp, vp, rp, heads, kvh, hd, scale, c.minChunk)
+				e.run("attn_split_combine", cuda.Dim3{X: R, Y: heads}, cuda.Dim3{X: 32}, out, o16, lse, part, rp, heads, hd, nsp, c.minChunk)
+			}
+			e.near(name+" out", e.get(out, R*qd), wantO, 1e-5)
+			e.near(name+" lse", e.get(lse, R*heads), wantL, 1e-6)
+			raw := make([]uint16, R*qd)
+			if err := e.d.DtoH(unsafe.Pointer(&raw[0]), o16, 2*len(raw)); err != nil {
+				t.Fatal(err)
+			}
+			got16 := make([]float32, len(raw))
+			for i, h := range raw {
+				got16[i] = float32(bf16Value(h))
+			}
+			e.near(name+" bf16 out", got16, wantO, 1e-2)
 		}
-		e.near(fmt.Sprintf("attn_split chunk %d out", chunk), e.get(out, R*qd), wantO, 1e-5)
-		e.near(fmt.Sprintf("attn_split chunk %d lse", chunk), e.get(lse, R*heads), wantL, 1e-6)
-		raw := make([]uint16, R*qd)
-		if err := e.d.DtoH(unsafe.Pointer(&raw[0]), o16, 2*len(raw)); err != nil {
-			t.Fatal(err)
-		}
-		got16 := make([]float32, len(raw))
-		for i, h := range raw {
-			got16[i] = float32(bf16Value(h))
-		}
-		e.near(fmt.Sprintf("attn_split chunk %d bf16 out", chunk), got16, wantO, 1e-2)
 	}
 }
 
@@ -294,18 +317,22 @@ func TestEmuDecodeGEMV(t *testing.T) {
 	for _, m := range []int{1, 3, 4} {
 		x16, x := rnd16(m*k, 1)
 		xp := e.u16(x16)
-		// gemv_bf16: 10 columns (two blocks of 8 warps, the last partly idle).
+		// gemv_bf16: 10 columns, two blocks of 8 warps (the last partly
+		// idle), then one block of 3 warps striding over the columns.
 		const n = 10
 		w16, w := rnd16(n*k, 1)
-		y := e.empty(4 * m * n)
-		e.run("gemv_bf16", cuda.Dim3{X: (n + 7) / 8}, cuda.Dim3{X: 256}, y, xp, e.u16(w16), m, n, k)
+		wp := e.u16(w16)
 		want := make([]float64, m*n)
 		for r := 0; r < m; r++ {
 			for j := 0; j < n; j++ {
 				want[r*n+j] = dot(x, w, r, j)
 			}
 		}
-		e.near(fmt.Sprintf("gemv_bf16 m=%d", m), e.get(y, m*n), want, 1e-6)
+		for _, l := range []struct{ grid, block int }{{2, 256}, {1, 96}} {
+			y := e.empty(4 * m * n)
+			e.run("gemv_bf16", cuda.Dim3{X: l.grid}, cuda.Dim3{X: l.block}, y, xp, wp, m, n, k)
+			e.near(fmt.Sprintf("gemv_bf16 m=%d grid %d×%d", m, l.grid, l.block), e.get(y, m*n), want, 1e-6)
+		}
 
 		// gemv3_bf16: 5, 3 and 2 columns.
 		ns := []int{5, 3, 2}
@@ -319,7 +346,7 @@ func TestEmuDecodeGEMV(t *testing.T) {
 			args = append(args, ys[len(ys)-1], e.u16(h), nn)
 		}
 		args = append(args, xp, m, k)
-		e.run("gemv3_bf16", cuda.Dim3{X: (10 + 7) / 8}, cuda.Dim3{X: 256}, args...)
+		e.run("gemv3_bf16", cuda.Dim3{X: 1}, cuda.Dim3{X: 128}, args...) // 4 warps striding over 10 columns
 		for i, nn := range ns {
 			want := make([]float64, m*nn)
 			for r := 0; r < m; r++ {
@@ -335,7 +362,7 @@ func TestEmuDecodeGEMV(t *testing.T) {
 		g16, gw := rnd16(ni*k, 1)
 		u16, uw := rnd16(ni*k, 1)
 		act := e.empty(2 * m * ni)
-		e.run("gemv_swiglu_bf16", cuda.Dim3{X: (ni + 7) / 8}, cuda.Dim3{X: 256}, act, xp, e.u16(g16), e.u16(u16), m, ni, k)
+		e.run("gemv_swiglu_bf16", cuda.Dim3{X: 2}, cuda.Dim3{X: 64}, act, xp, e.u16(g16), e.u16(u16), m, ni, k) // 4 warps striding over 9
 		raw := make([]uint16, m*ni)
 		if err := e.d.DtoH(unsafe.Pointer(&raw[0]), act, 2*len(raw)); err != nil {
 			t.Fatal(err)

@@ -20,6 +20,10 @@
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(n)
+// Programmatic dependent launch (kernels/pdl.cuh): the emulation runs one
+// launch at a time, so there is nothing to wait for or release.
+#define PDL_WAIT()
+#define PDL_RELEASE()
 #define __shared__ static
 #define DYN_SMEM(type, name) type *name = (type *)emu_dyn
 

@@ -6,6 +6,9 @@
 //   dec_add_rmsnorm = add_f32 (the residual) then rmsnorm_f32;
 //   dec_rope_kv     = add_bias_f32 on q, k, v, rope_f32 on q and k, and
 //                     scatter_rows_f32 of k and v into the KV cache.
+// Every kernel here begins with PDL_WAIT and PDL_RELEASE (pdl.cuh): the
+// step launches them overlapped, each one's start hidden behind the tail of
+// the kernel before it.
 
 // to_bf16 is model.cu's rounding to bfloat16 bits (nearest even, NaN kept).
 __device__ __forceinline__ unsigned short dec_to_bf16(float f) {
@@ -34,6 +37,8 @@ __device__ float dec_block_sum(float v, float *scratch) {
 // out = w·x·rstd into o32 and/or o16 (either may be null).
 extern "C" __global__ void dec_add_rmsnorm(float *x, const float *d, float *o32, unsigned short *o16, const float *w, int n, int dim, float eps) {
 	__shared__ float scratch[32];
+	PDL_WAIT();
+	PDL_RELEASE();
 	for (int r = blockIdx.x; r < n; r += gridDim.x) {
 		float *xr = x + (long long)r * dim;
 		if (d) {
@@ -82,6 +87,8 @@ __device__ __forceinline__ void dec_rope_heads(float *dst, const float *src, con
 extern "C" __global__ void dec_rope_kv(float *q, const float *k, const float *v, const float *bq, const float *bk, const float *bv,
                                        float *kc, float *vc, const int *pos, const int *crow, const float *cs, const float *sn,
                                        int heads, int kvheads, int hd) {
+	PDL_WAIT();
+	PDL_RELEASE();
 	const int r = blockIdx.x;
 	const long long p = (long long)pos[r] * (hd / 2);
 	const int cr = crow[r];
@@ -100,12 +107,33 @@ extern "C" __global__ void dec_rope_kv(float *q, const float *k, const float *v,
 }
 
 #define DEC_INF __int_as_float(0x7f800000)
-#define SPL_MAXNT 8 // head dims up to 256
 
 __device__ __forceinline__ float dec_warp_sum(float v) {
 #pragma unroll
 	for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
 	return v;
+}
+
+__device__ __forceinline__ float dec_warp_max(float v) {
+#pragma unroll
+	for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+	return v;
+}
+
+// split_chunk is the keys per split of a row of nkeys keys over nsp splits:
+// an even share, rounded up to a multiple of minchunk. The plan (nsp) is
+// fixed by the shapes, so that a captured graph keeps it; the chunk follows
+// the row's keys, so that a short row in a long cache still spreads over
+// the splits instead of leaving all but the first few idle.
+__device__ __forceinline__ int split_chunk(int nkeys, int nsp, int minchunk) {
+	int c = (nkeys + nsp - 1) / nsp;
+	return max(minchunk, (c + minchunk - 1) / minchunk * minchunk);
+}
+
+// split_used is how many of the nsp splits hold keys.
+__device__ __forceinline__ int split_used(int nkeys, int nsp, int minchunk) {
+	int c = split_chunk(nkeys, nsp, minchunk);
+	return max(1, min(nsp, (nkeys + c - 1) / c));
 }
 
 // attn_split: decode attention with the keys split across blocks, so that
@@ -115,74 +143,92 @@ __device__ __forceinline__ float dec_warp_sum(float v) {
 // group (blockDim = 32·g); the warps read the same key and value rows
 // (once from memory, then from L1), lane d of a warp holding dims d, d+32, …
 // of q and of its output. Split s covers keys [s·chunk, (s+1)·chunk) of the
-// row's nkeys, four at a time with their loads issued together; online
-// softmax. With one split the block writes out (and its bf16 rounding o16,
-// when not null: the output product's operand) and lse; otherwise each warp
-// writes its partial (acc[hd], m, l) to part[((row·heads + h)·nsplit + s)·(hd+2)]
-// and attn_split_combine merges them. rows[3·i …] = (query row, first key
-// row, keys), as attn_decode's.
-__device__ void split_merge(float *out, unsigned short *o16, float *lse, const float *pp, int qrow, int h, int heads, int hd, int nsp, int lane);
+// row's nkeys (split_chunk), KU keys at a time with the loads of their keys
+// and values issued together (one memory round trip per KU keys); online
+// softmax. With one split in use the block writes out (and its bf16
+// rounding o16, when not null: the output product's operand) and lse;
+// otherwise each warp writes its partial (acc[hd], m, l) to
+// part[((row·heads + h)·nsp + s)·(hd+2)] and attn_split_combine (or the last
+// split, in attn_split_merged) merges the splits in use. rows[3·i …] =
+// (query row, first key row, keys), as attn_decode's.
+__device__ void split_merge(float *out, unsigned short *o16, float *lse, const float *pp, int qrow, int h, int heads, int hd, int used, int lane);
 
+// attn_split_keys is one warp's pass over keys [k0, k1): NT values of q and
+// of the output per lane (hd ≤ 32·NT), KU keys per round.
+template <int NT, int KU>
+__device__ __forceinline__ void attn_split_keys(float *acc, float &m, float &l, const float *qp, const float *kp, const float *vp, long long kld,
+                                                int hd, float scale, int k0, int k1, int lane) {
+	float qv[NT];
+#pragma unroll
+	for (int i = 0; i < NT; i++) {
+		int d = lane + 32 * i;
+		qv[i] = d < hd ? qp[d] : 0.f;
+		acc[i] = 0.f;
+	}
+	m = -DEC_INF, l = 0.f;
+	for (int j = k0; j < k1; j += KU) {
+		float xk[KU][NT], xv[KU][NT], s[KU];
+#pragma unroll
+		for (int u = 0; u < KU; u++)
+#pragma unroll
+			for (int i = 0; i < NT; i++) {
+				int d = lane + 32 * i;
+				bool ok = j + u < k1 && d < hd;
+				xk[u][i] = ok ? kp[(long long)(j + u) * kld + d] : 0.f;
+				xv[u][i] = ok ? vp[(long long)(j + u) * kld + d] : 0.f;
+			}
+		float mn = m;
+#pragma unroll
+		for (int u = 0; u < KU; u++) {
+			float dot = 0.f;
+#pragma unroll
+			for (int i = 0; i < NT; i++) dot += qv[i] * xk[u][i];
+			dot = dec_warp_sum(dot);
+			s[u] = j + u < k1 ? dot * scale : -DEC_INF;
+			mn = fmaxf(mn, s[u]); // finite: key j exists
+		}
+		float corr = __expf(m - mn); // 0 on the first keys (m = −inf)
+		float ps = 0.f;
+#pragma unroll
+		for (int i = 0; i < NT; i++) acc[i] *= corr;
+#pragma unroll
+		for (int u = 0; u < KU; u++) {
+			float p = __expf(s[u] - mn);
+			ps += p;
+#pragma unroll
+			for (int i = 0; i < NT; i++) acc[i] += p * xv[u][i];
+		}
+		l = l * corr + ps;
+		m = mn;
+	}
+}
+
+template <int NT, int KU>
 __device__ __forceinline__ void attn_split_run(float *out, unsigned short *o16, float *lse, float *part, const float *q, const float *k,
-                                               const float *v, const int *rows, int heads, int kvheads, int hd, float scale, int chunk,
+                                               const float *v, const int *rows, int heads, int kvheads, int hd, float scale, int minchunk,
                                                int *cnt) {
 	const int g = heads / kvheads, row = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z, nsp = gridDim.z;
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	if (w >= g) return;
 	const int qrow = rows[3 * row], kbase = rows[3 * row + 1], nkeys = rows[3 * row + 2];
-	const int h = kh * g + w, nt = (hd + 31) >> 5;
+	const int h = kh * g + w;
+	const int chunk = split_chunk(nkeys, nsp, minchunk), used = split_used(nkeys, nsp, minchunk);
 	const long long qld = (long long)heads * hd, kld = (long long)kvheads * hd;
-	const float *qp = q + qrow * qld + (long long)h * hd;
-	float qv[SPL_MAXNT], acc[SPL_MAXNT];
-#pragma unroll
-	for (int i = 0; i < SPL_MAXNT; i++) {
-		int d = lane + 32 * i;
-		qv[i] = (i < nt && d < hd) ? qp[d] : 0.f;
-		acc[i] = 0.f;
-	}
-	float m = -DEC_INF, l = 0.f;
 	const int k0 = sp * chunk, k1 = min(nkeys, k0 + chunk);
-	const float *kp = k + (long long)kbase * kld + (long long)kh * hd;
-	const float *vp = v + (long long)kbase * kld + (long long)kh * hd;
-	for (int j = k0; j < k1; j += 4) {
-		float x[4][SPL_MAXNT], s[4];
-#pragma unroll
-		for (int u = 0; u < 4; u++)
-#pragma unroll
-			for (int i = 0; i < SPL_MAXNT; i++) {
-				int d = lane + 32 * i;
-				x[u][i] = (j + u < k1 && i < nt && d < hd) ? kp[(long long)(j + u) * kld + d] : 0.f;
-			}
-#pragma unroll
-		for (int u = 0; u < 4; u++) {
-			float dot = 0.f;
-#pragma unroll
-			for (int i = 0; i < SPL_MAXNT; i++) dot += qv[i] * x[u][i];
-			dot = dec_warp_sum(dot);
-			s[u] = j + u < k1 ? dot * scale : -DEC_INF;
-		}
-#pragma unroll
-		for (int u = 0; u < 4; u++)
-#pragma unroll
-			for (int i = 0; i < SPL_MAXNT; i++) {
-				int d = lane + 32 * i;
-				x[u][i] = (j + u < k1 && i < nt && d < hd) ? vp[(long long)(j + u) * kld + d] : 0.f;
-			}
-		float mn = fmaxf(fmaxf(m, fmaxf(s[0], s[1])), fmaxf(s[2], s[3])); // finite: key j exists
-		float corr = __expf(m - mn);                                         // 0 on the first keys (m = −inf)
-		float p0 = __expf(s[0] - mn), p1 = __expf(s[1] - mn), p2 = __expf(s[2] - mn), p3 = __expf(s[3] - mn);
-		l = l * corr + ((p0 + p1) + (p2 + p3));
-#pragma unroll
-		for (int i = 0; i < SPL_MAXNT; i++) acc[i] = acc[i] * corr + p0 * x[0][i] + p1 * x[1][i] + p2 * x[2][i] + p3 * x[3][i];
-		m = mn;
+	float acc[NT], m = -DEC_INF, l = 0.f;
+	if (sp < used) {
+		const float *kp = k + (long long)kbase * kld + (long long)kh * hd;
+		const float *vp = v + (long long)kbase * kld + (long long)kh * hd;
+		attn_split_keys<NT, KU>(acc, m, l, q + qrow * qld + (long long)h * hd, kp, vp, kld, hd, scale, k0, k1, lane);
 	}
-	if (nsp == 1) {
+	if (used == 1) {
+		if (sp != 0) return;
 		float inv = 1.f / l;
 		const long long o = qrow * qld + (long long)h * hd;
 #pragma unroll
-		for (int i = 0; i < SPL_MAXNT; i++) {
+		for (int i = 0; i < NT; i++) {
 			int d = lane + 32 * i;
-			if (i < nt && d < hd) {
+			if (d < hd) {
 				out[o + d] = acc[i] * inv;
 				if (o16) o16[o + d] = dec_to_bf16(acc[i] * inv);
 			}
@@ -190,21 +236,25 @@ __device__ __forceinline__ void attn_split_run(float *out, unsigned short *o16, 
 		if (lane == 0) lse[(long long)qrow * heads + h] = m + __logf(l);
 		return;
 	}
-	float *pp = part + ((long long)(row * heads + h) * nsp + sp) * (hd + 2);
+	float *ph = part + (long long)(row * heads + h) * nsp * (hd + 2);
+	if (sp < used) {
+		float *pp = ph + (long long)sp * (hd + 2);
 #pragma unroll
-	for (int i = 0; i < SPL_MAXNT; i++) {
-		int d = lane + 32 * i;
-		if (i < nt && d < hd) pp[d] = acc[i];
-	}
-	if (lane == 0) {
-		pp[hd] = m;
-		pp[hd + 1] = l;
+		for (int i = 0; i < NT; i++) {
+			int d = lane + 32 * i;
+			if (d < hd) pp[d] = acc[i];
+		}
+		if (lane == 0) {
+			pp[hd] = m;
+			pp[hd + 1] = l;
+		}
 	}
 	if (!cnt) return;
 	// The last warp of the nsp to finish head h merges the partials (the
 	// threadFenceReduction pattern): each lane's partial is made visible
 	// device-wide before lane 0 counts it; the merging warp reads them
-	// through L2 and resets the counter for the next launch.
+	// through L2 and resets the counter for the next launch. Splits past
+	// the row's keys count too, so the count is always nsp.
 	__threadfence();
 	__syncwarp();
 	int last = 0;
@@ -212,45 +262,75 @@ __device__ __forceinline__ void attn_split_run(float *out, unsigned short *o16, 
 	last = __shfl_sync(0xffffffffu, last, 0);
 	if (!last) return;
 	__threadfence();
-	split_merge(out, o16, lse, part + (long long)(row * heads + h) * nsp * (hd + 2), qrow, h, heads, hd, nsp, lane);
+	split_merge(out, o16, lse, ph, qrow, h, heads, hd, used, lane);
 	if (lane == 0) cnt[row * heads + h] = 0;
 }
 
+// attn_split_dispatch picks the kernel body by head dim: NT = ⌈hd/32⌉
+// values per lane, 8 keys a round up to hd 128, 4 beyond (registers).
+__device__ __forceinline__ void attn_split_dispatch(float *out, unsigned short *o16, float *lse, float *part, const float *q, const float *k,
+                                                    const float *v, const int *rows, int heads, int kvheads, int hd, float scale,
+                                                    int minchunk, int *cnt) {
+	const int nt = (hd + 31) >> 5;
+	if (nt <= 1)
+		attn_split_run<1, 8>(out, o16, lse, part, q, k, v, rows, heads, kvheads, hd, scale, minchunk, cnt);
+	else if (nt == 2)
+		attn_split_run<2, 8>(out, o16, lse, part, q, k, v, rows, heads, kvheads, hd, scale, minchunk, cnt);
+	else if (nt <= 4)
+		attn_split_run<4, 8>(out, o16, lse, part, q, k, v, rows, heads, kvheads, hd, scale, minchunk, cnt);
+	else
+		attn_split_run<8, 4>(out, o16, lse, part, q, k, v, rows, heads, kvheads, hd, scale, minchunk, cnt); // head dims up to 256
+}
+
 extern "C" __global__ void attn_split(float *out, unsigned short *o16, float *lse, float *part, const float *q, const float *k, const float *v,
-                                      const int *rows, int heads, int kvheads, int hd, float scale, int chunk) {
-	attn_split_run(out, o16, lse, part, q, k, v, rows, heads, kvheads, hd, scale, chunk, nullptr);
+                                      const int *rows, int heads, int kvheads, int hd, float scale, int minchunk) {
+	PDL_WAIT();
+	PDL_RELEASE();
+	attn_split_dispatch(out, o16, lse, part, q, k, v, rows, heads, kvheads, hd, scale, minchunk, nullptr);
 }
 
 // attn_split_merged: attn_split with the merge done by the last split of
 // each (row, query head) instead of attn_split_combine's launch. cnt holds
 // rows·heads counters, zero before the launch and zero after it.
 extern "C" __global__ void attn_split_merged(float *out, unsigned short *o16, float *lse, float *part, const float *q, const float *k,
-                                             const float *v, const int *rows, int heads, int kvheads, int hd, float scale, int chunk, int *cnt) {
-	attn_split_run(out, o16, lse, part, q, k, v, rows, heads, kvheads, hd, scale, chunk, cnt);
+                                             const float *v, const int *rows, int heads, int kvheads, int hd, float scale, int minchunk, int *cnt) {
+	PDL_WAIT();
+	PDL_RELEASE();
+	attn_split_dispatch(out, o16, lse, part, q, k, v, rows, heads, kvheads, hd, scale, minchunk, cnt);
 }
 
-// attn_split_combine: one warp per (row, query head) merges the nsp
-// partials of attn_split: out = Σ e^(m_s−M)·acc_s / Σ e^(m_s−M)·l_s with
-// M the largest m_s (an empty split has m = −inf, l = 0, acc = 0 and adds
-// nothing), lse = M + log of the denominator; o16 as attn_split's.
+// attn_split_combine: one warp per (row, query head) merges the partials
+// of attn_split's splits in use: out = Σ e^(m_s−M)·acc_s / Σ e^(m_s−M)·l_s
+// with M the largest m_s, lse = M + log of the denominator; o16 as
+// attn_split's. With one split in use attn_split wrote out itself.
 extern "C" __global__ void attn_split_combine(float *out, unsigned short *o16, float *lse, const float *part, const int *rows, int heads, int hd,
-                                              int nsp) {
+                                              int nsp, int minchunk) {
+	PDL_WAIT();
+	PDL_RELEASE();
 	const int row = blockIdx.x, h = blockIdx.y;
-	split_merge(out, o16, lse, part + (long long)(row * heads + h) * nsp * (hd + 2), rows[3 * row], h, heads, hd, nsp, threadIdx.x);
+	const int used = split_used(rows[3 * row + 2], nsp, minchunk);
+	if (used == 1) return;
+	split_merge(out, o16, lse, part + (long long)(row * heads + h) * nsp * (hd + 2), rows[3 * row], h, heads, hd, used, threadIdx.x);
 }
 
-// split_merge is one warp's merge of head h's nsp partials pp (loads
-// through L2: attn_split_merged's partials come from other blocks).
-__device__ void split_merge(float *out, unsigned short *o16, float *lse, const float *pp, int qrow, int h, int heads, int hd, int nsp, int lane) {
+// split_merge is one warp's merge of head h's used partials pp (loads
+// through L2: attn_split_merged's partials come from other blocks). The
+// lanes take the splits' maxima and sums in parallel; each output dim then
+// sums over the splits in order.
+__device__ void split_merge(float *out, unsigned short *o16, float *lse, const float *pp, int qrow, int h, int heads, int hd, int used, int lane) {
+	const int st = hd + 2;
 	float M = -DEC_INF;
-	for (int s = 0; s < nsp; s++) M = fmaxf(M, __ldcg(pp + s * (hd + 2) + hd));
+	for (int s = lane; s < used; s += 32) M = fmaxf(M, __ldcg(pp + s * st + hd));
+	M = dec_warp_max(M);
 	float L = 0.f;
-	for (int s = 0; s < nsp; s++) L += __expf(__ldcg(pp + s * (hd + 2) + hd) - M) * __ldcg(pp + s * (hd + 2) + hd + 1);
+	for (int s = lane; s < used; s += 32) L += __expf(__ldcg(pp + s * st + hd) - M) * __ldcg(pp + s * st + hd + 1);
+	L = dec_warp_sum(L);
 	float inv = 1.f / L;
 	const long long o = (long long)qrow * heads * hd + (long long)h * hd;
 	for (int d = lane; d < hd; d += 32) {
 		float acc = 0.f;
-		for (int s = 0; s < nsp; s++) acc += __expf(__ldcg(pp + s * (hd + 2) + hd) - M) * __ldcg(pp + s * (hd + 2) + d);
+#pragma unroll 4
+		for (int s = 0; s < used; s++) acc += __expf(__ldcg(pp + s * st + hd) - M) * __ldcg(pp + s * st + d);
 		out[o + d] = acc * inv;
 		if (o16) o16[o + d] = dec_to_bf16(acc * inv);
 	}
@@ -264,10 +344,12 @@ __device__ void split_merge(float *out, unsigned short *o16, float *lse, const f
 // through L1/L2, being read by every warp. k must be a multiple of 8 and
 // the buffers 16-byte aligned. Weight bytes are read once: the step is
 // memory-bound, where cuBLAS's kernels for one or a few rows reach about
-// two thirds of the copy bandwidth.
+// two thirds of the copy bandwidth. The warps stride over the columns, so
+// that a grid of one wave (lib/model sizes it by the occupancy) covers any
+// n without a partly filled last wave.
 #define GEMV_MAXM 4
-// GEMV_UNROLL pieces in flight per lane (each lane's pieces are summed in
-// the same order whatever the unrolling).
+// GEMV_UNROLL pieces of each weight row in flight per lane (each lane's
+// pieces are summed in the same order whatever the unrolling).
 #define GEMV_UNROLL 8
 
 __device__ __forceinline__ void bf16x8(uint4 u, float *f) {
@@ -279,82 +361,101 @@ __device__ __forceinline__ void bf16x8(uint4 u, float *f) {
 	}
 }
 
-// gemv_dot adds row j of w times the m rows of x into acc (lane partials).
-__device__ __forceinline__ void gemv_dot(float *acc, const unsigned short *__restrict__ x, const unsigned short *__restrict__ w, long long j, int m, int k) {
+// gemv_dot adds rows w[0..NW) (each k values) times the m rows of x into
+// acc[NW·GEMV_MAXM] (lane partials, then warp sums): the loads of all NW
+// rows are issued together, and each piece of x is read once for them.
+template <int NW>
+__device__ __forceinline__ void gemv_dot(float *acc, const unsigned short *__restrict__ x, const unsigned short *const *w, int m, int k) {
 	const int lane = threadIdx.x & 31;
-	const uint4 *wr = (const uint4 *)(w + j * k);
 	const int pieces = k >> 3;
 	for (int p0 = lane; p0 < pieces; p0 += 32 * GEMV_UNROLL) {
-		uint4 wv[GEMV_UNROLL];
+		uint4 wv[NW][GEMV_UNROLL];
 #pragma unroll
 		for (int u = 0; u < GEMV_UNROLL; u++) {
 			int p = p0 + 32 * u;
-			if (p < pieces) wv[u] = wr[p];
-			else wv[u].x = wv[u].y = wv[u].z = wv[u].w = 0u;
+#pragma unroll
+			for (int c = 0; c < NW; c++) {
+				if (p < pieces) wv[c][u] = ((const uint4 *)w[c])[p];
+				else wv[c][u].x = wv[c][u].y = wv[c][u].z = wv[c][u].w = 0u;
+			}
 		}
 #pragma unroll
 		for (int u = 0; u < GEMV_UNROLL; u++) {
 			int p = p0 + 32 * u;
 			if (p >= pieces) break;
-			float wf[8];
-			bf16x8(wv[u], wf);
 #pragma unroll
 			for (int r = 0; r < GEMV_MAXM; r++) {
 				if (r >= m) break;
 				float xf[8];
 				bf16x8(((const uint4 *)(x + (long long)r * k))[p], xf);
 #pragma unroll
-				for (int e = 0; e < 8; e++) acc[r] += wf[e] * xf[e];
+				for (int c = 0; c < NW; c++) {
+					float wf[8];
+					bf16x8(wv[c][u], wf);
+#pragma unroll
+					for (int e = 0; e < 8; e++) acc[c * GEMV_MAXM + r] += wf[e] * xf[e];
+				}
 			}
 		}
 	}
 #pragma unroll
-	for (int r = 0; r < GEMV_MAXM; r++) acc[r] = dec_warp_sum(acc[r]);
+	for (int i = 0; i < NW * GEMV_MAXM; i++) acc[i] = dec_warp_sum(acc[i]);
 }
 
 extern "C" __global__ void gemv_bf16(float *__restrict__ y, const unsigned short *__restrict__ x, const unsigned short *__restrict__ w, int m, int n, int k) {
-	const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-	if (j >= n) return;
-	float acc[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
-	gemv_dot(acc, x, w, j, m, k);
-	if ((threadIdx.x & 31) == 0)
-		for (int r = 0; r < m; r++) y[(long long)r * n + j] = acc[r];
+	PDL_WAIT();
+	PDL_RELEASE();
+	const int wpb = blockDim.x >> 5;
+	for (int j = blockIdx.x * wpb + (threadIdx.x >> 5); j < n; j += gridDim.x * wpb) {
+		float acc[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
+		const unsigned short *wr[1] = {w + (long long)j * k};
+		gemv_dot<1>(acc, x, wr, m, k);
+		if ((threadIdx.x & 31) == 0)
+			for (int r = 0; r < m; r++) y[(long long)r * n + j] = acc[r];
+	}
 }
 
 // gemv3_bf16: three products of the same x in one launch (q, k and v):
-// columns [0, n0) of the grid go to y0 = x·w0ᵀ, the next n1 to y1, the
+// columns [0, n0) of the launch go to y0 = x·w0ᵀ, the next n1 to y1, the
 // next n2 to y2.
 extern "C" __global__ void gemv3_bf16(float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1, float *y2,
                                       const unsigned short *w2, int n2, const unsigned short *__restrict__ x, int m, int k) {
-	int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-	float *y = y0;
-	const unsigned short *w = w0;
-	int n = n0;
-	if (j >= n0) {
-		j -= n0, y = y1, w = w1, n = n1;
-		if (j >= n1) j -= n1, y = y2, w = w2, n = n2;
+	PDL_WAIT();
+	PDL_RELEASE();
+	const int wpb = blockDim.x >> 5, N = n0 + n1 + n2;
+	for (int jj = blockIdx.x * wpb + (threadIdx.x >> 5); jj < N; jj += gridDim.x * wpb) {
+		int j = jj, n = n0;
+		float *y = y0;
+		const unsigned short *w = w0;
+		if (j >= n0) {
+			j -= n0, y = y1, w = w1, n = n1;
+			if (j >= n1) j -= n1, y = y2, w = w2, n = n2;
+		}
+		float acc[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
+		const unsigned short *wr[1] = {w + (long long)j * k};
+		gemv_dot<1>(acc, x, wr, m, k);
+		if ((threadIdx.x & 31) == 0)
+			for (int r = 0; r < m; r++) y[(long long)r * n + j] = acc[r];
 	}
-	if (j >= n) return;
-	float acc[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
-	gemv_dot(acc, x, w, j, m, k);
-	if ((threadIdx.x & 31) == 0)
-		for (int r = 0; r < m; r++) y[(long long)r * n + j] = acc[r];
 }
 
 // gemv_swiglu_bf16: the gate and up products and SwiGLU in one launch:
 // act16[r, j] = bf16(silu(x_r·wg_j)·(x_r·wu_j)), swiglu_f32's arithmetic on
-// the two sums.
+// the two sums; the gate and up rows of column j are read together.
 extern "C" __global__ void gemv_swiglu_bf16(unsigned short *act16, const unsigned short *__restrict__ x, const unsigned short *__restrict__ wg,
                                             const unsigned short *__restrict__ wu, int m, int n, int k) {
-	const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-	if (j >= n) return;
-	float g[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f}, u[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
-	gemv_dot(g, x, wg, j, m, k);
-	gemv_dot(u, x, wu, j, m, k);
-	if ((threadIdx.x & 31) == 0)
-		for (int r = 0; r < m; r++) {
-			float xx = g[r];
-			float v = xx / (1.f + expf(-xx)) * u[r];
-			act16[(long long)r * n + j] = dec_to_bf16(v);
-		}
+	PDL_WAIT();
+	PDL_RELEASE();
+	const int wpb = blockDim.x >> 5;
+	for (int j = blockIdx.x * wpb + (threadIdx.x >> 5); j < n; j += gridDim.x * wpb) {
+		float acc[2 * GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+		const unsigned short *wr[2] = {wg + (long long)j * k, wu + (long long)j * k};
+		gemv_dot<2>(acc, x, wr, m, k);
+		if ((threadIdx.x & 31) == 0)
+			for (int r = 0; r < m; r++) {
+				float xx = acc[r];
+				float v = xx / (1.f + expf(-xx)) * acc[GEMV_MAXM + r];
+				act16[(long long)r * n + j] = dec_to_bf16(v);
+			}
+	}
 }

@@ -68,6 +68,8 @@ __device__ void write_draw(int r, int id, const float *zr, float m, double it, f
 
 extern "C" __global__ void __launch_bounds__(NTH) sample_f32(int *ids, float *lp, float *slp, const float *z, long long V,
                                                              const double *invT, const double *u) {
+	PDL_WAIT(); // kernels/pdl.cuh: launched overlapped in the decoding step
+	PDL_RELEASE();
 	__shared__ float smax[32];
 	__shared__ int sarg[32];
 	__shared__ double sc[32];
@@ -323,6 +325,8 @@ __device__ __forceinline__ void split_first_max(float &best, int &arg, float b2,
 }
 
 extern "C" __global__ void __launch_bounds__(256) sample_split_max(double *part, const float *z, long long V, int ch) {
+	PDL_WAIT(); // kernels/pdl.cuh: launched overlapped in the decoding step
+	PDL_RELEASE();
 	__shared__ float smax[32];
 	__shared__ int sarg[32];
 	const int r = blockIdx.y, c = blockIdx.x, nc = gridDim.x;
@@ -354,6 +358,8 @@ __device__ __forceinline__ float split_row_max(const double *pr, int nc) {
 }
 
 extern "C" __global__ void __launch_bounds__(256) sample_split_sum(double *part, const float *z, long long V, int ch, const double *invT) {
+	PDL_WAIT(); // kernels/pdl.cuh: launched overlapped in the decoding step
+	PDL_RELEASE();
 	__shared__ double sc[32];
 	const int r = blockIdx.y, c = blockIdx.x, nc = gridDim.x;
 	const float *zr = z + (long long)r * V;
@@ -377,6 +383,8 @@ extern "C" __global__ void __launch_bounds__(256) sample_split_sum(double *part,
 
 extern "C" __global__ void __launch_bounds__(NTH) sample_split_pick(int *ids, float *lp, float *slp, const double *part, const float *z, long long V,
                                                                     int ch, int nc, const double *invT, const double *u) {
+	PDL_WAIT(); // kernels/pdl.cuh: launched overlapped in the decoding step
+	PDL_RELEASE();
 	__shared__ double scan[NTH];
 	__shared__ int pick;
 	const int r = blockIdx.x;
