@@ -85,7 +85,6 @@ typedef struct {
 	unsigned nattrs;
 } mcuLaunchConfig;
 static CUresult (*p_cuLaunchKernelEx)(const mcuLaunchConfig *, CUfunction, void **, void **);
-static CUresult (*p_cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
 static CUresult (*p_cuStreamCreate)(CUstream *, unsigned);
 static CUresult (*p_cuStreamSynchronize)(CUstream);
 static CUresult (*p_cuEventCreate)(CUevent *, unsigned);
@@ -129,7 +128,6 @@ const char *mempo_load_driver(const char *path) {
 	SYM(h, p_cuFuncSetAttribute, "cuFuncSetAttribute");
 	SYM(h, p_cuLaunchKernel, "cuLaunchKernel");
 	OPTSYM(h, p_cuLaunchKernelEx, "cuLaunchKernelEx");
-	OPTSYM(h, p_cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
 	SYM(h, p_cuStreamCreate, "cuStreamCreate");
 	SYM(h, p_cuStreamSynchronize, "cuStreamSynchronize");
 	SYM(h, p_cuEventCreate, "cuEventCreate");
@@ -246,11 +244,6 @@ CUresult mcuLaunchOverlap(CUfunction f, unsigned gx, unsigned gy, unsigned gz, u
 	a.value.i = 1;
 	mcuLaunchConfig c = {gx, gy, gz, bx, by, bz, shmem, s, &a, 1};
 	return p_cuLaunchKernelEx(&c, f, params, NULL);
-}
-CUresult mcuOccupancy(int *blocks, CUfunction f, int block, size_t shmem) {
-	CTX();
-	if (!p_cuOccupancyMaxActiveBlocksPerMultiprocessor) return 1;
-	return p_cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks, f, block, shmem);
 }
 CUresult mcuStreamCreate(CUstream *s, unsigned f) {
 	CTX();

@@ -71,7 +71,6 @@ CUresult mcuLaunch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned
 int mcuHasLaunchEx(void);
 CUresult mcuLaunchOverlap(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                           unsigned bz, unsigned shmem, CUstream s, int nargs, uint64_t *args);
-CUresult mcuOccupancy(int *blocks, CUfunction f, int block, size_t shmem);
 CUresult mcuStreamCreate(CUstream *s, unsigned flags);
 CUresult mcuStreamSynchronize(CUstream s);
 CUresult mcuEventCreate(CUevent *e, unsigned flags);

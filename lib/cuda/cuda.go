@@ -663,20 +663,6 @@ func (d *Device) launch(f *Function, grid, block Dim3, shmem int, overlap bool, 
 	return nil
 }
 
-// Occupancy is how many blocks of block threads and shmem bytes of dynamic
-// shared memory of f fit on one multiprocessor at once (for grids sized to
-// one wave); 0 where the driver cannot say.
-func (d *Device) Occupancy(f *Function, block, shmem int) int {
-	if err := d.cur(); err != nil {
-		return 0
-	}
-	var n C.int
-	if C.mcuOccupancy(&n, f.f, C.int(block), C.size_t(shmem)) != 0 {
-		return 0
-	}
-	return int(n)
-}
-
 // DataType of a GEMM operand.
 type DataType int
 

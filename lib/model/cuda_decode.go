@@ -43,8 +43,7 @@ import (
 // each may start, and wait in PDL_WAIT, while the kernel before it drains,
 // which hides most of a launch's latency in the small steps, where the
 // weights of a layer stream in a few microseconds. MEMPO_CUDA_PDL=0 turns it
-// off. The GEMV kernels run one wave of blocks (by the occupancy) whose
-// warps stride over the columns.
+// off.
 //
 // MEMPO_CUDA_DECODE selects it: "graph" (default), "direct" (the same step
 // without graphs), "generic" (the model's op-by-op path).
@@ -137,7 +136,6 @@ type cudaStepper struct {
 	graphs                             map[int]*cuda.Graph
 	seen                               map[int]int
 	useGraphs                          bool
-	occupancy                          map[string]int // blocks per SM of the GEMV kernels (waveGrid)
 }
 
 type heldBuf struct {
@@ -351,27 +349,6 @@ func (s *cudaStepper) launch(module, name string, grid cuda.Dim3, block, shmem i
 	must(b.dev.Launch(f, grid, cuda.Dim3{X: block}, shmem, args...))
 }
 
-// waveGrid is the grid of a GEMV kernel (decode.cu, warps striding over
-// the columns) of block threads over cols columns: one block a group of
-// block/32 columns, at most one wave of the blocks that fit on the device
-// at once.
-func (s *cudaStepper) waveGrid(name string, block, cols int) cuda.Dim3 {
-	need := (cols + block/32 - 1) / (block / 32)
-	b := s.b
-	occ, ok := s.occupancy[name]
-	if !ok {
-		occ = b.dev.Occupancy(b.fn("decode", name), block, 0)
-		if s.occupancy == nil {
-			s.occupancy = map[string]int{}
-		}
-		s.occupancy[name] = occ
-	}
-	if occ <= 0 {
-		return cuda.Dim3{X: need}
-	}
-	return cuda.Dim3{X: min(need, occ*b.dev.SMs)}
-}
-
 // gemm is c[m×n] = a[m×k]·wᵀ (w [n×k]), fp32 out, as MatMul(c, a, w, false,
 // true, 1, 0): decode.cu's gemv_bf16 for the few rows of a small bf16 step,
 // cuBLAS otherwise.
@@ -380,7 +357,7 @@ func (s *cudaStepper) gemm(c, a, w cuda.Ptr, m, n, k int) {
 	if s.gemv(m, k) {
 		// Blocks of 4 warps (a warp per column): the 0.5B shape's 896
 		// columns then cover every multiprocessor.
-		s.launch("decode", "gemv_bf16", s.waveGrid("gemv_bf16", 128, n), 128, 0, c, a, w, m, n, k)
+		s.launch("decode", "gemv_bf16", cuda.Dim3{X: (n + 3) / 4}, 128, 0, c, a, w, m, n, k)
 		return
 	}
 	dt, name := cuda.F32, "gemm"
@@ -429,7 +406,7 @@ func (s *cudaStepper) launchStep(bk int) {
 		}
 		s.norm(bk, d, W.inNorm)
 		if s.gemv(bk, H) {
-			s.launch("decode", "gemv3_bf16", s.waveGrid("gemv3_bf16", 256, qd+2*kvd), 256, 0,
+			s.launch("decode", "gemv3_bf16", cuda.Dim3{X: (qd + 2*kvd + 7) / 8}, 256, 0,
 				s.q, W.wq, qd, s.k, W.wk, kvd, s.v, W.wv, kvd, s.xn, bk, H)
 		} else {
 			s.gemm(s.q, s.xn, W.wq, bk, qd, H)
@@ -469,7 +446,7 @@ func (s *cudaStepper) launchStep(bk int) {
 		}
 		s.norm(bk, s.o, W.postNorm)
 		if s.gemv(bk, H) {
-			s.launch("decode", "gemv_swiglu_bf16", s.waveGrid("gemv_swiglu_bf16", 256, I), 256, 0, s.act, s.xn, W.wg, W.wu, bk, I, H)
+			s.launch("decode", "gemv_swiglu_bf16", cuda.Dim3{X: (I + 7) / 8}, 256, 0, s.act, s.xn, W.wg, W.wu, bk, I, H)
 		} else {
 			s.gemm(s.gate, s.xn, W.wg, bk, I, H)
 			s.gemm(s.up, s.xn, W.wu, bk, I, H)

@@ -344,12 +344,10 @@ __device__ void split_merge(float *out, unsigned short *o16, float *lse, const f
 // through L1/L2, being read by every warp. k must be a multiple of 8 and
 // the buffers 16-byte aligned. Weight bytes are read once: the step is
 // memory-bound, where cuBLAS's kernels for one or a few rows reach about
-// two thirds of the copy bandwidth. The warps stride over the columns, so
-// that a grid of one wave (lib/model sizes it by the occupancy) covers any
-// n without a partly filled last wave.
+// two thirds of the copy bandwidth.
 #define GEMV_MAXM 4
-// GEMV_UNROLL pieces of each weight row in flight per lane (each lane's
-// pieces are summed in the same order whatever the unrolling).
+// GEMV_UNROLL pieces in flight per lane (each lane's pieces are summed in
+// the same order whatever the unrolling).
 #define GEMV_UNROLL 8
 
 __device__ __forceinline__ void bf16x8(uint4 u, float *f) {
@@ -361,101 +359,88 @@ __device__ __forceinline__ void bf16x8(uint4 u, float *f) {
 	}
 }
 
-// gemv_dot adds rows w[0..NW) (each k values) times the m rows of x into
-// acc[NW·GEMV_MAXM] (lane partials, then warp sums): the loads of all NW
-// rows are issued together, and each piece of x is read once for them.
-template <int NW>
-__device__ __forceinline__ void gemv_dot(float *acc, const unsigned short *__restrict__ x, const unsigned short *const *w, int m, int k) {
+// gemv_dot adds row j of w times the m rows of x into acc (lane partials).
+__device__ __forceinline__ void gemv_dot(float *acc, const unsigned short *__restrict__ x, const unsigned short *__restrict__ w, long long j, int m, int k) {
 	const int lane = threadIdx.x & 31;
+	const uint4 *wr = (const uint4 *)(w + j * k);
 	const int pieces = k >> 3;
 	for (int p0 = lane; p0 < pieces; p0 += 32 * GEMV_UNROLL) {
-		uint4 wv[NW][GEMV_UNROLL];
+		uint4 wv[GEMV_UNROLL];
 #pragma unroll
 		for (int u = 0; u < GEMV_UNROLL; u++) {
 			int p = p0 + 32 * u;
-#pragma unroll
-			for (int c = 0; c < NW; c++) {
-				if (p < pieces) wv[c][u] = ((const uint4 *)w[c])[p];
-				else wv[c][u].x = wv[c][u].y = wv[c][u].z = wv[c][u].w = 0u;
-			}
+			if (p < pieces) wv[u] = wr[p];
+			else wv[u].x = wv[u].y = wv[u].z = wv[u].w = 0u;
 		}
 #pragma unroll
 		for (int u = 0; u < GEMV_UNROLL; u++) {
 			int p = p0 + 32 * u;
 			if (p >= pieces) break;
+			float wf[8];
+			bf16x8(wv[u], wf);
 #pragma unroll
 			for (int r = 0; r < GEMV_MAXM; r++) {
 				if (r >= m) break;
 				float xf[8];
 				bf16x8(((const uint4 *)(x + (long long)r * k))[p], xf);
 #pragma unroll
-				for (int c = 0; c < NW; c++) {
-					float wf[8];
-					bf16x8(wv[c][u], wf);
-#pragma unroll
-					for (int e = 0; e < 8; e++) acc[c * GEMV_MAXM + r] += wf[e] * xf[e];
-				}
+				for (int e = 0; e < 8; e++) acc[r] += wf[e] * xf[e];
 			}
 		}
 	}
 #pragma unroll
-	for (int i = 0; i < NW * GEMV_MAXM; i++) acc[i] = dec_warp_sum(acc[i]);
+	for (int r = 0; r < GEMV_MAXM; r++) acc[r] = dec_warp_sum(acc[r]);
 }
 
 extern "C" __global__ void gemv_bf16(float *__restrict__ y, const unsigned short *__restrict__ x, const unsigned short *__restrict__ w, int m, int n, int k) {
 	PDL_WAIT();
 	PDL_RELEASE();
-	const int wpb = blockDim.x >> 5;
-	for (int j = blockIdx.x * wpb + (threadIdx.x >> 5); j < n; j += gridDim.x * wpb) {
-		float acc[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
-		const unsigned short *wr[1] = {w + (long long)j * k};
-		gemv_dot<1>(acc, x, wr, m, k);
-		if ((threadIdx.x & 31) == 0)
-			for (int r = 0; r < m; r++) y[(long long)r * n + j] = acc[r];
-	}
+	const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	if (j >= n) return;
+	float acc[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
+	gemv_dot(acc, x, w, j, m, k);
+	if ((threadIdx.x & 31) == 0)
+		for (int r = 0; r < m; r++) y[(long long)r * n + j] = acc[r];
 }
 
 // gemv3_bf16: three products of the same x in one launch (q, k and v):
-// columns [0, n0) of the launch go to y0 = x·w0ᵀ, the next n1 to y1, the
+// columns [0, n0) of the grid go to y0 = x·w0ᵀ, the next n1 to y1, the
 // next n2 to y2.
 extern "C" __global__ void gemv3_bf16(float *y0, const unsigned short *w0, int n0, float *y1, const unsigned short *w1, int n1, float *y2,
                                       const unsigned short *w2, int n2, const unsigned short *__restrict__ x, int m, int k) {
 	PDL_WAIT();
 	PDL_RELEASE();
-	const int wpb = blockDim.x >> 5, N = n0 + n1 + n2;
-	for (int jj = blockIdx.x * wpb + (threadIdx.x >> 5); jj < N; jj += gridDim.x * wpb) {
-		int j = jj, n = n0;
-		float *y = y0;
-		const unsigned short *w = w0;
-		if (j >= n0) {
-			j -= n0, y = y1, w = w1, n = n1;
-			if (j >= n1) j -= n1, y = y2, w = w2, n = n2;
-		}
-		float acc[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
-		const unsigned short *wr[1] = {w + (long long)j * k};
-		gemv_dot<1>(acc, x, wr, m, k);
-		if ((threadIdx.x & 31) == 0)
-			for (int r = 0; r < m; r++) y[(long long)r * n + j] = acc[r];
+	int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	float *y = y0;
+	const unsigned short *w = w0;
+	int n = n0;
+	if (j >= n0) {
+		j -= n0, y = y1, w = w1, n = n1;
+		if (j >= n1) j -= n1, y = y2, w = w2, n = n2;
 	}
+	if (j >= n) return;
+	float acc[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
+	gemv_dot(acc, x, w, j, m, k);
+	if ((threadIdx.x & 31) == 0)
+		for (int r = 0; r < m; r++) y[(long long)r * n + j] = acc[r];
 }
 
 // gemv_swiglu_bf16: the gate and up products and SwiGLU in one launch:
 // act16[r, j] = bf16(silu(x_r·wg_j)·(x_r·wu_j)), swiglu_f32's arithmetic on
-// the two sums; the gate and up rows of column j are read together.
+// the two sums.
 extern "C" __global__ void gemv_swiglu_bf16(unsigned short *act16, const unsigned short *__restrict__ x, const unsigned short *__restrict__ wg,
                                             const unsigned short *__restrict__ wu, int m, int n, int k) {
 	PDL_WAIT();
 	PDL_RELEASE();
-	const int wpb = blockDim.x >> 5;
-	for (int j = blockIdx.x * wpb + (threadIdx.x >> 5); j < n; j += gridDim.x * wpb) {
-		float acc[2 * GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-		const unsigned short *wr[2] = {wg + (long long)j * k, wu + (long long)j * k};
-		gemv_dot<2>(acc, x, wr, m, k);
-		if ((threadIdx.x & 31) == 0)
-			for (int r = 0; r < m; r++) {
-				float xx = acc[r];
-				float v = xx / (1.f + expf(-xx)) * acc[GEMV_MAXM + r];
-				act16[(long long)r * n + j] = dec_to_bf16(v);
-			}
-	}
+	const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	if (j >= n) return;
+	float g[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f}, u[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
+	gemv_dot(g, x, wg, j, m, k);
+	gemv_dot(u, x, wu, j, m, k);
+	if ((threadIdx.x & 31) == 0)
+		for (int r = 0; r < m; r++) {
+			float xx = g[r];
+			float v = xx / (1.f + expf(-xx)) * u[r];
+			act16[(long long)r * n + j] = dec_to_bf16(v);
+		}
 }
