@@ -61,8 +61,8 @@ type CUDA struct {
 	graphErr error  // why a capture failed (the step then runs direct)
 	overlap  bool   // the decoding step's kernels launched overlapped (MEMPO_CUDA_PDL; cuda_decode.go)
 
-	graphReplays   int // decoding steps replayed from a graph (tests read it)
-	splitMaxBlocks int // rows × kv heads up to which decoding takes attn_split; 0: the SM count, < 0: never (tests)
+	graphReplays int  // decoding steps replayed from a graph (tests read it)
+	perRowAttn   bool // decoding takes attndecode.cu's per-row kernel instead of attn_split (tests, benchmarks)
 
 	live      atomic.Int64 // bytes of device memory held by tensors
 	peak      atomic.Int64 // PeakBytes (cuda_lean.go)

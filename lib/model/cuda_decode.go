@@ -78,19 +78,14 @@ const gemvMaxRows = 4
 // splitMinChunk is the fewest keys per block of attn_split.
 const splitMinChunk = 16
 
-// useSplit says whether a step of rows rows takes attn_split: when
-// attndecode.cu's kernel, one block per row and kv head, would fill at most
-// one block per multiprocessor (CUDA.splitMaxBlocks in tests). Above that
-// the per-row kernel is faster: on the H200 at batch 256 (0.5B shape)
-// attn_split took 185 µs a layer against attn_decode's 76 µs, while at
-// batch 1 to 32 it is 4 to 10 times faster.
-func (b *CUDA) useSplit(rows, kvHeads int) bool {
-	lim := b.dev.SMs
-	if b.splitMaxBlocks != 0 {
-		lim = b.splitMaxBlocks
-	}
-	return rows*kvHeads <= lim
-}
+// useSplit says whether the step takes attn_split (always, but in tests
+// that ask for attndecode.cu's per-row kernel, CUDA.perRowAttn). Measured on
+// the H200 (2026-12-02, steps alone, graph): split keys beat the per-row
+// kernel at every batch, by 5% (0.5B), 23% (1.5B) and 13% (7B) at batch
+// 256, where a row and kv head get one split; before its loads were issued
+// 8 keys at a time and its chunks followed the row's keys, the per-row
+// kernel won there (185 against 76 µs a layer at 0.5B).
+func (b *CUDA) useSplit() bool { return !b.perRowAttn }
 
 // splitPlan is attn_split's number of splits for rows decode rows over up
 // to maxKeys keys: enough for about two blocks per multiprocessor, and no
@@ -209,7 +204,13 @@ func (b *CUDA) newStepper(m *Model, c *kvCache, rows int) stepper {
 	s.logits = get(4 * B * A.vocab)
 	s.res = get(s.resBytes())
 	s.rstd = get(4 * B * A.heads)
-	s.part = get(4 * B * A.heads * (A.headDim + 2) * ((c.capacity + splitMinChunk - 1) / splitMinChunk))
+	// attn_split's partials: rows × splits of the bucket that needs most
+	// (small buckets split more; at most about 2·SMs/kv heads + B).
+	parts := 0
+	for bk := 1; bk <= stepBucket(B); bk *= 2 {
+		parts = max(parts, bk*b.splitPlan(bk, A.kvHeads, c.capacity))
+	}
+	s.part = get(4 * parts * A.heads * (A.headDim + 2))
 	s.in = get(s.inBytes())
 	s.cnt = get(4 * B * A.heads)
 	if _, nc := s.sampleSplit(B); nc > 1 {
@@ -426,7 +427,7 @@ func (s *cudaStepper) launchStep(bk int) {
 		}
 		s.launch("decode", "dec_rope_kv", cuda.Dim3{X: bk}, 128, 0, s.q, s.k, s.v, bq, bkk, W.bv, W.kc, W.vc, pos, crow,
 			s.rope.cos, s.rope.sin, A.heads, A.kvHeads, hd)
-		if s.b.useSplit(bk, A.kvHeads) {
+		if s.b.useSplit() {
 			nsp := s.b.splitPlan(bk, A.kvHeads, s.cap)
 			// The last split of each head merges the partials (no
 			// attn_split_combine launch).

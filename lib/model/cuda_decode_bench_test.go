@@ -19,8 +19,8 @@ import (
 // 1, 32 and 256, for each decoding path (MEMPO_CUDA_DECODE_BENCH_MODES,
 // default generic,direct,graph: the op-by-op path, the fused step launched
 // directly, the fused step replayed from CUDA graphs; a "-serial" suffix
-// runs the path without overlapped launches, "-split" with split-key
-// attention at every batch size), next to the HBM bound
+// runs the path without overlapped launches, "-perrow" with the per-row
+// attention kernel instead of split keys), next to the HBM bound
 // measured in the same process: the bytes a step must read (every GEMM
 // weight in bf16 once, an untied embedding table not counted, and the fp32
 // KV cache of 192 positions on average) over the device-to-device copy
@@ -61,15 +61,11 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 			}
 			for _, mode := range modes {
 				// "-serial": the same path without overlapped launches;
-				// "-split": split-key attention at every batch size.
-				var serial, split bool
-				be.decode, split = strings.CutSuffix(mode, "-split")
+				// "-perrow": attndecode.cu's per-row attention kernel.
+				var serial bool
+				be.decode, be.perRowAttn = strings.CutSuffix(mode, "-perrow")
 				be.decode, serial = strings.CutSuffix(be.decode, "-serial")
 				be.overlap = !serial && envconfig.CUDAPDL.Get() != "0"
-				be.splitMaxBlocks = 0
-				if split {
-					be.splitMaxBlocks = 1 << 30
-				}
 				be.graphErr = nil
 				gen(4) // warm-up: kernels, cuBLAS heuristics, the pool
 				t1 := min(gen(1), gen(1))
@@ -88,7 +84,7 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 			if B == 1 || B == 256 {
 				be.decode = decodeGraph // profiling runs the fused step directly, with events
 				be.overlap = envconfig.CUDAPDL.Get() != "0"
-				be.splitMaxBlocks = 0
+				be.perRowAttn = false
 				be.StartProfile()
 				d := gen(128)
 				ms, calls := be.StopProfile()

@@ -98,9 +98,9 @@ func TestCUDADecodeStep(t *testing.T) {
 					}
 					// The same with the per-row attention kernel (what large
 					// batches take) instead of attn_split.
-					be.splitMaxBlocks = -1
+					be.perRowAttn = true
 					perRow := run(decodeGraph, c.opts)
-					be.splitMaxBlocks = 0
+					be.perRowAttn = false
 					var worst float64
 					for i := range gen {
 						if !slices.Equal(perRow[i].IDs, gen[i].IDs) || perRow[i].Finish != gen[i].Finish {
