@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -45,6 +46,7 @@ var rolloutFlags = slices.Concat([]ucli.Flag{
 }, flags.Sampling(flags.StepTokens, "run seed; each (task, sample, turn) draws from its own stream"), []ucli.Flag{
 	&ucli.IntFlag{Name: "batch", Value: 64, Usage: "trajectories in flight at once (whole tasks; at least the group size)"},
 	&ucli.IntFlag{Name: "max-batch-tokens", Usage: "bound on rows × (longest context + --max-step-tokens) of one generation call, i.e. its KV cache; a turn over it is split into several calls (0: one call per turn); sampling does not change"},
+	&ucli.Float64Flag{Name: "kv-gib", Usage: "most GiB the KV cache of one generation call may take; a turn over it is split into several calls, the tasks queueing (a task's samples stay in one call), so a large --batch does not run out of memory; sampling does not change (0: half of the memory free when the run starts, unless --max-batch-tokens is given; the smaller bound wins)"},
 	&ucli.IntFlag{Name: "force-search-turns", Usage: "benchmarks: force the first n steps of every trajectory to be searches, n drawn per task from 1..N (the sampled text becomes the memory; the query is the question and its first words), so that a policy that does not search by itself (random weights) drives retrieval and R^M; such rows are not samples of the policy"},
 	&ucli.BoolFlag{Name: "no-shared-prefixes", Usage: "run every memory-reward sequence from its first id (default: the beginning a step's history shares with the trajectory's longer ones is run once; the rewards differ by float rounding only)"},
 	&ucli.BoolFlag{Name: "sync-retrieval", Usage: "wait for a turn's searches before the memory rewards of the tasks that ended in it (default: they run while the searcher works)"},
@@ -66,6 +68,12 @@ type policyInfo struct {
 	EOS          []int
 	Vocab        int
 	MaxPositions int // 0: unknown
+
+	// KVBytesPerToken is one position's keys and values in the policy's KV
+	// cache, all layers (0: unknown); Available the memory its generation
+	// may allocate (nil: unknown). kvBudget reads them.
+	KVBytesPerToken float64
+	Available       func() (bytes int64, where string, ok bool)
 }
 
 // loadPolicy opens the policy. Tests replace it with a scripted policy.
@@ -78,7 +86,8 @@ var loadPolicy = func(dir, adapter, device string, tok agent.Tokenizer) (policyI
 	if err != nil {
 		return policyInfo{}, err
 	}
-	return policyInfo{Policy: m, EOS: m.EOS(), Vocab: m.VocabSize(), MaxPositions: m.Config().MaxPositions}, nil
+	return policyInfo{Policy: m, EOS: m.EOS(), Vocab: m.VocabSize(), MaxPositions: m.Config().MaxPositions,
+		KVBytesPerToken: m.KVCacheBytes(1, 1), Available: m.AvailableMemory}, nil
 }
 
 // runRollout is the root command: parse the flags, open what the run needs,
@@ -148,6 +157,8 @@ func parseRollout(c *ucli.Context) (*rolloutArgs, error) {
 		return nil, fmt.Errorf("--limit: must not be negative")
 	case c.Int("max-batch-tokens") < 0:
 		return nil, fmt.Errorf("--max-batch-tokens: must not be negative")
+	case c.Float64("kv-gib") < 0 || math.IsNaN(c.Float64("kv-gib")) || math.IsInf(c.Float64("kv-gib"), 0):
+		return nil, fmt.Errorf("--kv-gib: %v, want a number of GiB ≥ 0", c.Float64("kv-gib"))
 	case c.Int("force-search-turns") < 0:
 		return nil, fmt.Errorf("--force-search-turns: must not be negative")
 	case !slices.Contains(records.TaskRewards, c.String("task-reward")):
@@ -353,9 +364,10 @@ func openRollout(c *ucli.Context, a *rolloutArgs) (_ *rolloutRun, err error) {
 // execute runs the engine over the tasks not yet journaled, then merges the
 // journal into the output.
 func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
+	genTokens, _ := kvBudget(c.Float64("kv-gib"), c.Int("max-batch-tokens"), r.pol)
 	eng := &rollout.Engine{Agent: r.ag, Policy: r.pol.Policy, Searcher: r.searcher, Opts: rollout.Options{
 		GroupSize: a.groupSize, Batch: c.Int("batch"), MaxContext: r.pol.MaxPositions,
-		GenTokensPerCall: c.Int("max-batch-tokens"),
+		GenTokensPerCall: genTokens,
 		ForceSearchTurns: c.Int("force-search-turns"), Encode: r.tok.Encode, SyncRetrieval: c.Bool("sync-retrieval"),
 		NoSharedPrefixes: c.Bool("no-shared-prefixes"),
 		Sampling:         a.sampling,

@@ -339,6 +339,7 @@ func TestRolloutBadInput(t *testing.T) {
 		{base("--keep", "x"), "--keep"},
 		{base("--group", "0"), "--group"},
 		{base("--task-reward", "partial"), "--task-reward"},
+		{base("--kv-gib", "-1"), "--kv-gib: -1"},
 		{base("--jsonl", filepath.Join(dir, "c.parquet")), "--jsonl"},
 		{[]string{"--model", modelDir, "--tasks", tasksFile, "--index", filepath.Join(dir, "noindex"), "--out", out}, "--index"},
 	}
