@@ -22,8 +22,9 @@ import (
 // The step computes what the model's op-by-op path (layerForward) computes.
 // Per layer: residual add + RMSNorm, the q, k, v products, bias + RoPE +
 // KV-cache write, attention, the output product, residual add + RMSNorm,
-// the gate and up products, SwiGLU, the down product: 13 launches (8 with
-// the bf16 GEMVs of small steps) instead of about 20 plus their host work. The
+// the gate and up products, SwiGLU, the down product: 13 launches (7 with
+// the bf16 GEMVs of small steps, which also take the bias, RoPE and cache
+// write into the q/k/v launch) instead of about 20 plus their host work. The
 // fused elementwise kernels (kernels/decode.cu) keep the arithmetic of the
 // kernels they replace. Some do not, where a step has few rows: attention
 // with the keys split across blocks (attn_split_merged, whose last split
@@ -356,6 +357,12 @@ func (s *cudaStepper) launch(module, name string, grid cuda.Dim3, block, shmem i
 func (s *cudaStepper) gemm(c, a, w cuda.Ptr, m, n, k int) {
 	b := s.b
 	if s.gemv(m, k) {
+		if n >= 16*b.dev.SMs && !b.gemvOneCol {
+			// Two columns a warp where they still give every
+			// multiprocessor 8 warps (the LM head; 7B's products).
+			s.launch("decode", "gemv2_bf16", cuda.Dim3{X: (n + 7) / 8}, 128, 0, c, a, w, m, n, k)
+			return
+		}
 		// Blocks of 4 warps (a warp per column): the 0.5B shape's 896
 		// columns then cover every multiprocessor.
 		s.launch("decode", "gemv_bf16", cuda.Dim3{X: (n + 3) / 4}, 128, 0, c, a, w, m, n, k)
@@ -406,27 +413,15 @@ func (s *cudaStepper) launchStep(bk int) {
 			d = s.o // the previous layer's MLP output
 		}
 		s.norm(bk, d, W.inNorm)
-		if s.gemv(bk, H) {
-			s.launch("decode", "gemv3_bf16", cuda.Dim3{X: (qd + 2*kvd + 7) / 8}, 256, 0,
-				s.q, W.wq, qd, s.k, W.wk, kvd, s.v, W.wv, kvd, s.xn, bk, H)
+		if s.gemv(bk, H) && !A.qkNorm && !s.b.ropeApart {
+			// q, k, v, their biases, RoPE and the cache write in one launch:
+			// a warp a rotation pair of q or k, or a v column.
+			tasks := (A.heads+A.kvHeads)*hd/2 + kvd
+			s.launch("decode", "gemv_qkv_rope_bf16", cuda.Dim3{X: (tasks + 7) / 8}, 256, 0, s.q, W.kc, W.vc, W.wq, W.wk, W.wv,
+				W.bq, W.bk, W.bv, s.xn, bk, H, pos, crow, s.rope.cos, s.rope.sin, A.heads, A.kvHeads, hd)
 		} else {
-			s.gemm(s.q, s.xn, W.wq, bk, qd, H)
-			s.gemm(s.k, s.xn, W.wk, bk, kvd, H)
-			s.gemm(s.v, s.xn, W.wv, bk, kvd, H)
+			s.qkvApart(bk, W, pos, crow)
 		}
-		bq, bkk := W.bq, W.bk
-		if A.qkNorm {
-			// Qwen3: bias, then each head's norm, then RoPE (as layerForward).
-			if bq != 0 {
-				s.launch("model", "add_bias_f32", gridFor(bk*qd), 256, 0, s.q, bq, int64(bk*qd), qd, cuda.Ptr(0))
-				s.launch("model", "add_bias_f32", gridFor(bk*kvd), 256, 0, s.k, bkk, int64(bk*kvd), kvd, cuda.Ptr(0))
-			}
-			bq, bkk = 0, 0
-			s.launch("model", "rmsnorm_f32", cuda.Dim3{X: min(bk*A.heads, 65535*4)}, normBlock(hd), 0, s.q, s.rstd, s.q, W.qNorm, bk*A.heads, hd, A.eps, cuda.Ptr(0))
-			s.launch("model", "rmsnorm_f32", cuda.Dim3{X: min(bk*A.kvHeads, 65535*4)}, normBlock(hd), 0, s.k, s.rstd, s.k, W.kNorm, bk*A.kvHeads, hd, A.eps, cuda.Ptr(0))
-		}
-		s.launch("decode", "dec_rope_kv", cuda.Dim3{X: bk}, 128, 0, s.q, s.k, s.v, bq, bkk, W.bv, W.kc, W.vc, pos, crow,
-			s.rope.cos, s.rope.sin, A.heads, A.kvHeads, hd)
 		if s.b.useSplit() {
 			nsp := s.b.splitPlan(bk, A.kvHeads, s.cap)
 			// The last split of each head merges the partials (no
@@ -472,6 +467,37 @@ func (s *cudaStepper) launchStep(bk int) {
 	}
 	s.launch("sample", "sample_f32", cuda.Dim3{X: bk}, 1024, 0, res, res+cuda.Ptr(4*s.maxB), res+cuda.Ptr(8*s.maxB),
 		s.logits, int64(V), invT, u)
+}
+
+// qkvApart is the q, k, v products, then their biases, Qwen3's per-head
+// norms, and RoPE with the cache write, as separate launches (large steps,
+// q/k-norm models, CUDA.ropeApart).
+func (s *cudaStepper) qkvApart(bk int, W *stepLayerW, pos, crow cuda.Ptr) {
+	A := s.a
+	H, hd := A.hidden, A.headDim
+	qd, kvd := A.heads*hd, A.kvHeads*hd
+	gridFor := func(n int) cuda.Dim3 { return cuda.Dim3{X: s.b.gridFor(int64(n), 256)} }
+	if s.gemv(bk, H) {
+		s.launch("decode", "gemv3_bf16", cuda.Dim3{X: (qd + 2*kvd + 7) / 8}, 256, 0,
+			s.q, W.wq, qd, s.k, W.wk, kvd, s.v, W.wv, kvd, s.xn, bk, H)
+	} else {
+		s.gemm(s.q, s.xn, W.wq, bk, qd, H)
+		s.gemm(s.k, s.xn, W.wk, bk, kvd, H)
+		s.gemm(s.v, s.xn, W.wv, bk, kvd, H)
+	}
+	bq, bkk := W.bq, W.bk
+	if A.qkNorm {
+		// Qwen3: bias, then each head's norm, then RoPE (as layerForward).
+		if bq != 0 {
+			s.launch("model", "add_bias_f32", gridFor(bk*qd), 256, 0, s.q, bq, int64(bk*qd), qd, cuda.Ptr(0))
+			s.launch("model", "add_bias_f32", gridFor(bk*kvd), 256, 0, s.k, bkk, int64(bk*kvd), kvd, cuda.Ptr(0))
+		}
+		bq, bkk = 0, 0
+		s.launch("model", "rmsnorm_f32", cuda.Dim3{X: min(bk*A.heads, 65535*4)}, normBlock(hd), 0, s.q, s.rstd, s.q, W.qNorm, bk*A.heads, hd, A.eps, cuda.Ptr(0))
+		s.launch("model", "rmsnorm_f32", cuda.Dim3{X: min(bk*A.kvHeads, 65535*4)}, normBlock(hd), 0, s.k, s.rstd, s.k, W.kNorm, bk*A.kvHeads, hd, A.eps, cuda.Ptr(0))
+	}
+	s.launch("decode", "dec_rope_kv", cuda.Dim3{X: bk}, 128, 0, s.q, s.k, s.v, bq, bkk, W.bv, W.kc, W.vc, pos, crow,
+		s.rope.cos, s.rope.sin, A.heads, A.kvHeads, hd)
 }
 
 // sampleSplit is the split sampler's chunk of ids and chunks per row for a

@@ -18,9 +18,8 @@ import (
 // shapes of MEMPO_CUDA_DECODE_BENCH_MODELS (default 0.5B, 1.5B, 7B) at batch
 // 1, 32 and 256, for each decoding path (MEMPO_CUDA_DECODE_BENCH_MODES,
 // default generic,direct,graph: the op-by-op path, the fused step launched
-// directly, the fused step replayed from CUDA graphs; a "-serial" suffix
-// runs the path without overlapped launches, "-perrow" with the per-row
-// attention kernel instead of split keys), next to the HBM bound
+// directly, the fused step replayed from CUDA graphs; suffixes run
+// variants, setDecodeVariant), next to the HBM bound
 // measured in the same process: the bytes a step must read (every GEMM
 // weight in bf16 once, an untied embedding table not counted, and the fp32
 // KV cache of 192 positions on average) over the device-to-device copy
@@ -60,12 +59,7 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 				return time.Since(s).Seconds()
 			}
 			for _, mode := range modes {
-				// "-serial": the same path without overlapped launches;
-				// "-perrow": attndecode.cu's per-row attention kernel.
-				var serial bool
-				be.decode, be.perRowAttn = strings.CutSuffix(mode, "-perrow")
-				be.decode, serial = strings.CutSuffix(be.decode, "-serial")
-				be.overlap = !serial && envconfig.CUDAPDL.Get() != "0"
+				setDecodeVariant(t, be, mode)
 				be.graphErr = nil
 				gen(4) // warm-up: kernels, cuBLAS heuristics, the pool
 				t1 := min(gen(1), gen(1))
@@ -82,9 +76,7 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 					name, B, mode, whole, 100*whole/bound, steps, 100*steps/bound, 1000*(t128-t1)/127, bound)
 			}
 			if B == 1 || B == 256 {
-				be.decode = decodeGraph // profiling runs the fused step directly, with events
-				be.overlap = envconfig.CUDAPDL.Get() != "0"
-				be.perRowAttn = false
+				setDecodeVariant(t, be, decodeGraph) // profiling runs the fused step directly, with events
 				be.StartProfile()
 				d := gen(128)
 				ms, calls := be.StopProfile()
@@ -94,6 +86,32 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 		m = nil
 		runtime.GC()
 		be.Sync()
+	}
+}
+
+// setDecodeVariant sets the backend's decoding path from a benchmark mode:
+// a path (graph, direct, generic) and "-"-separated variants: serial (no
+// overlapped launches), perrow (attndecode.cu's per-row attention kernel),
+// rope (q/k/v and RoPE as separate launches), cols1 (one column a warp in
+// every small product).
+func setDecodeVariant(t *testing.T, be *CUDA, mode string) {
+	parts := strings.Split(mode, "-")
+	be.decode = parts[0]
+	be.overlap = envconfig.CUDAPDL.Get() != "0"
+	be.perRowAttn, be.ropeApart, be.gemvOneCol = false, false, false
+	for _, v := range parts[1:] {
+		switch v {
+		case "serial":
+			be.overlap = false
+		case "perrow":
+			be.perRowAttn = true
+		case "rope":
+			be.ropeApart = true
+		case "cols1":
+			be.gemvOneCol = true
+		default:
+			t.Fatalf("decoding benchmark mode %q: unknown variant %q", mode, v)
+		}
 	}
 }
 

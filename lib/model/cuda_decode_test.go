@@ -24,9 +24,9 @@ func TestStepBucket(t *testing.T) {
 // greedy and sampled continuations of batches whose rows finish at
 // different steps (so the step runs several buckets, padded rows included),
 // with the step run directly and replayed from CUDA graphs (with launches
-// overlapped and not), with split-key attention and with the per-row decode
-// kernel (useSplit). Graph replays must equal the direct step bit for bit
-// (the same launches), overlapped or not; both must give
+// overlapped and fused, and not), with split-key attention and with the
+// per-row decode kernel (useSplit). Graph replays must equal the direct step
+// bit for bit (the same launches), overlapped and fused or not; both must give
 // the op-by-op path's tokens, and log-probs within 1e-4 (fp32) or 2e-2
 // (bf16): the step's attention splits the keys and its small-batch products
 // are its own kernel, so sums run in another order, and a padded bucket's
@@ -82,17 +82,19 @@ func TestCUDADecodeStep(t *testing.T) {
 					if be.graphReplays == replays {
 						t.Errorf("%s: no graph was replayed", c.what)
 					}
-					// The graph without overlapped launches (PDL) must give
-					// the same bits: overlap changes when kernels start,
-					// never what they compute.
+					// The graph without overlapped launches (PDL), with q/k/v
+					// and RoPE apart and one column a warp in the small
+					// products, must give the same bits: overlap changes when
+					// kernels start, and the fused kernels sum as the ones
+					// they replace.
 					overlap := be.overlap
-					be.overlap = false
+					be.overlap, be.ropeApart, be.gemvOneCol = false, true, true
 					serial := run(decodeGraph, c.opts)
-					be.overlap = overlap
+					be.overlap, be.ropeApart, be.gemvOneCol = overlap, false, false
 					for i := range graph {
 						if !slices.Equal(graph[i].IDs, serial[i].IDs) || !equalF32(graph[i].LogProbs, serial[i].LogProbs) ||
 							!equalF32(graph[i].SampleLogProbs, serial[i].SampleLogProbs) {
-							t.Errorf("%s row %d: overlapped launches (%v) differ from serial ones\n overlapped %v %v\n serial     %v %v",
+							t.Errorf("%s row %d: overlapped (%v), fused launches differ from serial, separate ones\n fused    %v %v\n separate %v %v",
 								c.what, i, overlap, graph[i].IDs, graph[i].LogProbs, serial[i].IDs, serial[i].LogProbs)
 						}
 					}

@@ -375,3 +375,75 @@ func TestEmuDecodeGEMV(t *testing.T) {
 		e.near(fmt.Sprintf("gemv_swiglu_bf16 m=%d", m), got, want, 1e-2)
 	}
 }
+
+// TestEmuDecodeFusedGEMV holds gemv2_bf16 to gemv_bf16 and
+// gemv_qkv_rope_bf16 to gemv3_bf16 followed by dec_rope_kv, bit for bit
+// (the same sums in the same order): 1 to 4 rows, biases and none, a
+// padding row (no cache row), q heads sharing a kv head.
+func TestEmuDecodeFusedGEMV(t *testing.T) {
+	e := newDecEmu(t)
+	const k, heads, kvh, hd, npos, capRows = 136, 6, 2, 8, 16, 12
+	qd, kvd := heads*hd, kvh*hd
+	bf := func(n int) cuda.Ptr {
+		h := make([]uint16, n)
+		for i, x := range e.rnd(n, 1) {
+			h[i] = bf16Round(x)
+		}
+		return e.u16(h)
+	}
+	cs, sn := make([]float32, npos*hd/2), make([]float32, npos*hd/2)
+	for p := 0; p < npos; p++ {
+		for i := 0; i < hd/2; i++ {
+			a := float64(p) / math.Pow(10000, float64(2*i)/hd)
+			cs[p*hd/2+i], sn[p*hd/2+i] = float32(math.Cos(a)), float32(math.Sin(a))
+		}
+	}
+	csp, snp := e.f32(cs), e.f32(sn)
+	wq, wk, wv := bf(qd*k), bf(kvd*k), bf(kvd*k)
+	equal := func(what string, a, b cuda.Ptr, n int) {
+		t.Helper()
+		x, y := e.geti(a, n), e.geti(b, n) // bits, NaN (unwritten) included
+		for i := range x {
+			if x[i] != y[i] {
+				t.Errorf("%s: element %d differs: %#x against %#x", what, i, x[i], y[i])
+				return
+			}
+		}
+	}
+	for m := 1; m <= 4; m++ {
+		xp := bf(m * k)
+		pos, crow := make([]int32, m), make([]int32, m)
+		for r := range pos {
+			pos[r], crow[r] = int32(3*r+1), int32(capRows-1-2*r)
+		}
+		crow[m/2] = -1
+		pp, cp := e.i32(pos), e.i32(crow)
+
+		// gemv2_bf16 against gemv_bf16, 9 columns (an odd last pair).
+		const n = 9
+		w := bf(n * k)
+		y1, y2 := e.empty(4*m*n), e.empty(4*m*n)
+		e.run("gemv_bf16", cuda.Dim3{X: (n + 3) / 4}, cuda.Dim3{X: 128}, y1, xp, w, m, n, k)
+		e.run("gemv2_bf16", cuda.Dim3{X: (n + 7) / 8}, cuda.Dim3{X: 128}, y2, xp, w, m, n, k)
+		equal(fmt.Sprintf("gemv2_bf16 m=%d", m), y2, y1, m*n)
+
+		for _, bias := range []bool{false, true} {
+			var bq, bk, bv cuda.Ptr
+			if bias {
+				bq, bk, bv = e.f32(e.rnd(qd, 1)), e.f32(e.rnd(kvd, 1)), e.f32(e.rnd(kvd, 1))
+			}
+			what := fmt.Sprintf("gemv_qkv_rope_bf16 m=%d bias=%v", m, bias)
+			q, kk, v := e.empty(4*m*qd), e.empty(4*m*kvd), e.empty(4*m*kvd)
+			kc, vc := e.empty(4*capRows*kvd), e.empty(4*capRows*kvd)
+			e.run("gemv3_bf16", cuda.Dim3{X: (qd + 2*kvd + 7) / 8}, cuda.Dim3{X: 256}, q, wq, qd, kk, wk, kvd, v, wv, kvd, xp, m, k)
+			e.run("dec_rope_kv", cuda.Dim3{X: m}, cuda.Dim3{X: 32}, q, kk, v, bq, bk, bv, kc, vc, pp, cp, csp, snp, heads, kvh, hd)
+			fq, fkc, fvc := e.empty(4*m*qd), e.empty(4*capRows*kvd), e.empty(4*capRows*kvd)
+			tasks := heads*hd/2 + kvh*hd/2 + kvd
+			e.run("gemv_qkv_rope_bf16", cuda.Dim3{X: (tasks + 3) / 4}, cuda.Dim3{X: 128}, fq, fkc, fvc, wq, wk, wv, bq, bk, bv, xp, m, k,
+				pp, cp, csp, snp, heads, kvh, hd)
+			equal(what+" q", fq, q, m*qd)
+			equal(what+" k cache", fkc, kc, capRows*kvd)
+			equal(what+" v cache", fvc, vc, capRows*kvd)
+		}
+	}
+}

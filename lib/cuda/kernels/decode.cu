@@ -444,3 +444,77 @@ extern "C" __global__ void gemv_swiglu_bf16(unsigned short *act16, const unsigne
 			act16[(long long)r * n + j] = dec_to_bf16(v);
 		}
 }
+
+// gemv2_bf16: gemv_bf16 with two columns a warp, one after the other: half
+// the warps, so fewer warp starts, reductions and stores per weight byte
+// (lib/model takes it where the columns still fill the chip twice over).
+// The same sums as gemv_bf16.
+extern "C" __global__ void gemv2_bf16(float *__restrict__ y, const unsigned short *__restrict__ x, const unsigned short *__restrict__ w, int m, int n, int k) {
+	PDL_WAIT();
+	PDL_RELEASE();
+	const int j0 = 2 * (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5));
+	for (int j = j0; j < j0 + 2 && j < n; j++) {
+		float acc[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
+		gemv_dot(acc, x, w, j, m, k);
+		if ((threadIdx.x & 31) == 0)
+			for (int r = 0; r < m; r++) y[(long long)r * n + j] = acc[r];
+	}
+}
+
+// gemv_qkv_rope_bf16: gemv3_bf16 and dec_rope_kv in one launch, for models
+// without per-head q/k norms. A warp takes a rotation pair (i, i+hd/2) of a
+// q head or a k head (its two columns one after the other), or one v column:
+// the sums of gemv3_bf16, then dec_rope_kv's arithmetic on them (bias, the
+// rotation of position pos[r]), q written rotated in place of gemv3's
+// output, k rotated and v with its bias straight to cache row crow[r] (none
+// for a padding row, crow[r] < 0). Same values as the two kernels.
+extern "C" __global__ void gemv_qkv_rope_bf16(float *q, float *kc, float *vc, const unsigned short *wq, const unsigned short *wk,
+                                              const unsigned short *wv, const float *bq, const float *bk, const float *bv,
+                                              const unsigned short *__restrict__ x, int m, int k, const int *pos, const int *crow,
+                                              const float *cs, const float *sn, int heads, int kvheads, int hd) {
+	PDL_WAIT();
+	PDL_RELEASE();
+	const int half = hd / 2, nq = heads * half, nk = kvheads * half, qd = heads * hd, kvd = kvheads * hd;
+	int t = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	const bool lane0 = (threadIdx.x & 31) == 0;
+	if (t < nq + nk) {
+		const bool isq = t < nq;
+		const int tt = isq ? t : t - nq, h = tt / half, i = tt - h * half;
+		const int j1 = h * hd + i, j2 = j1 + half;
+		const unsigned short *w = isq ? wq : wk;
+		const float *bias = isq ? bq : bk;
+		float a1[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f}, a2[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
+		gemv_dot(a1, x, w, j1, m, k);
+		gemv_dot(a2, x, w, j2, m, k);
+		if (!lane0) return;
+		for (int r = 0; r < m; r++) {
+			float x1 = a1[r], x2 = a2[r];
+			if (bias) {
+				x1 = x1 + bias[j1];
+				x2 = x2 + bias[j2];
+			}
+			const long long p = (long long)pos[r] * half;
+			const float c = cs[p + i], s = sn[p + i];
+			const float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
+			if (isq) {
+				q[(long long)r * qd + j1] = y1;
+				q[(long long)r * qd + j2] = y2;
+			} else if (crow[r] >= 0) {
+				kc[(long long)crow[r] * kvd + j1] = y1;
+				kc[(long long)crow[r] * kvd + j2] = y2;
+			}
+		}
+		return;
+	}
+	t -= nq + nk;
+	if (t >= kvd) return;
+	float a[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
+	gemv_dot(a, x, wv, t, m, k);
+	if (!lane0) return;
+	for (int r = 0; r < m; r++) {
+		if (crow[r] < 0) continue;
+		float v = a[r];
+		if (bv) v = v + bv[t];
+		vc[(long long)crow[r] * kvd + t] = v;
+	}
+}
