@@ -357,12 +357,6 @@ func (s *cudaStepper) launch(module, name string, grid cuda.Dim3, block, shmem i
 func (s *cudaStepper) gemm(c, a, w cuda.Ptr, m, n, k int) {
 	b := s.b
 	if s.gemv(m, k) {
-		if n >= 16*b.dev.SMs && !b.gemvOneCol {
-			// Two columns a warp where they still give every
-			// multiprocessor 8 warps (the LM head; 7B's products).
-			s.launch("decode", "gemv2_bf16", cuda.Dim3{X: (n + 7) / 8}, 128, 0, c, a, w, m, n, k)
-			return
-		}
 		// Blocks of 4 warps (a warp per column): the 0.5B shape's 896
 		// columns then cover every multiprocessor.
 		s.launch("decode", "gemv_bf16", cuda.Dim3{X: (n + 3) / 4}, 128, 0, c, a, w, m, n, k)

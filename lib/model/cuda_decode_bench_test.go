@@ -92,13 +92,12 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 // setDecodeVariant sets the backend's decoding path from a benchmark mode:
 // a path (graph, direct, generic) and "-"-separated variants: serial (no
 // overlapped launches), perrow (attndecode.cu's per-row attention kernel),
-// rope (q/k/v and RoPE as separate launches), cols1 (one column a warp in
-// every small product).
+// rope (q/k/v and RoPE as separate launches).
 func setDecodeVariant(t *testing.T, be *CUDA, mode string) {
 	parts := strings.Split(mode, "-")
 	be.decode = parts[0]
 	be.overlap = envconfig.CUDAPDL.Get() != "0"
-	be.perRowAttn, be.ropeApart, be.gemvOneCol = false, false, false
+	be.perRowAttn, be.ropeApart = false, false
 	for _, v := range parts[1:] {
 		switch v {
 		case "serial":
@@ -107,8 +106,6 @@ func setDecodeVariant(t *testing.T, be *CUDA, mode string) {
 			be.perRowAttn = true
 		case "rope":
 			be.ropeApart = true
-		case "cols1":
-			be.gemvOneCol = true
 		default:
 			t.Fatalf("decoding benchmark mode %q: unknown variant %q", mode, v)
 		}

@@ -376,8 +376,8 @@ func TestEmuDecodeGEMV(t *testing.T) {
 	}
 }
 
-// TestEmuDecodeFusedGEMV holds gemv2_bf16 to gemv_bf16 and
-// gemv_qkv_rope_bf16 to gemv3_bf16 followed by dec_rope_kv, bit for bit
+// TestEmuDecodeFusedGEMV holds gemv_qkv_rope_bf16 to gemv3_bf16 followed
+// by dec_rope_kv, bit for bit
 // (the same sums in the same order): 1 to 4 rows, biases and none, a
 // padding row (no cache row), q heads sharing a kv head.
 func TestEmuDecodeFusedGEMV(t *testing.T) {
@@ -418,14 +418,6 @@ func TestEmuDecodeFusedGEMV(t *testing.T) {
 		}
 		crow[m/2] = -1
 		pp, cp := e.i32(pos), e.i32(crow)
-
-		// gemv2_bf16 against gemv_bf16, 9 columns (an odd last pair).
-		const n = 9
-		w := bf(n * k)
-		y1, y2 := e.empty(4*m*n), e.empty(4*m*n)
-		e.run("gemv_bf16", cuda.Dim3{X: (n + 3) / 4}, cuda.Dim3{X: 128}, y1, xp, w, m, n, k)
-		e.run("gemv2_bf16", cuda.Dim3{X: (n + 7) / 8}, cuda.Dim3{X: 128}, y2, xp, w, m, n, k)
-		equal(fmt.Sprintf("gemv2_bf16 m=%d", m), y2, y1, m*n)
 
 		for _, bias := range []bool{false, true} {
 			var bq, bk, bv cuda.Ptr

@@ -445,22 +445,6 @@ extern "C" __global__ void gemv_swiglu_bf16(unsigned short *act16, const unsigne
 		}
 }
 
-// gemv2_bf16: gemv_bf16 with two columns a warp, one after the other: half
-// the warps, so fewer warp starts, reductions and stores per weight byte
-// (lib/model takes it where the columns still fill the chip twice over).
-// The same sums as gemv_bf16.
-extern "C" __global__ void gemv2_bf16(float *__restrict__ y, const unsigned short *__restrict__ x, const unsigned short *__restrict__ w, int m, int n, int k) {
-	PDL_WAIT();
-	PDL_RELEASE();
-	const int j0 = 2 * (blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5));
-	for (int j = j0; j < j0 + 2 && j < n; j++) {
-		float acc[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
-		gemv_dot(acc, x, w, j, m, k);
-		if ((threadIdx.x & 31) == 0)
-			for (int r = 0; r < m; r++) y[(long long)r * n + j] = acc[r];
-	}
-}
-
 // gemv_qkv_rope_bf16: gemv3_bf16 and dec_rope_kv in one launch, for models
 // without per-head q/k norms. A warp takes a rotation pair (i, i+hd/2) of a
 // q head or a k head (its two columns one after the other), or one v column:
