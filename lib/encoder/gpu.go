@@ -141,6 +141,14 @@ type gpuModel struct {
 	// vectorized kernels of fp32 registers; off, it is fp32 with a half
 	// copy for the GEMMs.
 	halfRes bool
+	// With the fused attention and the half residual stream: attn128, the
+	// attention takes 128 query rows a block (bert_attn128_f16) where T is
+	// over fusedTile; ln4, the add + LayerNorm (H a multiple of 8) holds
+	// only its row's values in registers and reads its fp32 parameters 16
+	// bytes at a time (bert_add_ln_hw4_g*); gelu16, the GELU does two
+	// 16-byte vectors a thread (bert_gelu_v16_f16). On by default; the
+	// benchmark's A/B turns each off.
+	attn128, ln4, gelu16 bool
 }
 
 // halfResMaxHidden is LNW_MAX of bert.cu: the widest row of its
@@ -164,6 +172,7 @@ func newGPUModel(e *Encoder, dev gpuDevice, prec Precision) (*gpuModel, error) {
 	g.halfOut = prec == FP16
 	g.halfRes = prec == FP16
 	g.fusedAttn = prec == FP16 && e.Cfg.HiddenSize == fusedHeadDim*e.Cfg.NumAttentionHeads
+	g.attn128, g.ln4, g.gelu16 = true, true, true
 	lk := dev.Lock()
 	lk.Lock()
 	defer lk.Unlock()
@@ -337,13 +346,19 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 	wrows, wblock := cuda.Dim3{X: (N + 7) / 8}, cuda.Dim3{X: 256}
 	addNorm := func(y, bias, lnw, lnb cuda.Ptr) {
 		if hres {
-			launch("bert_add_ln_hw", wrows, wblock, 0, xh, y, bias, lnw, lnb, int64(N), H, eps)
+			name := "bert_add_ln_hw"
+			if g.ln4 && H%8 == 0 {
+				name = fmt.Sprintf("bert_add_ln_hw4_g%d", (H+255)/256)
+			}
+			launch(name, wrows, wblock, 0, xh, y, bias, lnw, lnb, int64(N), H, eps)
 		} else {
 			launch(addLN, rows, row, 4*H, x, y, bias, lnw, lnb, H, eps, xh)
 		}
 	}
 	gelu := func(upB cuda.Ptr) {
-		if hres && I%8 == 0 && N*I/8 < 1<<31 {
+		if hres && I%8 == 0 && N*I/8 < 1<<31 && g.gelu16 {
+			launch("bert_gelu_v16_f16", cuda.Dim3{X: (N*I/8 + 511) / 512}, wblock, 0, big, upB, I, int64(N*I), act)
+		} else if hres && I%8 == 0 && N*I/8 < 1<<31 {
 			launch("bert_gelu_v8_f16", cuda.Dim3{X: (N*I/8 + 255) / 256}, wblock, 0, big, upB, I, int64(N*I), act)
 		} else {
 			launch("bert_gelu"+sfx, rows, row, 0, big, upB, I, act)
@@ -358,7 +373,11 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 	for _, L := range g.layers {
 		gemmT(N, 3*H, H, in, H, L.qkvW, big, dt)
 		if fused {
-			launch("bert_attn_f16", cuda.Dim3{X: (T + fusedTile - 1) / fusedTile, Y: nh, Z: B}, cuda.Dim3{X: 128}, 0,
+			name, tile := "bert_attn_f16", fusedTile
+			if g.attn128 && T > fusedTile {
+				name, tile = "bert_attn128_f16", 2*fusedTile
+			}
+			launch(name, cuda.Dim3{X: (T + tile - 1) / tile, Y: nh, Z: B}, cuda.Dim3{X: 128}, 0,
 				big, L.qkvB, maskP, T, nh, scale, ctx)
 		} else {
 			launch("bert_split_heads"+sfx, rows, row, 0, big, L.qkvB, T, nh, hd, q, k, v)

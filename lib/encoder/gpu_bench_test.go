@@ -131,15 +131,27 @@ func runEncoderBench(t *testing.T, w io.Writer, dev gpuDevice, devName string, o
 			bench(devName, string(prec), o.query, B, perS, ms)
 		}
 		if e.gpu.fusedAttn {
-			// A/B in the same process: the fp16 path without the half
+			// A/B in the same process: the default path with one of its
+			// kernel choices turned off at a time (the 64-row attention
+			// tile, the add + LayerNorm's scalar parameter loads, one GELU
+			// vector a thread), with all three off, then without the half
 			// residual stream (fp32 residual, block-per-row LayerNorms),
 			// then without the fused attention and half projection outputs
 			// either (strided-batched GEMMs around the softmax kernel).
 			for _, v := range []struct {
-				impl           string
-				fused, halfRes bool
-			}{{"mempo-fp32-residual", true, false}, {"mempo-unfused", false, false}} {
+				impl                 string
+				fused, halfRes       bool
+				attn128, ln4, gelu16 bool
+			}{
+				{"mempo-attn64", true, true, false, true, true},
+				{"mempo-ln-scalar", true, true, true, false, true},
+				{"mempo-gelu-v8", true, true, true, true, false},
+				{"mempo-attn64-ln-scalar-gelu-v8", true, true, false, false, false},
+				{"mempo-fp32-residual", true, false, true, true, true},
+				{"mempo-unfused", false, false, true, true, true},
+			} {
 				e.gpu.fusedAttn, e.gpu.halfOut, e.gpu.halfRes = v.fused, v.fused, v.halfRes
+				e.gpu.attn128, e.gpu.ln4, e.gpu.gelu16 = v.attn128, v.ln4, v.gelu16
 				for _, B := range o.batches {
 					perS, ms := rate(B, o.T, o.secs, 3)
 					fmt.Fprintf(w, "BENCH encoder impl=%s device=%s precision=%s length=%d batch=%d per_s=%.1f ms_per_batch=%.2f\n", v.impl, devName, prec, o.T, B, perS, ms)

@@ -8,13 +8,16 @@ import (
 )
 
 // TestCUDAEncoderProfile runs the base-sized random encoder's fp16 forward
-// on one batch of 128 passages of 256 tokens four times: a warm-up, then
-// the default path (fused attention, half projection outputs, half
-// residual stream), then the same with an fp32 residual stream, then the
-// unfused path (strided-batched GEMMs around the softmax kernel, fp32
-// projection outputs and residual). It only launches: it is meant to run
-// under a kernel profiler (scripts/gpu/run_encoder.sh's profile part runs
-// it under ncu), which times each kernel. MEMPO_CUDA_PROFILE=1 runs it.
+// on one batch of 128 passages of 256 tokens five times: a warm-up, then
+// the default path (fused attention of 128-row tiles, half projection
+// outputs, half residual stream, 16-byte parameter loads, two GELU vectors
+// a thread), then the same with the 64-row attention tile, then with the
+// 64-row tile, scalar LayerNorm parameters and one GELU vector a thread,
+// then the unfused path (strided-batched GEMMs around the softmax kernel,
+// fp32 projection outputs and residual). It only launches: it is meant to
+// run under a kernel profiler (scripts/gpu/run_encoder.sh's profile part
+// runs it under ncu), which times each kernel. MEMPO_CUDA_PROFILE=1 runs
+// it.
 func TestCUDAEncoderProfile(t *testing.T) {
 	if envconfig.CUDAProfile.Get() != "1" {
 		t.Skip("set MEMPO_CUDA_PROFILE=1 to run the forward to be profiled (on a GPU)")
@@ -34,11 +37,16 @@ func TestCUDAEncoderProfile(t *testing.T) {
 	for i := range ids {
 		ids[i], mask[i] = 1000+(i*7919)%(BaseConfig.VocabSize-1000), 1
 	}
-	for i, v := range [][2]bool{{true, true}, {true, true}, {true, false}, {false, false}} {
-		e.gpu.fusedAttn, e.gpu.halfOut, e.gpu.halfRes = v[0], v[0], v[1]
+	for i, v := range []struct {
+		name                 string
+		fused, attn128, rest bool
+	}{{"warm-up", true, true, true}, {"default", true, true, true}, {"64-row attention", true, false, true},
+		{"64-row attention, scalar parameters, GELU v8", true, false, false}, {"unfused", false, false, false}} {
+		e.gpu.fusedAttn, e.gpu.halfOut, e.gpu.halfRes = v.fused, v.fused, v.fused
+		e.gpu.attn128, e.gpu.ln4, e.gpu.gelu16 = v.attn128, v.rest, v.rest
 		if _, err := e.EmbedIDs(ids, mask, B, T); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("forward %d done (fused attention %v, half residual %v)", i, v[0], v[1])
+		t.Logf("forward %d done (%s)", i, v.name)
 	}
 }

@@ -6,7 +6,11 @@
 # it), and in lib/ the shared libraries they link that the GPU image may
 # lack (OpenBLAS and its Fortran runtime), as scripts/gpu/bundle.sh gathers
 # them. Compressed, since the device tool carries at most 64 MiB.
-#   usage: scripts/gpu/bundle_encoder.sh      then carry bin/gpu/encoder
+# With BASE_REV=<git revision>, it adds encoder-base.test, lib/encoder's test
+# binary built from that revision (a temporary worktree), so that
+# run_encoder.sh benchmarks the build before a change beside it on the same
+# machine.
+#   usage: [BASE_REV=main] scripts/gpu/bundle_encoder.sh      then carry bin/gpu/encoder
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 D=bin/gpu/encoder
@@ -19,6 +23,14 @@ go test -c "${FLAGS[@]}" -o "$S/encoder.test" ./lib/encoder
 go test -c "${FLAGS[@]}" -o "$S/retrieval.test" ./lib/retrieval
 go test -c "${FLAGS[@]}" -o "$S/cuda.test" ./lib/cuda
 go build "${FLAGS[@]}" -o "$S/mempo-serve" ./cmd/mempo-serve
+if [[ -n ${BASE_REV:-} ]]; then
+	W=$(mktemp -d)
+	git worktree add -q --detach "$W/base" "$BASE_REV"
+	(cd "$W/base" && go test -c "${FLAGS[@]}" -o "$S/encoder-base.test" ./lib/encoder)
+	git rev-parse --short "$BASE_REV" >"$S/base-rev"
+	git worktree remove --force "$W/base"
+	rm -rf "$W"
+fi
 # Copy every non-libc shared library the binaries link (resolving symlinks).
 for f in "$S"/*; do
 	[[ -f "$f" && -x "$f" ]] || continue

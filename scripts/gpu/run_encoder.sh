@@ -22,7 +22,9 @@
 # encoder-profile.log, encoder-ncu.csv), TEST_RUN (a -test.run
 # pattern for the lib/encoder tests; default all of them), TRANSFORMERS_RUNS
 # (scripts/bench_encoder.py's --runs). When the bundle has cuda.test, the
-# tests include lib/cuda's flat-search tests.
+# tests include lib/cuda's flat-search tests; when it has encoder-base.test
+# (bundle_encoder.sh with BASE_REV), the encoder part runs that build's
+# benchmark too, right after this one's, into encoder-bench-base.log.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -79,6 +81,11 @@ if [[ $what == bench || $what == all ]]; then
 	if want encoder "encoder (mempo)"; then
 		(cd lib/encoder && MEMPO_CUDA_BENCH=1 MEMPO_REQUIRE_CUDA=1 timeout "$(to 100)" "$X/encoder.test" -test.v -test.count=1 -test.run 'TestCUDAEncoderBenchmarks$') >>"$B" 2>&1
 		echo "== mempo encoder benchmarks exit $? (${SECONDS}s)" | tee -a "$B"
+		if [[ -x $X/encoder-base.test ]] && left "encoder (mempo, base build)"; then
+			(cd lib/encoder && MEMPO_CUDA_BENCH=1 MEMPO_REQUIRE_CUDA=1 timeout "$(to 100)" "$X/encoder-base.test" -test.v -test.count=1 -test.run 'TestCUDAEncoderBenchmarks$') >>"$OUT/encoder-bench-base.log" 2>&1
+			s=$?
+			echo "== mempo encoder benchmarks of the base build ($(cat "$X/base-rev" 2>/dev/null)) exit $s (${SECONDS}s)" | tee -a "$OUT/encoder-bench-base.log"
+		fi
 	fi
 	D=$OUT/dense-bench.log
 	if want dense "dense (mempo)"; then
@@ -101,13 +108,15 @@ if [[ $what == bench || $what == all ]]; then
 	P=$OUT/encoder-profile.log
 	if want profile "profile"; then
 		# One fp16 forward of 128 × 256 tokens by each path (after a
-		# warm-up): the default, fp32 residual, unfused; each kernel timed by
-		# ncu; transformers' same call under torch.profiler.
+		# warm-up): the default, its 64-row attention tile, that plus the
+		# scalar LayerNorm parameters and one GELU vector a thread, unfused;
+		# each kernel timed by ncu; transformers' same call under
+		# torch.profiler.
 		if command -v ncu >/dev/null; then
 			(cd lib/encoder && MEMPO_CUDA_PROFILE=1 MEMPO_REQUIRE_CUDA=1 timeout "$(to 90)" ncu --clock-control none --metrics gpu__time_duration.sum --csv \
 				"$X/encoder.test" -test.v -test.count=1 -test.run 'TestCUDAEncoderProfile$' >"$OUT/encoder-ncu.csv" 2>>"$P")
 			echo "== ncu of the encoder exit $? (${SECONDS}s)" | tee -a "$P"
-			python3 scripts/gpu/ncu_summary.py "$OUT/encoder-ncu.csv" warm-up default fp32-residual unfused 2>&1 | tee -a "$P"
+			python3 scripts/gpu/ncu_summary.py "$OUT/encoder-ncu.csv" warm-up default attn64 attn64-ln-scalar-gelu-v8 unfused 2>&1 | tee -a "$P"
 		else
 			echo "== no ncu here: the encoder's kernel profile skipped" | tee -a "$P"
 		fi
@@ -115,6 +124,7 @@ if [[ $what == bench || $what == all ]]; then
 		echo "== transformers profile exit $? (${SECONDS}s)" | tee -a "$P"
 	fi
 	grep -h "^BENCH" "$B" "$D" "$OUT/retrieve-bench.log" 2>/dev/null
+	[[ -f $OUT/encoder-bench-base.log ]] && grep "^BENCH" "$OUT/encoder-bench-base.log" | sed 's/^BENCH /BENCH base /'
 fi
 echo "exit status (tests): $status (${SECONDS}s)"
 exit $status

@@ -396,7 +396,7 @@ extern "C" __global__ void __launch_bounds__(RED_MAX)
 // ---- Fused attention (fp16 mode, head dim 64) ----
 //
 // bert_attn_f16: the whole self-attention of one tile of 64 query rows of
-// one head of one sequence, flash style (the scores never leave the
+// one head of one sequence (bert_attn128_f16: 128 rows), flash style (the scores never leave the
 // registers), from the fused QKV projection's half output qkv [B·T, 3H]
 // (without its bias) to the merged heads ctx [B·T, H] in half: the output
 // projection's operand. The query bias is added in fp32 and rounded to
@@ -412,8 +412,10 @@ extern "C" __global__ void __launch_bounds__(RED_MAX)
 // accumulation; softmax in fp32 with a running max, probabilities rounded
 // to half for P·V (as the unfused path rounds them for its GEMM). T is at
 // most FA_MAXT. Grid (ceil(T/64), heads, B), 128 threads: 4 warps of 16
-// query rows. Shared: the query tile and two buffers of key and value
-// tiles, [64][FA_LD] halves each, and the keys' mask as 0 / -inf.
+// query rows (bert_attn128_f16: grid (ceil(T/128), heads, B), 4 warps of 32
+// rows). Shared: two buffers of key and value tiles, [64][FA_LD] halves
+// each (the query tile staged in the second first), and the keys' mask as
+// 0 / -inf; see attn_rows.
 //
 // The fragment layouts are those of attnmma.cu: A (16×16) four registers
 // (gr, 2t), (gr+8, 2t), (gr, 2t+8), (gr+8, 2t+8); B (16×8) two, (k 2t,
@@ -541,157 +543,225 @@ __device__ __forceinline__ float fa_quad_sum(float v) {
 	return v + __shfl_xor_sync(FULL_MASK, v, 2);
 }
 
-extern "C" __global__ void __launch_bounds__(128)
-    bert_attn_f16(const half_t *qkv, const float *bias, const int *mask, int T, int nh, float scale, half_t *ctx) {
-	__shared__ uint4 sm4[5 * FA_TILE * FA_LD / 8];
+#ifndef BERT_EMU
+__device__ __forceinline__ float fa_exp2(float x) {
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+	return y;
+}
+#else
+static float fa_exp2(float x) { return exp2f(x); }
+#endif
+
+// attn_rows: bert_attn_f16 (MT = 1: 64 query rows a block, one m16 tile a
+// warp) and bert_attn128_f16 (MT = 2: 128 rows, two m16 tiles a warp; each
+// key and value fragment read from shared memory feeds both, and a block's
+// key and value copies serve twice the rows). Shared: four [64][FA_LD]
+// regions, K0 V0 K1 V1; the query tile (64·MT rows) is staged in K1 V1
+// first, moved to registers, and the two regions then take the second key
+// and value tiles. Weights are exp2(s·scale·log2 e - running max), one fma
+// and one ex2 each; the mask's 0 / -inf is added only in key
+// tiles that have a masked key or a key past T (cbad: one flag per 32
+// keys), so full tiles, every tile of an unpadded batch, skip it.
+template <int MT>
+__device__ __forceinline__ void attn_rows(const half_t *qkv, const float *bias, const int *mask, int T, int nh, float scale,
+                                          half_t *ctx) {
+	__shared__ uint4 sm4[4 * FA_TILE * FA_LD / 8];
 	__shared__ float kb[FA_MAXT];
 	__shared__ int wlast[4];
-	half_t *Qs = (half_t *)sm4; // then K0, K1, V0, V1
-	const int H = nh * FA_HD, h = blockIdx.y, r0 = blockIdx.x * FA_TILE;
+	__shared__ int cbad[FA_MAXT / 32];
+	half_t *const Sm = (half_t *)sm4;
+	const int RS = FA_TILE * FA_LD; // halves per region
+	const int H = nh * FA_HD, h = blockIdx.y, r0 = blockIdx.x * (64 * MT);
 	const long long b = blockIdx.z, ld = 3LL * H;
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
 	const int *m = mask + b * T;
 	const half_t *kbase = qkv + b * T * ld + H + h * FA_HD, *vbase = kbase + H;
 
-	fa_stage(Qs + FA_TILE * FA_LD, kbase, ld, min(FA_TILE, T));
-	fa_stage(Qs + 3 * FA_TILE * FA_LD, vbase, ld, min(FA_TILE, T));
+	fa_stage(Sm, kbase, ld, min(FA_TILE, T));
+	fa_stage(Sm + RS, vbase, ld, min(FA_TILE, T));
 	fa_commit();
-	// The query tile plus its bias, through registers.
+	// The query tile plus its bias, through registers, into K1 V1.
 	{
 		const half_t *qsrc = qkv + (b * T + r0) * ld + h * FA_HD;
-		const int c = (threadIdx.x % (FA_HD / 8)) * 8, nq = min(FA_TILE, T - r0);
+		const int c = (threadIdx.x % (FA_HD / 8)) * 8, nq = min(64 * MT, T - r0);
 		float qb[8];
 #pragma unroll
 		for (int e = 0; e < 8; e++) qb[e] = bias[h * FA_HD + c + e];
-		uint4 x[FA_TILE * (FA_HD / 8) / 128];
+		uint4 x[MT * FA_TILE * (FA_HD / 8) / 128];
 #pragma unroll
-		for (int k = 0; k < FA_TILE * (FA_HD / 8) / 128; k++) {
+		for (int k = 0; k < MT * FA_TILE * (FA_HD / 8) / 128; k++) {
 			int r = (threadIdx.x + 128 * k) / (FA_HD / 8);
 			x[k] = r < nq ? *(const uint4 *)(qsrc + r * ld + c) : uint4{0, 0, 0, 0};
 		}
 #pragma unroll
-		for (int k = 0; k < FA_TILE * (FA_HD / 8) / 128; k++) {
+		for (int k = 0; k < MT * FA_TILE * (FA_HD / 8) / 128; k++) {
 			int r = (threadIdx.x + 128 * k) / (FA_HD / 8);
 			const unsigned xs[4] = {x[k].x, x[k].y, x[k].z, x[k].w};
 			unsigned us[4];
 #pragma unroll
 			for (int e = 0; e < 4; e++)
 				us[e] = r < nq ? fa_pack(h2f(xs[e] & 0xffff) + qb[2 * e], h2f(xs[e] >> 16) + qb[2 * e + 1]) : 0u;
-			*(uint4 *)(Qs + r * FA_LD + c) = uint4{us[0], us[1], us[2], us[3]};
+			*(uint4 *)(Sm + 2 * RS + r * FA_LD + c) = uint4{us[0], us[1], us[2], us[3]};
 		}
 	}
-	// The keys' mask, and 1 + the last valid key (0: none valid).
+	// The keys' mask, which chunks of 32 keys have a key that does not
+	// weigh, and 1 + the last valid key (0: none valid).
 	int last = -1;
-	for (int j = threadIdx.x; j < FA_MAXT; j += 128) {
-		bool on = j < T && m[j] != 0;
+#pragma unroll
+	for (int i = 0; i < FA_MAXT / 128; i++) {
+		const int j = threadIdx.x + 128 * i;
+		const bool on = j < T && m[j] != 0;
 		kb[j] = on ? 0.f : -BERT_INF;
 		if (on) last = j;
+		const unsigned off = __ballot_sync(FULL_MASK, !on);
+		if (lane == 0) cbad[4 * i + w] = off != 0u;
 	}
 	for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(FULL_MASK, last, o));
 	if (lane == 0) wlast[w] = last;
 	__syncthreads();
 	const int klen0 = max(max(wlast[0], wlast[1]), max(wlast[2], wlast[3])) + 1;
-	if (klen0 == 0) { // no valid key: every key weighs
+	if (klen0 == 0) { // no valid key: every key weighs (every tile takes kb)
 		for (int j = threadIdx.x; j < T; j += 128) kb[j] = 0.f;
 	}
 	const int klen = klen0 == 0 ? T : klen0, ntiles = (klen + FA_TILE - 1) / FA_TILE;
 
-	unsigned qa[FA_HD / 16][4];
-	float o[FA_HD / 8][4];
+	unsigned qa[MT][FA_HD / 16][4];
 #pragma unroll
-	for (int i = 0; i < FA_HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-	float mrow[2] = {-BERT_INF, -BERT_INF}, lrow[2] = {0.f, 0.f};
+	for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+		for (int kk = 0; kk < FA_HD / 16; kk++)
+			fa_ldsm(qa[mt][kk], Sm + 2 * RS + (16 * (MT * w + mt) + (lane & 15)) * FA_LD + 16 * kk + (lane >> 4) * 8);
+	__syncthreads(); // K1 V1 are free for the second key and value tiles
+	const float sl2 = scale * 1.44269504088896341f;
+	float o[MT][FA_HD / 8][4];
+	float mrow[MT][2], lrow[MT][2];
+#pragma unroll
+	for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+		for (int i = 0; i < FA_HD / 8; i++) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
+		mrow[mt][0] = mrow[mt][1] = -BERT_INF;
+		lrow[mt][0] = lrow[mt][1] = 0.f;
+	}
 	for (int it = 0; it < ntiles; it++) {
 		const int kt0 = it * FA_TILE, buf = it & 1;
-		const half_t *Ks = Qs + (1 + buf) * FA_TILE * FA_LD, *Vs = Qs + (3 + buf) * FA_TILE * FA_LD;
+		const half_t *Ks = Sm + 2 * buf * RS, *Vs = Ks + RS;
 		if (it + 1 < ntiles) {
 			const int nxt = kt0 + FA_TILE;
-			fa_stage(Qs + (2 - buf) * FA_TILE * FA_LD, kbase + nxt * ld, ld, min(FA_TILE, T - nxt));
-			fa_stage(Qs + (4 - buf) * FA_TILE * FA_LD, vbase + nxt * ld, ld, min(FA_TILE, T - nxt));
+			fa_stage(Sm + 2 * (1 - buf) * RS, kbase + nxt * ld, ld, min(FA_TILE, T - nxt));
+			fa_stage(Sm + (3 - 2 * buf) * RS, vbase + nxt * ld, ld, min(FA_TILE, T - nxt));
 			fa_commit();
 			fa_wait_prev();
 		} else {
 			fa_wait_all();
 		}
 		__syncthreads();
-		if (it == 0) {
+		float s[MT][FA_TILE / 8][4];
 #pragma unroll
-			for (int kk = 0; kk < FA_HD / 16; kk++)
-				fa_ldsm(qa[kk], Qs + (16 * w + (lane & 15)) * FA_LD + 16 * kk + (lane >> 4) * 8);
-		}
-		float s[FA_TILE / 8][4];
+		for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-		for (int i = 0; i < FA_TILE / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+			for (int i = 0; i < FA_TILE / 8; i++) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
 #pragma unroll
 		for (int kk = 0; kk < FA_HD / 16; kk++)
 #pragma unroll
 			for (int nt = 0; nt < FA_TILE / 8; nt += 2) {
 				unsigned bb[4];
 				fa_ldsm(bb, Ks + (8 * nt + (lane & 7) + ((lane >> 4) << 3)) * FA_LD + 16 * kk + ((lane >> 3) & 1) * 8);
-				fa_mma(s[nt], qa[kk], bb[0], bb[1]);
-				fa_mma(s[nt + 1], qa[kk], bb[2], bb[3]);
+#pragma unroll
+				for (int mt = 0; mt < MT; mt++) {
+					fa_mma(s[mt][nt], qa[mt][kk], bb[0], bb[1]);
+					fa_mma(s[mt][nt + 1], qa[mt][kk], bb[2], bb[3]);
+				}
 			}
-		float mx[2] = {-BERT_INF, -BERT_INF};
+		const bool full = klen0 != 0 && cbad[2 * it] == 0 && cbad[2 * it + 1] == 0;
+		unsigned pa[MT][FA_TILE / 16][4];
 #pragma unroll
-		for (int nt = 0; nt < FA_TILE / 8; nt++)
+		for (int mt = 0; mt < MT; mt++) {
+			float mx[2] = {-BERT_INF, -BERT_INF};
 #pragma unroll
-			for (int e = 0; e < 4; e++) {
-				float x = s[nt][e] * scale + kb[kt0 + 8 * nt + 2 * t + (e & 1)];
-				s[nt][e] = x;
-				mx[e >> 1] = fmaxf(mx[e >> 1], x);
+			for (int nt = 0; nt < FA_TILE / 8; nt++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					float x = s[mt][nt][e];
+					if (!full) {
+						x += kb[kt0 + 8 * nt + 2 * t + (e & 1)];
+						s[mt][nt][e] = x;
+					}
+					mx[e >> 1] = fmaxf(mx[e >> 1], x);
+				}
+			// The running max in the base-2 domain (sl2 > 0 keeps the
+			// order), each weight one fma and one ex2.
+			float ref[2], corr[2], rs[2] = {0.f, 0.f};
+#pragma unroll
+			for (int r = 0; r < 2; r++) {
+				float mn = fmaxf(mrow[mt][r], fa_quad_max(mx[r]) * sl2);
+				ref[r] = mn == -BERT_INF ? 0.f : mn; // no valid key yet: exp2(-inf - 0) = 0, no NaN
+				corr[r] = fa_exp2(mrow[mt][r] - ref[r]);
+				mrow[mt][r] = mn;
 			}
-		float ref[2], corr[2], rs[2] = {0.f, 0.f};
 #pragma unroll
-		for (int r = 0; r < 2; r++) {
-			float mn = fmaxf(mrow[r], fa_quad_max(mx[r]));
-			ref[r] = mn == -BERT_INF ? 0.f : mn; // no valid key yet: exp(-inf - 0) = 0, no NaN
-			corr[r] = __expf(mrow[r] - ref[r]);
-			mrow[r] = mn;
+			for (int nt = 0; nt < FA_TILE / 8; nt++)
+#pragma unroll
+				for (int e = 0; e < 4; e++) {
+					float p = fa_exp2(fmaf(s[mt][nt][e], sl2, -ref[e >> 1]));
+					s[mt][nt][e] = p;
+					rs[e >> 1] += p;
+				}
+#pragma unroll
+			for (int r = 0; r < 2; r++) lrow[mt][r] = lrow[mt][r] * corr[r] + fa_quad_sum(rs[r]);
+#pragma unroll
+			for (int i = 0; i < FA_HD / 8; i++) {
+				o[mt][i][0] *= corr[0];
+				o[mt][i][1] *= corr[0];
+				o[mt][i][2] *= corr[1];
+				o[mt][i][3] *= corr[1];
+			}
+#pragma unroll
+			for (int kk = 0; kk < FA_TILE / 16; kk++) {
+				pa[mt][kk][0] = fa_pack(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+				pa[mt][kk][1] = fa_pack(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+				pa[mt][kk][2] = fa_pack(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+				pa[mt][kk][3] = fa_pack(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+			}
 		}
 #pragma unroll
-		for (int nt = 0; nt < FA_TILE / 8; nt++)
-#pragma unroll
-			for (int e = 0; e < 4; e++) {
-				float p = __expf(s[nt][e] - ref[e >> 1]);
-				s[nt][e] = p;
-				rs[e >> 1] += p;
-			}
-#pragma unroll
-		for (int r = 0; r < 2; r++) lrow[r] = lrow[r] * corr[r] + fa_quad_sum(rs[r]);
-#pragma unroll
-		for (int i = 0; i < FA_HD / 8; i++) {
-			o[i][0] *= corr[0];
-			o[i][1] *= corr[0];
-			o[i][2] *= corr[1];
-			o[i][3] *= corr[1];
-		}
-#pragma unroll
-		for (int kk = 0; kk < FA_TILE / 16; kk++) {
-			unsigned a[4] = {fa_pack(s[2 * kk][0], s[2 * kk][1]), fa_pack(s[2 * kk][2], s[2 * kk][3]),
-			                 fa_pack(s[2 * kk + 1][0], s[2 * kk + 1][1]), fa_pack(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+		for (int kk = 0; kk < FA_TILE / 16; kk++)
 #pragma unroll
 			for (int dt = 0; dt < FA_HD / 8; dt += 2) {
 				unsigned bb[4];
 				fa_ldsmT(bb, Vs + (16 * kk + (lane & 15)) * FA_LD + 8 * dt + (lane >> 4) * 8);
-				fa_mma(o[dt], a, bb[0], bb[1]);
-				fa_mma(o[dt + 1], a, bb[2], bb[3]);
+#pragma unroll
+				for (int mt = 0; mt < MT; mt++) {
+					fa_mma(o[mt][dt], pa[mt][kk], bb[0], bb[1]);
+					fa_mma(o[mt][dt + 1], pa[mt][kk], bb[2], bb[3]);
+				}
 			}
-		}
 		__syncthreads(); // the buffer is refilled next iteration
 	}
 	const float *vb = bias + 2 * H + h * FA_HD;
 #pragma unroll
-	for (int r = 0; r < 2; r++) {
-		int row = r0 + 16 * w + gr + 8 * r;
-		if (row >= T) continue;
-		float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
-		half_t *dst = ctx + (b * T + row) * H + h * FA_HD;
+	for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-		for (int dt = 0; dt < FA_HD / 8; dt++) {
-			int d = 8 * dt + 2 * t;
-			*(unsigned *)(dst + d) = fa_pack(o[dt][2 * r] * inv + vb[d], o[dt][2 * r + 1] * inv + vb[d + 1]);
+		for (int r = 0; r < 2; r++) {
+			int row = r0 + 16 * (MT * w + mt) + gr + 8 * r;
+			if (row >= T) continue;
+			float inv = lrow[mt][r] > 0.f ? 1.f / lrow[mt][r] : 0.f;
+			half_t *dst = ctx + (b * T + row) * H + h * FA_HD;
+#pragma unroll
+			for (int dt = 0; dt < FA_HD / 8; dt++) {
+				int d = 8 * dt + 2 * t;
+				*(unsigned *)(dst + d) = fa_pack(o[mt][dt][2 * r] * inv + vb[d], o[mt][dt][2 * r + 1] * inv + vb[d + 1]);
+			}
 		}
-	}
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+    bert_attn_f16(const half_t *qkv, const float *bias, const int *mask, int T, int nh, float scale, half_t *ctx) {
+	attn_rows<1>(qkv, bias, mask, T, nh, scale, ctx);
+}
+extern "C" __global__ void __launch_bounds__(128)
+    bert_attn128_f16(const half_t *qkv, const float *bias, const int *mask, int T, int nh, float scale, half_t *ctx) {
+	attn_rows<2>(qkv, bias, mask, T, nh, scale, ctx);
 }
 
 // ---- Half residual stream (fp16 mode) ----
@@ -717,7 +787,23 @@ __device__ __forceinline__ void lnw_ld8(const half_t *p, float *v) {
 	for (int e = 0; e < 4; e++) v[2 * e] = h2f(xs[e] & 0xffff), v[2 * e + 1] = h2f(xs[e] >> 16);
 }
 
-// lnw_row: LayerNorm of this lane's values v into row out (half).
+// lnw_ld8f: the 8 fp32 parameters at p (32-byte aligned: p is a device
+// allocation plus a multiple of 8 columns), as two 16-byte loads (P4) or
+// one by one (a lane's 8 consecutive floats, a 32-byte stride across the
+// warp).
+template <bool P4> __device__ __forceinline__ void lnw_ld8f(const float *p, float *v) {
+	if (P4) {
+		const float4 a = ((const float4 *)p)[0], c = ((const float4 *)p)[1];
+		v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = c.x, v[5] = c.y, v[6] = c.z, v[7] = c.w;
+	} else {
+#pragma unroll
+		for (int e = 0; e < 8; e++) v[e] = p[e];
+	}
+}
+
+// lnw_row: LayerNorm of this lane's values v into row out (half); P4: the
+// parameters read 16 bytes at a time (vec only).
+template <bool P4>
 __device__ __forceinline__ void lnw_row(float *v, int H, bool vec, const float *w, const float *b, float eps, half_t *out) {
 	const int lane = threadIdx.x & 31;
 	float s = 0.f;
@@ -740,11 +826,14 @@ __device__ __forceinline__ void lnw_row(float *v, int H, bool vec, const float *
 		for (int g = 0; g < LNW_MAX / 256; g++) {
 			int c = 8 * (lane + 32 * g);
 			if (c >= H) continue;
+			float wv[8], bv[8];
+			lnw_ld8f<P4>(w + c, wv);
+			lnw_ld8f<P4>(b + c, bv);
 			unsigned us[4];
 #pragma unroll
 			for (int e = 0; e < 4; e++)
-				us[e] = fa_pack((v[8 * g + 2 * e] - mean) * inv * w[c + 2 * e] + b[c + 2 * e],
-				                (v[8 * g + 2 * e + 1] - mean) * inv * w[c + 2 * e + 1] + b[c + 2 * e + 1]);
+				us[e] = fa_pack((v[8 * g + 2 * e] - mean) * inv * wv[2 * e] + bv[2 * e],
+				                (v[8 * g + 2 * e + 1] - mean) * inv * wv[2 * e + 1] + bv[2 * e + 1]);
 			*(uint4 *)(out + c) = uint4{us[0], us[1], us[2], us[3]};
 		}
 	} else {
@@ -787,7 +876,7 @@ extern "C" __global__ void __launch_bounds__(256)
 			v[i] = j < H ? (h2f(word[id * H + j]) + h2f(pos[t * H + j])) + h2f(typ[j]) : 0.f;
 		}
 	}
-	lnw_row(v, H, vec, lnw, lnb, eps, xh + r * H);
+	lnw_row<false>(v, H, vec, lnw, lnb, eps, xh + r * H);
 }
 
 // bert_add_ln_hw: xh[r] = LayerNorm(xh[r] + (y[r] + bias)), all half in
@@ -821,7 +910,89 @@ extern "C" __global__ void __launch_bounds__(256)
 			v[i] = j < H ? h2f(xr[j]) + (h2f(yr[j]) + bias[j]) : 0.f;
 		}
 	}
-	lnw_row(v, H, vec, lnw, lnb, eps, xr);
+	lnw_row<false>(v, H, vec, lnw, lnb, eps, xr);
+}
+
+// bert_add_ln_hw4_g<NG>: bert_add_ln_hw for H a multiple of 8 of at most
+// 256·NG (g3: BERT-base's 768), the same values bit for bit: a lane holds
+// only its 8·NG values (no register slots past H, so fewer registers and
+// more warps resident) and reads the fp32 parameters 16 bytes at a time.
+template <int NG>
+__device__ __forceinline__ void add_ln_g(half_t *xh, const half_t *y, const float *bias, const float *lnw, const float *lnb,
+                                         long long rows, int H, float eps) {
+	const int lane = threadIdx.x & 31;
+	const long long r = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+	if (r >= rows) return; // the whole warp
+	half_t *xr = xh + r * H;
+	const half_t *yr = y + r * H;
+	float v[8 * NG];
+#pragma unroll
+	for (int g = 0; g < NG; g++) {
+		const int c = 8 * (lane + 32 * g);
+		float a[8], u[8], bv[8];
+		if (c < H) {
+			lnw_ld8(xr + c, a);
+			lnw_ld8(yr + c, u);
+			lnw_ld8f<true>(bias + c, bv);
+		}
+#pragma unroll
+		for (int e = 0; e < 8; e++) v[8 * g + e] = c < H ? a[e] + (u[e] + bv[e]) : 0.f;
+	}
+	float s = 0.f;
+#pragma unroll
+	for (int g = 0; g < NG; g++) {
+		if (8 * (lane + 32 * g) >= H) continue;
+#pragma unroll
+		for (int e = 0; e < 8; e++) s += v[8 * g + e];
+	}
+	for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(FULL_MASK, s, o);
+	const float mean = s / H;
+	float ss = 0.f;
+#pragma unroll
+	for (int g = 0; g < NG; g++) {
+		if (8 * (lane + 32 * g) >= H) continue;
+#pragma unroll
+		for (int e = 0; e < 8; e++) {
+			float d = v[8 * g + e] - mean;
+			ss += d * d;
+		}
+	}
+	for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(FULL_MASK, ss, o);
+	const float inv = 1.f / sqrtf(ss / H + eps);
+#pragma unroll
+	for (int g = 0; g < NG; g++) {
+		const int c = 8 * (lane + 32 * g);
+		if (c >= H) continue;
+		float wv[8], bv[8];
+		lnw_ld8f<true>(lnw + c, wv);
+		lnw_ld8f<true>(lnb + c, bv);
+		unsigned us[4];
+#pragma unroll
+		for (int e = 0; e < 4; e++)
+			us[e] = fa_pack((v[8 * g + 2 * e] - mean) * inv * wv[2 * e] + bv[2 * e],
+			                (v[8 * g + 2 * e + 1] - mean) * inv * wv[2 * e + 1] + bv[2 * e + 1]);
+		*(uint4 *)(xr + c) = uint4{us[0], us[1], us[2], us[3]};
+	}
+}
+extern "C" __global__ void __launch_bounds__(256)
+    bert_add_ln_hw4_g1(half_t *xh, const half_t *y, const float *bias, const float *lnw, const float *lnb, long long rows,
+                       int H, float eps) {
+	add_ln_g<1>(xh, y, bias, lnw, lnb, rows, H, eps);
+}
+extern "C" __global__ void __launch_bounds__(256)
+    bert_add_ln_hw4_g2(half_t *xh, const half_t *y, const float *bias, const float *lnw, const float *lnb, long long rows,
+                       int H, float eps) {
+	add_ln_g<2>(xh, y, bias, lnw, lnb, rows, H, eps);
+}
+extern "C" __global__ void __launch_bounds__(256)
+    bert_add_ln_hw4_g3(half_t *xh, const half_t *y, const float *bias, const float *lnw, const float *lnb, long long rows,
+                       int H, float eps) {
+	add_ln_g<3>(xh, y, bias, lnw, lnb, rows, H, eps);
+}
+extern "C" __global__ void __launch_bounds__(256)
+    bert_add_ln_hw4_g4(half_t *xh, const half_t *y, const float *bias, const float *lnw, const float *lnb, long long rows,
+                       int H, float eps) {
+	add_ln_g<4>(xh, y, bias, lnw, lnb, rows, H, eps);
 }
 
 // bert_gelu_v8_f16: GELU(u + bias) of n values (rows of cols, cols a
@@ -844,4 +1015,34 @@ extern "C" __global__ void __launch_bounds__(256)
 	}
 	uint4 y = {ys[0], ys[1], ys[2], ys[3]};
 	*(uint4 *)(out + i8) = y;
+}
+
+// bert_gelu_v16_f16: bert_gelu_v8_f16 with two 16-byte vectors a thread
+// (v and v + 256 of its block's 512, both loads in flight before either is
+// computed) and the fp32 bias read 16 bytes at a time. Grid:
+// ceil(n / 8 / 512) blocks of 256.
+__device__ __forceinline__ uint4 gelu8(uint4 x, const float *bias) {
+	float bv[8];
+	lnw_ld8f<true>(bias, bv);
+	const unsigned xs[4] = {x.x, x.y, x.z, x.w};
+	unsigned ys[4];
+#pragma unroll
+	for (int e = 0; e < 4; e++) {
+		float a = h2f(xs[e] & 0xffff) + bv[2 * e], b = h2f(xs[e] >> 16) + bv[2 * e + 1];
+		a = 0.5f * a * (1.f + erff(a * 0.707106781186547524f));
+		b = 0.5f * b * (1.f + erff(b * 0.707106781186547524f));
+		ys[e] = fa_pack(a, b);
+	}
+	return uint4{ys[0], ys[1], ys[2], ys[3]};
+}
+extern "C" __global__ void __launch_bounds__(256)
+    bert_gelu_v16_f16(const half_t *u, const float *bias, int cols, long long n, half_t *out) {
+	const unsigned v0 = blockIdx.x * 512u + threadIdx.x, v1 = v0 + 256u; // 32-bit: n / 8 < 2^31 (the launcher checks)
+	const unsigned nv = (unsigned)(n / 8), cv = (unsigned)(cols / 8);
+	const bool ok0 = v0 < nv, ok1 = v1 < nv;
+	uint4 x0 = uint4{0, 0, 0, 0}, x1 = uint4{0, 0, 0, 0};
+	if (ok0) x0 = *(const uint4 *)(u + (long long)v0 * 8);
+	if (ok1) x1 = *(const uint4 *)(u + (long long)v1 * 8);
+	if (ok0) *(uint4 *)(out + (long long)v0 * 8) = gelu8(x0, bias + (v0 % cv) * 8);
+	if (ok1) *(uint4 *)(out + (long long)v1 * 8) = gelu8(x1, bias + (v1 % cv) * 8);
 }
