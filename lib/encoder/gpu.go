@@ -112,6 +112,19 @@ const (
 	fusedMaxT    = 512
 )
 
+// attnKernel is one of bert.cu's fused attention kernels: its name, the
+// query rows of a block and the block's threads.
+type attnKernel struct {
+	name          string
+	rows, threads int
+}
+
+// attnKernels are the fused attention's choices (gpuModel.attn): 64 rows a
+// block (4 warps of one m16 tile), 128 rows (4 warps of two), 128 rows (8
+// warps of one).
+var attnKernels = []attnKernel{{"bert_attn_f16", fusedTile, 128}, {"bert_attn128_f16", 2 * fusedTile, 128},
+	{"bert_attn128w8_f16", 2 * fusedTile, 256}}
+
 // gpuModel is an encoder's weights on a device.
 type gpuModel struct {
 	dev  gpuDevice
@@ -141,14 +154,16 @@ type gpuModel struct {
 	// vectorized kernels of fp32 registers; off, it is fp32 with a half
 	// copy for the GEMMs.
 	halfRes bool
-	// With the fused attention and the half residual stream: attn128, the
-	// attention takes 128 query rows a block (bert_attn128_f16) where T is
-	// over fusedTile; ln4, the add + LayerNorm (H a multiple of 8) holds
+	// With the fused attention and the half residual stream: attn, the
+	// index in attnKernels of the attention kernel where T is over
+	// fusedTile (attnKernels[0] up to it); ln4, the add + LayerNorm (H a
+	// multiple of 8) holds
 	// only its row's values in registers and reads its fp32 parameters 16
 	// bytes at a time (bert_add_ln_hw4_g*); gelu16, the GELU does two
 	// 16-byte vectors a thread (bert_gelu_v16_f16). On by default; the
 	// benchmark's A/B turns each off.
-	attn128, ln4, gelu16 bool
+	attn        int
+	ln4, gelu16 bool
 }
 
 // halfResMaxHidden is LNW_MAX of bert.cu: the widest row of its
@@ -172,7 +187,7 @@ func newGPUModel(e *Encoder, dev gpuDevice, prec Precision) (*gpuModel, error) {
 	g.halfOut = prec == FP16
 	g.halfRes = prec == FP16
 	g.fusedAttn = prec == FP16 && e.Cfg.HiddenSize == fusedHeadDim*e.Cfg.NumAttentionHeads
-	g.attn128, g.ln4, g.gelu16 = true, true, true
+	g.attn, g.ln4, g.gelu16 = 1, true, true
 	lk := dev.Lock()
 	lk.Lock()
 	defer lk.Unlock()
@@ -373,11 +388,11 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 	for _, L := range g.layers {
 		gemmT(N, 3*H, H, in, H, L.qkvW, big, dt)
 		if fused {
-			name, tile := "bert_attn_f16", fusedTile
-			if g.attn128 && T > fusedTile {
-				name, tile = "bert_attn128_f16", 2*fusedTile
+			ak := attnKernels[0]
+			if T > fusedTile {
+				ak = attnKernels[g.attn]
 			}
-			launch(name, cuda.Dim3{X: (T + tile - 1) / tile, Y: nh, Z: B}, cuda.Dim3{X: 128}, 0,
+			launch(ak.name, cuda.Dim3{X: (T + ak.rows - 1) / ak.rows, Y: nh, Z: B}, cuda.Dim3{X: ak.threads}, 0,
 				big, L.qkvB, maskP, T, nh, scale, ctx)
 		} else {
 			launch("bert_split_heads"+sfx, rows, row, 0, big, L.qkvB, T, nh, hd, q, k, v)

@@ -12,7 +12,7 @@ import (
 )
 
 // flashConfig has head dim 64, so that the fp16 forward takes the fused
-// attention (bert_attn_f16, bert_attn128_f16); 80 positions make two
+// attention (bert_attn_f16, bert_attn128*_f16); 80 positions make two
 // 64-row query tiles, the second partial, or one partial 128-row tile, and
 // key tiles past the last valid key skipped; 150 make two 128-row tiles and
 // three key tiles.
@@ -20,13 +20,15 @@ var flashConfig = Config{ModelType: "bert", VocabSize: 97, HiddenSize: 128, NumH
 	IntermediateSize: 96, MaxPositionEmbeddings: 150, TypeVocabSize: 2, LayerNormEps: 1e-12, HiddenAct: "gelu"}
 
 // fusedVariant is a choice of the fused fp16 path's kernels (gpuModel's
-// attn128, ln4 and gelu16).
+// attn, ln4 and gelu16).
 type fusedVariant struct {
-	name                 string
-	attn128, ln4, gelu16 bool
+	name        string
+	attn        int
+	ln4, gelu16 bool
 }
 
-var fusedVariants = []fusedVariant{{"default", true, true, true}, {"64-row attention, scalar parameters", false, false, false}}
+var fusedVariants = []fusedVariant{{"default", 1, true, true}, {"64-row attention, scalar parameters", 0, false, false},
+	{"128-row attention of 8 warps", 2, true, true}}
 
 // checkFusedAttention runs the fp16 forward of flashConfig with the fused
 // attention and half projection outputs, with the residual stream in half
@@ -47,10 +49,10 @@ func checkFusedAttention(t *testing.T, dev gpuDevice) {
 	fwd := func(ids, mask []int, B, T int, fused, hres bool, v fusedVariant) []float32 {
 		t.Helper()
 		e.gpu.fusedAttn, e.gpu.halfOut, e.gpu.halfRes = fused, fused, hres
-		e.gpu.attn128, e.gpu.ln4, e.gpu.gelu16 = v.attn128, v.ln4, v.gelu16
+		e.gpu.attn, e.gpu.ln4, e.gpu.gelu16 = v.attn, v.ln4, v.gelu16
 		defer func() {
 			e.gpu.fusedAttn, e.gpu.halfOut, e.gpu.halfRes = true, true, true
-			e.gpu.attn128, e.gpu.ln4, e.gpu.gelu16 = true, true, true
+			e.gpu.attn, e.gpu.ln4, e.gpu.gelu16 = 1, true, true
 		}()
 		h, err := e.Forward(ids, mask, B, T)
 		if err != nil {
@@ -119,7 +121,7 @@ func checkFusedAttention(t *testing.T, dev gpuDevice) {
 func TestEmuFusedAttention(t *testing.T) {
 	d := emuDevice(t, 16)
 	checkFusedAttention(t, d)
-	checkRan(t, d, "bert_attn_f16", "bert_attn128_f16", "bert_add_ln_hw4_g1", "bert_gelu_v16_f16", "bert_add_ln_h", "bert_softmax_warp_f16", "bert_embed_ln_hw", "bert_add_ln_hw",
+	checkRan(t, d, "bert_attn_f16", "bert_attn128_f16", "bert_attn128w8_f16", "bert_add_ln_hw4_g1", "bert_gelu_v16_f16", "bert_add_ln_h", "bert_softmax_warp_f16", "bert_embed_ln_hw", "bert_add_ln_hw",
 		"bert_gelu_v8_f16", "bert_pool_h")
 }
 

@@ -524,10 +524,11 @@ static void fa_wait_prev() {}
 __device__ __forceinline__ unsigned fa_pack(float lo, float hi) { return (unsigned)f2h(lo) | (unsigned)f2h(hi) << 16; }
 
 // fa_stage queues the copy of rows [0, 64) of a half matrix (row stride
-// ld) into shared memory (row stride FA_LD); rows ≥ rows become 0.
-__device__ __forceinline__ void fa_stage(half_t *dst, const half_t *src, long long ld, int rows) {
+// ld) into shared memory (row stride FA_LD); rows ≥ rows become 0. NT:
+// the block's threads.
+template <int NT> __device__ __forceinline__ void fa_stage(half_t *dst, const half_t *src, long long ld, int rows) {
 #pragma unroll
-	for (int i = threadIdx.x; i < FA_TILE * (FA_HD / 8); i += 128) {
+	for (int i = threadIdx.x; i < FA_TILE * (FA_HD / 8); i += NT) {
 		int r = i / (FA_HD / 8), c = (i % (FA_HD / 8)) * 8;
 		bool ok = r < rows;
 		fa_cp16(dst + r * FA_LD + c, src + (ok ? r : 0) * ld + c, ok);
@@ -553,50 +554,52 @@ __device__ __forceinline__ float fa_exp2(float x) {
 static float fa_exp2(float x) { return exp2f(x); }
 #endif
 
-// attn_rows: bert_attn_f16 (MT = 1: 64 query rows a block, one m16 tile a
-// warp) and bert_attn128_f16 (MT = 2: 128 rows, two m16 tiles a warp; each
-// key and value fragment read from shared memory feeds both, and a block's
-// key and value copies serve twice the rows). Shared: four [64][FA_LD]
-// regions, K0 V0 K1 V1; the query tile (64·MT rows) is staged in K1 V1
+// attn_rows: NW warps of MT m16 tiles of query rows each, 16·MT·NW rows a
+// block: bert_attn_f16 (4 × 1: 64 rows), bert_attn128_f16 (4 × 2: 128
+// rows; each key and value fragment read from shared memory feeds both
+// tiles of a warp) and bert_attn128w8_f16 (8 × 1: 128 rows, 256 threads);
+// the last two copy each key and value tile for twice the rows of the
+// first. Shared: four [64][FA_LD] regions, K0 V0 K1 V1; the query tile
+// (at most 128 rows) is staged in K1 V1
 // first, moved to registers, and the two regions then take the second key
 // and value tiles. Weights are exp2(s·scale·log2 e - running max), one fma
 // and one ex2 each; the mask's 0 / -inf is added only in key
 // tiles that have a masked key or a key past T (cbad: one flag per 32
 // keys), so full tiles, every tile of an unpadded batch, skip it.
-template <int MT>
+template <int MT, int NW>
 __device__ __forceinline__ void attn_rows(const half_t *qkv, const float *bias, const int *mask, int T, int nh, float scale,
                                           half_t *ctx) {
 	__shared__ uint4 sm4[4 * FA_TILE * FA_LD / 8];
 	__shared__ float kb[FA_MAXT];
-	__shared__ int wlast[4];
+	__shared__ int wlast[NW];
 	__shared__ int cbad[FA_MAXT / 32];
 	half_t *const Sm = (half_t *)sm4;
 	const int RS = FA_TILE * FA_LD; // halves per region
-	const int H = nh * FA_HD, h = blockIdx.y, r0 = blockIdx.x * (64 * MT);
+	const int H = nh * FA_HD, h = blockIdx.y, r0 = blockIdx.x * (16 * MT * NW);
 	const long long b = blockIdx.z, ld = 3LL * H;
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
 	const int *m = mask + b * T;
 	const half_t *kbase = qkv + b * T * ld + H + h * FA_HD, *vbase = kbase + H;
 
-	fa_stage(Sm, kbase, ld, min(FA_TILE, T));
-	fa_stage(Sm + RS, vbase, ld, min(FA_TILE, T));
+	fa_stage<32 * NW>(Sm, kbase, ld, min(FA_TILE, T));
+	fa_stage<32 * NW>(Sm + RS, vbase, ld, min(FA_TILE, T));
 	fa_commit();
 	// The query tile plus its bias, through registers, into K1 V1.
 	{
 		const half_t *qsrc = qkv + (b * T + r0) * ld + h * FA_HD;
-		const int c = (threadIdx.x % (FA_HD / 8)) * 8, nq = min(64 * MT, T - r0);
+		const int c = (threadIdx.x % (FA_HD / 8)) * 8, nq = min(16 * MT * NW, T - r0);
 		float qb[8];
 #pragma unroll
 		for (int e = 0; e < 8; e++) qb[e] = bias[h * FA_HD + c + e];
-		uint4 x[MT * FA_TILE * (FA_HD / 8) / 128];
+		uint4 x[16 * MT * NW * (FA_HD / 8) / (32 * NW)];
 #pragma unroll
-		for (int k = 0; k < MT * FA_TILE * (FA_HD / 8) / 128; k++) {
-			int r = (threadIdx.x + 128 * k) / (FA_HD / 8);
+		for (int k = 0; k < 16 * MT * NW * (FA_HD / 8) / (32 * NW); k++) {
+			int r = (threadIdx.x + 32 * NW * k) / (FA_HD / 8);
 			x[k] = r < nq ? *(const uint4 *)(qsrc + r * ld + c) : uint4{0, 0, 0, 0};
 		}
 #pragma unroll
-		for (int k = 0; k < MT * FA_TILE * (FA_HD / 8) / 128; k++) {
-			int r = (threadIdx.x + 128 * k) / (FA_HD / 8);
+		for (int k = 0; k < 16 * MT * NW * (FA_HD / 8) / (32 * NW); k++) {
+			int r = (threadIdx.x + 32 * NW * k) / (FA_HD / 8);
 			const unsigned xs[4] = {x[k].x, x[k].y, x[k].z, x[k].w};
 			unsigned us[4];
 #pragma unroll
@@ -609,20 +612,22 @@ __device__ __forceinline__ void attn_rows(const half_t *qkv, const float *bias, 
 	// weigh, and 1 + the last valid key (0: none valid).
 	int last = -1;
 #pragma unroll
-	for (int i = 0; i < FA_MAXT / 128; i++) {
-		const int j = threadIdx.x + 128 * i;
+	for (int i = 0; i < FA_MAXT / (32 * NW); i++) {
+		const int j = threadIdx.x + 32 * NW * i;
 		const bool on = j < T && m[j] != 0;
 		kb[j] = on ? 0.f : -BERT_INF;
 		if (on) last = j;
 		const unsigned off = __ballot_sync(FULL_MASK, !on);
-		if (lane == 0) cbad[4 * i + w] = off != 0u;
+		if (lane == 0) cbad[NW * i + w] = off != 0u;
 	}
 	for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(FULL_MASK, last, o));
 	if (lane == 0) wlast[w] = last;
 	__syncthreads();
-	const int klen0 = max(max(wlast[0], wlast[1]), max(wlast[2], wlast[3])) + 1;
+	int klen0 = 0;
+#pragma unroll
+	for (int i = 0; i < NW; i++) klen0 = max(klen0, wlast[i] + 1);
 	if (klen0 == 0) { // no valid key: every key weighs (every tile takes kb)
-		for (int j = threadIdx.x; j < T; j += 128) kb[j] = 0.f;
+		for (int j = threadIdx.x; j < T; j += 32 * NW) kb[j] = 0.f;
 	}
 	const int klen = klen0 == 0 ? T : klen0, ntiles = (klen + FA_TILE - 1) / FA_TILE;
 
@@ -648,8 +653,8 @@ __device__ __forceinline__ void attn_rows(const half_t *qkv, const float *bias, 
 		const half_t *Ks = Sm + 2 * buf * RS, *Vs = Ks + RS;
 		if (it + 1 < ntiles) {
 			const int nxt = kt0 + FA_TILE;
-			fa_stage(Sm + 2 * (1 - buf) * RS, kbase + nxt * ld, ld, min(FA_TILE, T - nxt));
-			fa_stage(Sm + (3 - 2 * buf) * RS, vbase + nxt * ld, ld, min(FA_TILE, T - nxt));
+			fa_stage<32 * NW>(Sm + 2 * (1 - buf) * RS, kbase + nxt * ld, ld, min(FA_TILE, T - nxt));
+			fa_stage<32 * NW>(Sm + (3 - 2 * buf) * RS, vbase + nxt * ld, ld, min(FA_TILE, T - nxt));
 			fa_commit();
 			fa_wait_prev();
 		} else {
@@ -757,11 +762,15 @@ __device__ __forceinline__ void attn_rows(const half_t *qkv, const float *bias, 
 
 extern "C" __global__ void __launch_bounds__(128)
     bert_attn_f16(const half_t *qkv, const float *bias, const int *mask, int T, int nh, float scale, half_t *ctx) {
-	attn_rows<1>(qkv, bias, mask, T, nh, scale, ctx);
+	attn_rows<1, 4>(qkv, bias, mask, T, nh, scale, ctx);
 }
 extern "C" __global__ void __launch_bounds__(128)
     bert_attn128_f16(const half_t *qkv, const float *bias, const int *mask, int T, int nh, float scale, half_t *ctx) {
-	attn_rows<2>(qkv, bias, mask, T, nh, scale, ctx);
+	attn_rows<2, 4>(qkv, bias, mask, T, nh, scale, ctx);
+}
+extern "C" __global__ void __launch_bounds__(256)
+    bert_attn128w8_f16(const half_t *qkv, const float *bias, const int *mask, int T, int nh, float scale, half_t *ctx) {
+	attn_rows<1, 8>(qkv, bias, mask, T, nh, scale, ctx);
 }
 
 // ---- Half residual stream (fp16 mode) ----
