@@ -120,10 +120,9 @@ type attnKernel struct {
 }
 
 // attnKernels are the fused attention's choices (gpuModel.attn): 64 rows a
-// block (4 warps of one m16 tile), 128 rows (4 warps of two), 128 rows (8
-// warps of one).
-var attnKernels = []attnKernel{{"bert_attn_f16", fusedTile, 128}, {"bert_attn128_f16", 2 * fusedTile, 128},
-	{"bert_attn128w8_f16", 2 * fusedTile, 256}}
+// block (4 warps of one m16 tile), 128 rows (4 warps of two; the faster
+// where T is over 64).
+var attnKernels = []attnKernel{{"bert_attn_f16", fusedTile, 128}, {"bert_attn128_f16", 2 * fusedTile, 128}}
 
 // gpuModel is an encoder's weights on a device.
 type gpuModel struct {
@@ -154,16 +153,10 @@ type gpuModel struct {
 	// vectorized kernels of fp32 registers; off, it is fp32 with a half
 	// copy for the GEMMs.
 	halfRes bool
-	// With the fused attention and the half residual stream: attn, the
-	// index in attnKernels of the attention kernel where T is over
-	// fusedTile (attnKernels[0] up to it); ln4, the add + LayerNorm (H a
-	// multiple of 8) holds
-	// only its row's values in registers and reads its fp32 parameters 16
-	// bytes at a time (bert_add_ln_hw4_g*); gelu16, the GELU does two
-	// 16-byte vectors a thread (bert_gelu_v16_f16). On by default; the
-	// benchmark's A/B turns each off.
-	attn        int
-	ln4, gelu16 bool
+	// attn: the index in attnKernels of the fused attention where T is
+	// over fusedTile (attnKernels[0] up to it); 1 by default, the tests
+	// and the benchmark's A/B set 0.
+	attn int
 }
 
 // halfResMaxHidden is LNW_MAX of bert.cu: the widest row of its
@@ -187,7 +180,7 @@ func newGPUModel(e *Encoder, dev gpuDevice, prec Precision) (*gpuModel, error) {
 	g.halfOut = prec == FP16
 	g.halfRes = prec == FP16
 	g.fusedAttn = prec == FP16 && e.Cfg.HiddenSize == fusedHeadDim*e.Cfg.NumAttentionHeads
-	g.attn, g.ln4, g.gelu16 = 1, true, true
+	g.attn = 1
 	lk := dev.Lock()
 	lk.Lock()
 	defer lk.Unlock()
@@ -362,7 +355,7 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 	addNorm := func(y, bias, lnw, lnb cuda.Ptr) {
 		if hres {
 			name := "bert_add_ln_hw"
-			if g.ln4 && H%8 == 0 {
+			if H%8 == 0 {
 				name = fmt.Sprintf("bert_add_ln_hw4_g%d", (H+255)/256)
 			}
 			launch(name, wrows, wblock, 0, xh, y, bias, lnw, lnb, int64(N), H, eps)
@@ -371,10 +364,8 @@ func (g *gpuModel) run(ids, mask []int, B, T int, pool Pooling, hidden bool) ([]
 		}
 	}
 	gelu := func(upB cuda.Ptr) {
-		if hres && I%8 == 0 && N*I/8 < 1<<31 && g.gelu16 {
+		if hres && I%8 == 0 && N*I/8 < 1<<31 {
 			launch("bert_gelu_v16_f16", cuda.Dim3{X: (N*I/8 + 511) / 512}, wblock, 0, big, upB, I, int64(N*I), act)
-		} else if hres && I%8 == 0 && N*I/8 < 1<<31 {
-			launch("bert_gelu_v8_f16", cuda.Dim3{X: (N*I/8 + 255) / 256}, wblock, 0, big, upB, I, int64(N*I), act)
 		} else {
 			launch("bert_gelu"+sfx, rows, row, 0, big, upB, I, act)
 		}

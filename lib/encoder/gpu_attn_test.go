@@ -19,16 +19,13 @@ import (
 var flashConfig = Config{ModelType: "bert", VocabSize: 97, HiddenSize: 128, NumHiddenLayers: 1, NumAttentionHeads: 2,
 	IntermediateSize: 96, MaxPositionEmbeddings: 150, TypeVocabSize: 2, LayerNormEps: 1e-12, HiddenAct: "gelu"}
 
-// fusedVariant is a choice of the fused fp16 path's kernels (gpuModel's
-// attn, ln4 and gelu16).
+// fusedVariant is a choice of the fused attention kernel (gpuModel.attn).
 type fusedVariant struct {
-	name        string
-	attn        int
-	ln4, gelu16 bool
+	name string
+	attn int
 }
 
-var fusedVariants = []fusedVariant{{"default", 1, true, true}, {"64-row attention, scalar parameters", 0, false, false},
-	{"128-row attention of 8 warps", 2, true, true}}
+var fusedVariants = []fusedVariant{{"128-row attention", 1}, {"64-row attention", 0}}
 
 // checkFusedAttention runs the fp16 forward of flashConfig with the fused
 // attention and half projection outputs, with the residual stream in half
@@ -49,10 +46,10 @@ func checkFusedAttention(t *testing.T, dev gpuDevice) {
 	fwd := func(ids, mask []int, B, T int, fused, hres bool, v fusedVariant) []float32 {
 		t.Helper()
 		e.gpu.fusedAttn, e.gpu.halfOut, e.gpu.halfRes = fused, fused, hres
-		e.gpu.attn, e.gpu.ln4, e.gpu.gelu16 = v.attn, v.ln4, v.gelu16
+		e.gpu.attn = v.attn
 		defer func() {
 			e.gpu.fusedAttn, e.gpu.halfOut, e.gpu.halfRes = true, true, true
-			e.gpu.attn, e.gpu.ln4, e.gpu.gelu16 = 1, true, true
+			e.gpu.attn = 1
 		}()
 		h, err := e.Forward(ids, mask, B, T)
 		if err != nil {
@@ -121,17 +118,16 @@ func checkFusedAttention(t *testing.T, dev gpuDevice) {
 func TestEmuFusedAttention(t *testing.T) {
 	d := emuDevice(t, 16)
 	checkFusedAttention(t, d)
-	checkRan(t, d, "bert_attn_f16", "bert_attn128_f16", "bert_attn128w8_f16", "bert_add_ln_hw4_g1", "bert_gelu_v16_f16", "bert_add_ln_h", "bert_softmax_warp_f16", "bert_embed_ln_hw", "bert_add_ln_hw",
-		"bert_gelu_v8_f16", "bert_pool_h")
+	checkRan(t, d, "bert_attn_f16", "bert_attn128_f16", "bert_add_ln_hw4_g1", "bert_gelu_v16_f16", "bert_add_ln_h",
+		"bert_softmax_warp_f16", "bert_embed_ln_hw", "bert_pool_h")
 }
 
 func TestGPUFusedAttention(t *testing.T) { checkFusedAttention(t, requireCUDA(t)) }
 
-// The fp16 path's alternative kernels give the same bits as the ones they
-// replace: bert_add_ln_hw4_g* as bert_add_ln_hw (hidden sizes a multiple of
-// 8, with the fewest groups that hold a row and with more), and
-// bert_gelu_v16_f16 as bert_gelu_v8_f16 (a count that leaves a partial
-// block).
+// The fp16 path's vectorized kernels give the same bits as the general
+// ones: bert_add_ln_hw4_g* as bert_add_ln_hw (hidden sizes a multiple of 8,
+// with the fewest groups that hold a row and with more), and
+// bert_gelu_v16_f16 as bert_gelu_f16 (counts that leave a partial block).
 func TestEmuAddLNAndGELUVariants(t *testing.T) {
 	d := emuDevice(t, 16)
 	r := rand.New(rand.NewPCG(7, 8))
@@ -190,22 +186,24 @@ func TestEmuAddLNAndGELUVariants(t *testing.T) {
 		bias := floats(c.cols, 0)
 		up16, bp := up(unsafe.Pointer(&u[0]), 2*n), up(unsafe.Pointer(&bias[0]), 4*c.cols)
 		var got [2][]uint16
-		for i, k := range []struct {
-			name string
-			per  int
-		}{{"bert_gelu_v8_f16", 256 * 8}, {"bert_gelu_v16_f16", 512 * 8}} {
+		for i := range got {
 			out, err := d.Alloc(2 * n)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := d.Kernel(k.name, cuda.Dim3{X: (n + k.per - 1) / k.per}, cuda.Dim3{X: 256}, 0, up16, bp, c.cols, int64(n), out); err != nil {
+			if i == 0 {
+				err = d.Kernel("bert_gelu_f16", cuda.Dim3{X: c.rows}, cuda.Dim3{X: d.RowThreads()}, 0, up16, bp, c.cols, out)
+			} else {
+				err = d.Kernel("bert_gelu_v16_f16", cuda.Dim3{X: (n/8 + 511) / 512}, cuda.Dim3{X: 256}, 0, up16, bp, c.cols, int64(n), out)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
 			got[i] = down(out, n)
 			d.Free(out)
 		}
 		if !slices.Equal(got[0], got[1]) {
-			t.Errorf("%d×%d: bert_gelu_v16_f16 differs from bert_gelu_v8_f16", c.rows, c.cols)
+			t.Errorf("%d×%d: bert_gelu_v16_f16 differs from bert_gelu_f16", c.rows, c.cols)
 		}
 	}
 }

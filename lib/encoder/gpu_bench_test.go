@@ -131,30 +131,17 @@ func runEncoderBench(t *testing.T, w io.Writer, dev gpuDevice, devName string, o
 			bench(devName, string(prec), o.query, B, perS, ms)
 		}
 		if e.gpu.fusedAttn {
-			// A/B in the same process: the default path with one of its
-			// kernel choices changed at a time (the 64-row attention tile,
-			// the 128-row one of 8 warps, the add + LayerNorm's scalar
-			// parameter loads, one GELU vector a thread), with the first,
-			// third and fourth together, then without the half
-			// residual stream (fp32 residual, block-per-row LayerNorms),
-			// then without the fused attention and half projection outputs
-			// either (strided-batched GEMMs around the softmax kernel).
+			// A/B in the same process: the default path with the 64-row
+			// attention tile, then without the half residual stream (fp32
+			// residual, block-per-row LayerNorms), then without the fused
+			// attention and half projection outputs either
+			// (strided-batched GEMMs around the softmax kernel).
 			for _, v := range []struct {
 				impl           string
 				fused, halfRes bool
 				attn           int
-				ln4, gelu16    bool
-			}{
-				{"mempo-attn64", true, true, 0, true, true},
-				{"mempo-attn128w8", true, true, 2, true, true},
-				{"mempo-ln-scalar", true, true, 1, false, true},
-				{"mempo-gelu-v8", true, true, 1, true, false},
-				{"mempo-attn64-ln-scalar-gelu-v8", true, true, 0, false, false},
-				{"mempo-fp32-residual", true, false, 1, true, true},
-				{"mempo-unfused", false, false, 1, true, true},
-			} {
-				e.gpu.fusedAttn, e.gpu.halfOut, e.gpu.halfRes = v.fused, v.fused, v.halfRes
-				e.gpu.attn, e.gpu.ln4, e.gpu.gelu16 = v.attn, v.ln4, v.gelu16
+			}{{"mempo-attn64", true, true, 0}, {"mempo-fp32-residual", true, false, 1}, {"mempo-unfused", false, false, 1}} {
+				e.gpu.fusedAttn, e.gpu.halfOut, e.gpu.halfRes, e.gpu.attn = v.fused, v.fused, v.halfRes, v.attn
 				for _, B := range o.batches {
 					perS, ms := rate(B, o.T, o.secs, 3)
 					fmt.Fprintf(w, "BENCH encoder impl=%s device=%s precision=%s length=%d batch=%d per_s=%.1f ms_per_batch=%.2f\n", v.impl, devName, prec, o.T, B, perS, ms)

@@ -108,15 +108,13 @@ if [[ $what == bench || $what == all ]]; then
 	P=$OUT/encoder-profile.log
 	if want profile "profile"; then
 		# One fp16 forward of 128 × 256 tokens by each path (after a
-		# warm-up): the default, its 64-row attention tile, the 128-row one
-		# of 8 warps, the 64-row one plus the scalar LayerNorm parameters and
-		# one GELU vector a thread, unfused; each kernel timed by ncu;
-		# transformers' same call under torch.profiler.
+		# warm-up): the default, its 64-row attention tile, unfused; each
+		# kernel timed by ncu; transformers' same call under torch.profiler.
 		if command -v ncu >/dev/null; then
 			(cd lib/encoder && MEMPO_CUDA_PROFILE=1 MEMPO_REQUIRE_CUDA=1 timeout "$(to 90)" ncu --clock-control none --metrics gpu__time_duration.sum --csv \
 				"$X/encoder.test" -test.v -test.count=1 -test.run 'TestCUDAEncoderProfile$' >"$OUT/encoder-ncu.csv" 2>>"$P")
 			echo "== ncu of the encoder exit $? (${SECONDS}s)" | tee -a "$P"
-			python3 scripts/gpu/ncu_summary.py "$OUT/encoder-ncu.csv" warm-up default attn64 attn128w8 attn64-ln-scalar-gelu-v8 unfused 2>&1 | tee -a "$P"
+			python3 scripts/gpu/ncu_summary.py "$OUT/encoder-ncu.csv" warm-up default attn64 unfused 2>&1 | tee -a "$P"
 		else
 			echo "== no ncu here: the encoder's kernel profile skipped" | tee -a "$P"
 		fi

@@ -555,11 +555,12 @@ static float fa_exp2(float x) { return exp2f(x); }
 #endif
 
 // attn_rows: NW warps of MT m16 tiles of query rows each, 16·MT·NW rows a
-// block: bert_attn_f16 (4 × 1: 64 rows), bert_attn128_f16 (4 × 2: 128
+// block: bert_attn_f16 (4 × 1: 64 rows) and bert_attn128_f16 (4 × 2: 128
 // rows; each key and value fragment read from shared memory feeds both
-// tiles of a warp) and bert_attn128w8_f16 (8 × 1: 128 rows, 256 threads);
-// the last two copy each key and value tile for twice the rows of the
-// first. Shared: four [64][FA_LD] regions, K0 V0 K1 V1; the query tile
+// tiles of a warp, and each key and value tile copied serves twice the
+// rows). On the H200, for the 12 attentions of a base model's forward of
+// 128 × 256 tokens: 2.12 ms (128 rows) against 2.17 (64 rows), and 2.76
+// with 8 warps × 1 tile (128 rows, 256 threads; not kept). Shared: four [64][FA_LD] regions, K0 V0 K1 V1; the query tile
 // (at most 128 rows) is staged in K1 V1
 // first, moved to registers, and the two regions then take the second key
 // and value tiles. Weights are exp2(s·scale·log2 e - running max), one fma
@@ -768,10 +769,6 @@ extern "C" __global__ void __launch_bounds__(128)
     bert_attn128_f16(const half_t *qkv, const float *bias, const int *mask, int T, int nh, float scale, half_t *ctx) {
 	attn_rows<2, 4>(qkv, bias, mask, T, nh, scale, ctx);
 }
-extern "C" __global__ void __launch_bounds__(256)
-    bert_attn128w8_f16(const half_t *qkv, const float *bias, const int *mask, int T, int nh, float scale, half_t *ctx) {
-	attn_rows<1, 8>(qkv, bias, mask, T, nh, scale, ctx);
-}
 
 // ---- Half residual stream (fp16 mode) ----
 //
@@ -797,22 +794,13 @@ __device__ __forceinline__ void lnw_ld8(const half_t *p, float *v) {
 }
 
 // lnw_ld8f: the 8 fp32 parameters at p (32-byte aligned: p is a device
-// allocation plus a multiple of 8 columns), as two 16-byte loads (P4) or
-// one by one (a lane's 8 consecutive floats, a 32-byte stride across the
-// warp).
-template <bool P4> __device__ __forceinline__ void lnw_ld8f(const float *p, float *v) {
-	if (P4) {
-		const float4 a = ((const float4 *)p)[0], c = ((const float4 *)p)[1];
-		v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = c.x, v[5] = c.y, v[6] = c.z, v[7] = c.w;
-	} else {
-#pragma unroll
-		for (int e = 0; e < 8; e++) v[e] = p[e];
-	}
+// allocation plus a multiple of 8 columns) as two 16-byte loads.
+__device__ __forceinline__ void lnw_ld8f(const float *p, float *v) {
+	const float4 a = ((const float4 *)p)[0], c = ((const float4 *)p)[1];
+	v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = c.x, v[5] = c.y, v[6] = c.z, v[7] = c.w;
 }
 
-// lnw_row: LayerNorm of this lane's values v into row out (half); P4: the
-// parameters read 16 bytes at a time (vec only).
-template <bool P4>
+// lnw_row: LayerNorm of this lane's values v into row out (half).
 __device__ __forceinline__ void lnw_row(float *v, int H, bool vec, const float *w, const float *b, float eps, half_t *out) {
 	const int lane = threadIdx.x & 31;
 	float s = 0.f;
@@ -835,14 +823,11 @@ __device__ __forceinline__ void lnw_row(float *v, int H, bool vec, const float *
 		for (int g = 0; g < LNW_MAX / 256; g++) {
 			int c = 8 * (lane + 32 * g);
 			if (c >= H) continue;
-			float wv[8], bv[8];
-			lnw_ld8f<P4>(w + c, wv);
-			lnw_ld8f<P4>(b + c, bv);
 			unsigned us[4];
 #pragma unroll
 			for (int e = 0; e < 4; e++)
-				us[e] = fa_pack((v[8 * g + 2 * e] - mean) * inv * wv[2 * e] + bv[2 * e],
-				                (v[8 * g + 2 * e + 1] - mean) * inv * wv[2 * e + 1] + bv[2 * e + 1]);
+				us[e] = fa_pack((v[8 * g + 2 * e] - mean) * inv * w[c + 2 * e] + b[c + 2 * e],
+				                (v[8 * g + 2 * e + 1] - mean) * inv * w[c + 2 * e + 1] + b[c + 2 * e + 1]);
 			*(uint4 *)(out + c) = uint4{us[0], us[1], us[2], us[3]};
 		}
 	} else {
@@ -885,11 +870,15 @@ extern "C" __global__ void __launch_bounds__(256)
 			v[i] = j < H ? (h2f(word[id * H + j]) + h2f(pos[t * H + j])) + h2f(typ[j]) : 0.f;
 		}
 	}
-	lnw_row<false>(v, H, vec, lnw, lnb, eps, xh + r * H);
+	lnw_row(v, H, vec, lnw, lnb, eps, xh + r * H);
 }
 
 // bert_add_ln_hw: xh[r] = LayerNorm(xh[r] + (y[r] + bias)), all half in
-// memory (bert_add_ln_h with the residual stream in half).
+// memory (bert_add_ln_h with the residual stream in half), any H up to
+// LNW_MAX; where H is a multiple of 8 the forward takes bert_add_ln_hw4_g*
+// (the same values), which on the H200 takes half the time (2.11 against
+// 1.03 ms for the 24 of a base model's forward of 128 × 256 tokens; 74
+// against 54 registers, so more rows resident).
 extern "C" __global__ void __launch_bounds__(256)
     bert_add_ln_hw(half_t *xh, const half_t *y, const float *bias, const float *lnw, const float *lnb, long long rows,
                    int H, float eps) {
@@ -919,11 +908,11 @@ extern "C" __global__ void __launch_bounds__(256)
 			v[i] = j < H ? h2f(xr[j]) + (h2f(yr[j]) + bias[j]) : 0.f;
 		}
 	}
-	lnw_row<false>(v, H, vec, lnw, lnb, eps, xr);
+	lnw_row(v, H, vec, lnw, lnb, eps, xr);
 }
 
 // bert_add_ln_hw4_g<NG>: bert_add_ln_hw for H a multiple of 8 of at most
-// 256·NG (g3: BERT-base's 768), the same values bit for bit: a lane holds
+// 256·NG (g3: BERT-base's 768), the same values bit for bit; a lane holds
 // only its 8·NG values (no register slots past H, so fewer registers and
 // more warps resident) and reads the fp32 parameters 16 bytes at a time.
 template <int NG>
@@ -942,7 +931,7 @@ __device__ __forceinline__ void add_ln_g(half_t *xh, const half_t *y, const floa
 		if (c < H) {
 			lnw_ld8(xr + c, a);
 			lnw_ld8(yr + c, u);
-			lnw_ld8f<true>(bias + c, bv);
+			lnw_ld8f(bias + c, bv);
 		}
 #pragma unroll
 		for (int e = 0; e < 8; e++) v[8 * g + e] = c < H ? a[e] + (u[e] + bv[e]) : 0.f;
@@ -973,8 +962,8 @@ __device__ __forceinline__ void add_ln_g(half_t *xh, const half_t *y, const floa
 		const int c = 8 * (lane + 32 * g);
 		if (c >= H) continue;
 		float wv[8], bv[8];
-		lnw_ld8f<true>(lnw + c, wv);
-		lnw_ld8f<true>(lnb + c, bv);
+		lnw_ld8f(lnw + c, wv);
+		lnw_ld8f(lnb + c, bv);
 		unsigned us[4];
 #pragma unroll
 		for (int e = 0; e < 4; e++)
@@ -1004,35 +993,16 @@ extern "C" __global__ void __launch_bounds__(256)
 	add_ln_g<4>(xh, y, bias, lnw, lnb, rows, H, eps);
 }
 
-// bert_gelu_v8_f16: GELU(u + bias) of n values (rows of cols, cols a
-// multiple of 8), 8 halves (16 bytes) a thread: the FFN's activation at
-// memory speed. Grid: ceil(n / 8 / 256) blocks of 256.
-extern "C" __global__ void __launch_bounds__(256)
-    bert_gelu_v8_f16(const half_t *u, const float *bias, int cols, long long n, half_t *out) {
-	const unsigned i = blockIdx.x * blockDim.x + threadIdx.x; // 32-bit: n / 8 < 2^31 (the launcher checks)
-	const long long i8 = (long long)i * 8;
-	if (i8 >= n) return;
-	const int c = (int)(i % (unsigned)(cols / 8)) * 8;
-	uint4 x = *(const uint4 *)(u + i8);
-	const unsigned xs[4] = {x.x, x.y, x.z, x.w};
-	unsigned ys[4];
-	for (int e = 0; e < 4; e++) {
-		float a = h2f(xs[e] & 0xffff) + bias[c + 2 * e], b = h2f(xs[e] >> 16) + bias[c + 2 * e + 1];
-		a = 0.5f * a * (1.f + erff(a * 0.707106781186547524f));
-		b = 0.5f * b * (1.f + erff(b * 0.707106781186547524f));
-		ys[e] = fa_pack(a, b);
-	}
-	uint4 y = {ys[0], ys[1], ys[2], ys[3]};
-	*(uint4 *)(out + i8) = y;
-}
-
-// bert_gelu_v16_f16: bert_gelu_v8_f16 with two 16-byte vectors a thread
-// (v and v + 256 of its block's 512, both loads in flight before either is
-// computed) and the fp32 bias read 16 bytes at a time. Grid:
-// ceil(n / 8 / 512) blocks of 256.
+// bert_gelu_v16_f16: GELU(u + bias) of n values (rows of cols, cols a
+// multiple of 8), the values of bert_gelu_f16 at memory speed: two
+// 16-byte vectors a thread (v and v + 256 of its block's 512, both loads in
+// flight before either is computed), the fp32 bias read 16 bytes at a
+// time. Grid: ceil(n / 8 / 512) blocks of 256. (One vector a thread with
+// scalar bias loads took 1.74 ms for the 12 of a base model's forward of
+// 128 × 256 tokens on the H200, this 1.56.)
 __device__ __forceinline__ uint4 gelu8(uint4 x, const float *bias) {
 	float bv[8];
-	lnw_ld8f<true>(bias, bv);
+	lnw_ld8f(bias, bv);
 	const unsigned xs[4] = {x.x, x.y, x.z, x.w};
 	unsigned ys[4];
 #pragma unroll
