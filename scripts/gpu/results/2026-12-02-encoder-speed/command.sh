@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The run of this folder's logs (docs/BENCHMARKS.md, "Encoder: 128-row attention tiles, leaner LayerNorm and GELU").
-# Here, where Go is (the measured build was 82aa2ef; the base f68b236, main before the change):
+# Here, where Go is (the measured build was d9221f3; the base f68b236, main before the change):
 #   BASE_REV=f68b236 bash scripts/gpu/bundle_encoder.sh
 # then on the GPU machine, from the repository root, carrying bin/gpu/encoder (215.6 s):
 RUN_LIMIT=232 RUN_BUDGET=192 PARTS="encoder transformers profile" TEST_RUN='GPU|UseDevice' \
