@@ -64,6 +64,7 @@ type CUDA struct {
 	graphReplays int  // decoding steps replayed from a graph (tests read it)
 	perRowAttn   bool // decoding takes attndecode.cu's per-row kernel instead of attn_split (tests, benchmarks)
 	ropeApart    bool // small decoding steps run q/k/v and RoPE as separate launches (tests, benchmarks)
+	attnNoSub    bool // decoding's split attention without the in-block split (attn_split_merged; tests, benchmarks)
 
 	live      atomic.Int64 // bytes of device memory held by tensors
 	peak      atomic.Int64 // PeakBytes (cuda_lean.go)

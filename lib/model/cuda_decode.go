@@ -95,9 +95,29 @@ func (b *CUDA) useSplit() bool { return !b.perRowAttn }
 // keys among the splits (split_chunk in decode.cu: an even share, at least
 // splitMinChunk), so a row shorter than the cache leaves splits idle only
 // when it has fewer than splitMinChunk keys a split.
-func (b *CUDA) splitPlan(rows, kvHeads, maxKeys int) int {
+func (b *CUDA) splitPlan(rows, kvHeads, maxKeys, minChunk int) int {
 	want := max(1, (2*b.dev.SMs+rows*kvHeads-1)/(rows*kvHeads))
-	return max(1, min(want, (maxKeys+splitMinChunk-1)/splitMinChunk))
+	return max(1, min(want, (maxKeys+minChunk-1)/minChunk))
+}
+
+// attnSubWays is the attn_split_sub kernel for head dim hd and g query
+// heads a kv head: S warps a query head in each block (decode.cu's
+// attn_split_sub4/2/1: 4 up to head dim 64, 2 up to 128, 1 up to 256), the
+// fewest keys a split then takes (a multiple of what the S warps load in
+// one round), and ok false where the block would pass the kernel's launch
+// bound (g·S warps against 32, 16, 8), or in tests that ask for
+// attn_split_merged (CUDA.attnNoSub).
+func (b *CUDA) attnSubWays(g, hd int) (kernel string, ways, minChunk int, ok bool) {
+	ways, keys, maxWarps := 4, 8, 32
+	switch {
+	case hd > 256:
+		return "", 0, 0, false
+	case hd > 128:
+		ways, keys, maxWarps = 1, 4, 8
+	case hd > 64:
+		ways, maxWarps = 2, 16
+	}
+	return fmt.Sprintf("attn_split_sub%d", ways), ways, max(splitMinChunk, ways*keys), g*ways <= maxWarps && !b.attnNoSub
 }
 
 // stepLayerW is one layer's operands: GEMM weights as the products read them
@@ -209,7 +229,7 @@ func (b *CUDA) newStepper(m *Model, c *kvCache, rows int) stepper {
 	// (small buckets split more; at most about 2·SMs/kv heads + B).
 	parts := 0
 	for bk := 1; bk <= stepBucket(B); bk *= 2 {
-		parts = max(parts, bk*b.splitPlan(bk, A.kvHeads, c.capacity))
+		parts = max(parts, bk*b.splitPlan(bk, A.kvHeads, c.capacity, splitMinChunk))
 	}
 	s.part = get(4 * parts * A.heads * (A.headDim + 2))
 	s.in = get(s.inBytes())
@@ -416,8 +436,14 @@ func (s *cudaStepper) launchStep(bk int) {
 		} else {
 			s.qkvApart(bk, W, pos, crow)
 		}
-		if s.b.useSplit() {
-			nsp := s.b.splitPlan(bk, A.kvHeads, s.cap)
+		if kernel, S, minChunk, ok := s.b.attnSubWays(g, hd); s.b.useSplit() && ok {
+			// Each split's keys split again among S warps a head, merged
+			// in shared memory; the last split merges the splits.
+			nsp := s.b.splitPlan(bk, A.kvHeads, s.cap, minChunk)
+			s.launch("decode", kernel, cuda.Dim3{X: bk, Y: A.kvHeads, Z: nsp}, 32*g*S, 4*S*g*(hd+2),
+				s.att, s.att16, s.lse, s.part, s.q, W.kc, W.vc, rows, A.heads, A.kvHeads, hd, s.scale, minChunk, s.cnt)
+		} else if s.b.useSplit() {
+			nsp := s.b.splitPlan(bk, A.kvHeads, s.cap, splitMinChunk)
 			// The last split of each head merges the partials (no
 			// attn_split_combine launch).
 			s.launch("decode", "attn_split_merged", cuda.Dim3{X: bk, Y: A.kvHeads, Z: nsp}, 32*g, 0,

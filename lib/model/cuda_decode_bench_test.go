@@ -92,12 +92,13 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 // setDecodeVariant sets the backend's decoding path from a benchmark mode:
 // a path (graph, direct, generic) and "-"-separated variants: serial (no
 // overlapped launches), perrow (attndecode.cu's per-row attention kernel),
-// rope (q/k/v and RoPE as separate launches).
+// rope (q/k/v and RoPE as separate launches), attn1 (split attention
+// without the in-block split, attn_split_merged).
 func setDecodeVariant(t *testing.T, be *CUDA, mode string) {
 	parts := strings.Split(mode, "-")
 	be.decode = parts[0]
 	be.overlap = envconfig.CUDAPDL.Get() != "0"
-	be.perRowAttn, be.ropeApart = false, false
+	be.perRowAttn, be.ropeApart, be.attnNoSub = false, false, false
 	for _, v := range parts[1:] {
 		switch v {
 		case "serial":
@@ -106,6 +107,8 @@ func setDecodeVariant(t *testing.T, be *CUDA, mode string) {
 			be.perRowAttn = true
 		case "rope":
 			be.ropeApart = true
+		case "attn1":
+			be.attnNoSub = true
 		default:
 			t.Fatalf("decoding benchmark mode %q: unknown variant %q", mode, v)
 		}

@@ -97,19 +97,27 @@ func TestCUDADecodeStep(t *testing.T) {
 								c.what, i, overlap, graph[i].IDs, graph[i].LogProbs, serial[i].IDs, serial[i].LogProbs)
 						}
 					}
-					// The same with the per-row attention kernel (what large
-					// batches take) instead of attn_split.
+					// The same with the per-row attention kernel instead of
+					// split keys, and with split keys but no in-block split
+					// (attn_split_merged).
 					be.perRowAttn = true
 					perRow := run(decodeGraph, c.opts)
-					be.perRowAttn = false
+					be.perRowAttn, be.attnNoSub = false, true
+					merged := run(decodeGraph, c.opts)
+					be.attnNoSub = false
 					var worst float64
 					for i := range gen {
-						if !slices.Equal(perRow[i].IDs, gen[i].IDs) || perRow[i].Finish != gen[i].Finish {
-							t.Errorf("%s row %d, per-row attention: tokens differ from the op-by-op path\n graph   %v (%s)\n generic %v (%s)",
-								c.what, i, perRow[i].IDs, perRow[i].Finish, gen[i].IDs, gen[i].Finish)
-						} else {
-							for j := range gen[i].LogProbs {
-								worst = math.Max(worst, math.Abs(float64(perRow[i].LogProbs[j]-gen[i].LogProbs[j])))
+						for _, v := range []struct {
+							what string
+							gen  *Generation
+						}{{"per-row attention", perRow[i]}, {"attn_split_merged", merged[i]}} {
+							if !slices.Equal(v.gen.IDs, gen[i].IDs) || v.gen.Finish != gen[i].Finish {
+								t.Errorf("%s row %d, %s: tokens differ from the op-by-op path\n graph   %v (%s)\n generic %v (%s)",
+									c.what, i, v.what, v.gen.IDs, v.gen.Finish, gen[i].IDs, gen[i].Finish)
+							} else {
+								for j := range gen[i].LogProbs {
+									worst = math.Max(worst, math.Abs(float64(v.gen.LogProbs[j]-gen[i].LogProbs[j])))
+								}
 							}
 						}
 						if !slices.Equal(graph[i].IDs, direct[i].IDs) || !equalF32(graph[i].LogProbs, direct[i].LogProbs) ||

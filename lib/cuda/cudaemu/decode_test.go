@@ -91,6 +91,13 @@ func (e *decEmu) geti(p cuda.Ptr, n int) []int32 {
 	return v
 }
 
+func (e *decEmu) runShared(name string, grid, block cuda.Dim3, shmem int, args ...any) {
+	e.t.Helper()
+	if err := e.d.Kernel(name, grid, block, shmem, args...); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func (e *decEmu) run(name string, grid, block cuda.Dim3, args ...any) {
 	e.t.Helper()
 	if err := e.d.Kernel(name, grid, block, 0, args...); err != nil {
@@ -219,9 +226,19 @@ func TestEmuDecodeNormRoPE(t *testing.T) {
 
 func TestEmuDecodeAttention(t *testing.T) {
 	e := newDecEmu(t)
-	const heads, kvh, hd, slotRows = 4, 2, 40, 64
+	// Head dims of the three kernel bodies of each (1–2, 3–4 and 5–8
+	// values a lane).
+	for _, hd := range []int{40, 72, 160} {
+		emuDecodeAttention(t, e, hd)
+	}
+}
+
+// emuDecodeAttention checks attn_split (+ attn_split_combine),
+// attn_split_merged and attn_split_sub for head dim hd.
+func emuDecodeAttention(t *testing.T, e *decEmu, hd int) {
+	const heads, kvh, slotRows = 4, 2, 64
 	g, qd, kvd := heads/kvh, heads*hd, kvh*hd
-	scale := float32(1 / math.Sqrt(hd))
+	scale := float32(1 / math.Sqrt(float64(hd)))
 	keys := []int{1, 23, 50}
 	R := len(keys)
 	q, k, v := e.rnd(R*qd, 1), e.rnd(R*slotRows*kvd, 1), e.rnd(R*slotRows*kvd, 1)
@@ -265,11 +282,29 @@ func TestEmuDecodeAttention(t *testing.T) {
 	// keys of the short rows.
 	for _, c := range []struct{ nsp, minChunk int }{{1, 16}, {4, 16}, {8, 4}, {16, 16}} {
 		nsp := c.nsp
-		for _, merged := range []bool{false, true} {
-			name := fmt.Sprintf("attn_split nsp %d min chunk %d merged %v", nsp, c.minChunk, merged)
+		for _, kernel := range []string{"attn_split", "attn_split_merged", "attn_split_sub"} {
+			name := fmt.Sprintf("%s hd %d nsp %d min chunk %d", kernel, hd, nsp, c.minChunk)
 			out, o16, lse := e.empty(4*R*qd), e.empty(2*R*qd), e.empty(4*R*heads)
 			part := e.empty(4 * R * heads * nsp * (hd + 2))
-			if merged {
+			if kernel == "attn_split_sub" {
+				// S warps a head: 4 up to hd 64, 2 up to 128, 1 beyond; the
+				// fewest keys a split a multiple of S·8 (S·4 beyond 128).
+				S, ku := 4, 8
+				switch {
+				case hd > 128:
+					S, ku = 1, 4
+				case hd > 64:
+					S = 2
+				}
+				minChunk := max(c.minChunk, S*ku)
+				cnt := e.i32(make([]int32, R*heads))
+				e.runShared(fmt.Sprintf("attn_split_sub%d", S), cuda.Dim3{X: R, Y: kvh, Z: nsp}, cuda.Dim3{X: 32 * g * S}, 4*S*g*(hd+2), out, o16, lse, part, qp, kp, vp, rp, heads, kvh, hd, scale, minChunk, cnt)
+				for i, n := range e.geti(cnt, R*heads) {
+					if n != 0 {
+						t.Errorf("%s: counter %d left at %d", name, i, n)
+					}
+				}
+			} else if kernel == "attn_split_merged" {
 				cnt := e.i32(make([]int32, R*heads))
 				e.run("attn_split_merged", cuda.Dim3{X: R, Y: kvh, Z: nsp}, cuda.Dim3{X: 32 * g}, out, o16, lse, part, qp, kp, vp, rp, heads, kvh, hd, scale, c.minChunk, cnt)
 				for i, n := range e.geti(cnt, R*heads) {

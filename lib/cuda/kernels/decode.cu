@@ -154,10 +154,12 @@ __device__ __forceinline__ int split_used(int nkeys, int nsp, int minchunk) {
 __device__ void split_merge(float *out, unsigned short *o16, float *lse, const float *pp, int qrow, int h, int heads, int hd, int used, int lane);
 
 // attn_split_keys is one warp's pass over keys [k0, k1): NT values of q and
-// of the output per lane (hd ≤ 32·NT), KU keys per round.
+// of the output per lane (hd ≤ 32·NT), KU keys per round, the rounds step
+// keys apart (KU: every key; S·KU: every S-th group of KU keys, the warp's
+// share of a block that splits its keys S ways).
 template <int NT, int KU>
 __device__ __forceinline__ void attn_split_keys(float *acc, float &m, float &l, const float *qp, const float *kp, const float *vp, long long kld,
-                                                int hd, float scale, int k0, int k1, int lane) {
+                                                int hd, float scale, int k0, int k1, int step, int lane) {
 	float qv[NT];
 #pragma unroll
 	for (int i = 0; i < NT; i++) {
@@ -166,7 +168,7 @@ __device__ __forceinline__ void attn_split_keys(float *acc, float &m, float &l, 
 		acc[i] = 0.f;
 	}
 	m = -DEC_INF, l = 0.f;
-	for (int j = k0; j < k1; j += KU) {
+	for (int j = k0; j < k1; j += step) {
 		float xk[KU][NT], xv[KU][NT], s[KU];
 #pragma unroll
 		for (int u = 0; u < KU; u++)
@@ -219,7 +221,7 @@ __device__ __forceinline__ void attn_split_run(float *out, unsigned short *o16, 
 	if (sp < used) {
 		const float *kp = k + (long long)kbase * kld + (long long)kh * hd;
 		const float *vp = v + (long long)kbase * kld + (long long)kh * hd;
-		attn_split_keys<NT, KU>(acc, m, l, q + qrow * qld + (long long)h * hd, kp, vp, kld, hd, scale, k0, k1, lane);
+		attn_split_keys<NT, KU>(acc, m, l, q + qrow * qld + (long long)h * hd, kp, vp, kld, hd, scale, k0, k1, KU, lane);
 	}
 	if (used == 1) {
 		if (sp != 0) return;
@@ -335,6 +337,136 @@ __device__ void split_merge(float *out, unsigned short *o16, float *lse, const f
 		if (o16) o16[o + d] = dec_to_bf16(acc * inv);
 	}
 	if (lane == 0) lse[(long long)qrow * heads + h] = M + __logf(L);
+}
+
+// attn_split_sub_run: attn_split_merged whose blocks split their keys again,
+// S ways, among S warps per query head (blockDim = 32·g·S): warp w takes
+// head w mod g and every S-th group of KU keys from group w / g of the
+// block's chunk, so that a chunk of S·KU keys is one memory round trip; the
+// S partials of a head merge in shared memory (4·S·g·(hd+2) bytes of
+// dynamic shared memory), then the first warp of each head goes on as
+// attn_split_merged's (the whole output when one split is in use, else a
+// partial, the count, and the merge by the last split). minchunk is S·KU
+// or a multiple of it.
+template <int NT, int KU, int S>
+__device__ __forceinline__ void attn_split_sub_run(float *out, unsigned short *o16, float *lse, float *part, const float *q, const float *k,
+                                                   const float *v, const int *rows, int heads, int kvheads, int hd, float scale, int minchunk,
+                                                   int *cnt) {
+	extern __shared__ float sub_sm[];
+	const int g = heads / kvheads, row = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z, nsp = gridDim.z;
+	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, hw = w % g, sub = w / g;
+	const int qrow = rows[3 * row], kbase = rows[3 * row + 1], nkeys = rows[3 * row + 2];
+	const int h = kh * g + hw;
+	const int chunk = split_chunk(nkeys, nsp, minchunk), used = split_used(nkeys, nsp, minchunk);
+	const long long qld = (long long)heads * hd, kld = (long long)kvheads * hd;
+	const int k0 = sp * chunk, k1 = min(nkeys, k0 + chunk);
+	const int st = hd + 2;
+	float acc[NT], m = -DEC_INF, l = 0.f;
+#pragma unroll
+	for (int i = 0; i < NT; i++) acc[i] = 0.f;
+	if (sp < used) {
+		const float *kp = k + (long long)kbase * kld + (long long)kh * hd;
+		const float *vp = v + (long long)kbase * kld + (long long)kh * hd;
+		attn_split_keys<NT, KU>(acc, m, l, q + qrow * qld + (long long)h * hd, kp, vp, kld, hd, scale, k0 + sub * KU, k1, S * KU, lane);
+	}
+	if (sp >= used) {
+		if (sub != 0 || !cnt) return;
+	} else {
+		float *mine = sub_sm + (sub * g + hw) * st;
+#pragma unroll
+		for (int i = 0; i < NT; i++) {
+			int d = lane + 32 * i;
+			if (d < hd) mine[d] = acc[i];
+		}
+		if (lane == 0) {
+			mine[hd] = m;
+			mine[hd + 1] = l;
+		}
+		__syncthreads();
+		if (sub != 0) return;
+		// Head hw's S partials; sub-ranges with no keys have m = −inf, l = 0.
+		float M = -DEC_INF;
+		for (int s2 = 0; s2 < S; s2++) M = fmaxf(M, sub_sm[(s2 * g + hw) * st + hd]);
+		l = 0.f;
+#pragma unroll
+		for (int i = 0; i < NT; i++) acc[i] = 0.f;
+		for (int s2 = 0; s2 < S; s2++) {
+			const float *p = sub_sm + (s2 * g + hw) * st;
+			float c = __expf(p[hd] - M);
+			l += c * p[hd + 1];
+#pragma unroll
+			for (int i = 0; i < NT; i++) {
+				int d = lane + 32 * i;
+				if (d < hd) acc[i] += c * p[d];
+			}
+		}
+		m = M;
+	}
+	if (used == 1) {
+		if (sp != 0) return;
+		float inv = 1.f / l;
+		const long long o = qrow * qld + (long long)h * hd;
+#pragma unroll
+		for (int i = 0; i < NT; i++) {
+			int d = lane + 32 * i;
+			if (d < hd) {
+				out[o + d] = acc[i] * inv;
+				if (o16) o16[o + d] = dec_to_bf16(acc[i] * inv);
+			}
+		}
+		if (lane == 0) lse[(long long)qrow * heads + h] = m + __logf(l);
+		return;
+	}
+	float *ph = part + (long long)(row * heads + h) * nsp * st;
+	if (sp < used) {
+		float *pp = ph + (long long)sp * st;
+#pragma unroll
+		for (int i = 0; i < NT; i++) {
+			int d = lane + 32 * i;
+			if (d < hd) pp[d] = acc[i];
+		}
+		if (lane == 0) {
+			pp[hd] = m;
+			pp[hd + 1] = l;
+		}
+	}
+	__threadfence();
+	__syncwarp();
+	int last = 0;
+	if (lane == 0) last = atomicAdd(&cnt[row * heads + h], 1) == nsp - 1;
+	last = __shfl_sync(0xffffffffu, last, 0);
+	if (!last) return;
+	__threadfence();
+	split_merge(out, o16, lse, ph, qrow, h, heads, hd, used, lane);
+	if (lane == 0) cnt[row * heads + h] = 0;
+}
+
+// attn_split_sub4/2/1: attn_split_sub_run with S = 4 warps a head (head
+// dims up to 64), 2 (up to 128), 1 (up to 256), each kernel's launch bound
+// the largest block it takes (g·S ≤ 32, 16, 8 warps), so that the compiler
+// keeps a block's registers within a multiprocessor's. lib/model's
+// attnSubWays picks the kernel by the same rule.
+#define ATTN_SUB_ARGS                                                                                                              \
+	float *out, unsigned short *o16, float *lse, float *part, const float *q, const float *k, const float *v, const int *rows, \
+	    int heads, int kvheads, int hd, float scale, int minchunk, int *cnt
+#define ATTN_SUB_PASS out, o16, lse, part, q, k, v, rows, heads, kvheads, hd, scale, minchunk, cnt
+extern "C" __global__ void __launch_bounds__(1024) attn_split_sub4(ATTN_SUB_ARGS) {
+	PDL_WAIT();
+	PDL_RELEASE();
+	if (hd <= 32)
+		attn_split_sub_run<1, 8, 4>(ATTN_SUB_PASS);
+	else
+		attn_split_sub_run<2, 8, 4>(ATTN_SUB_PASS);
+}
+extern "C" __global__ void __launch_bounds__(512) attn_split_sub2(ATTN_SUB_ARGS) {
+	PDL_WAIT();
+	PDL_RELEASE();
+	attn_split_sub_run<4, 8, 2>(ATTN_SUB_PASS);
+}
+extern "C" __global__ void __launch_bounds__(256) attn_split_sub1(ATTN_SUB_ARGS) {
+	PDL_WAIT();
+	PDL_RELEASE();
+	attn_split_sub_run<8, 4, 1>(ATTN_SUB_PASS);
 }
 
 // gemv_bf16: y[m×n] = x[m×k]·wᵀ for the few rows of a decoding step
