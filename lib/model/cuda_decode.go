@@ -100,14 +100,19 @@ func (b *CUDA) splitPlan(rows, kvHeads, maxKeys, minChunk int) int {
 	return max(1, min(want, (maxKeys+minChunk-1)/minChunk))
 }
 
-// attnSubWays is the attn_split_sub kernel for head dim hd and g query
-// heads a kv head: S warps a query head in each block (decode.cu's
-// attn_split_sub4/2/1: 4 up to head dim 64, 2 up to 128, 1 up to 256), the
-// fewest keys a split then takes (a multiple of what the S warps load in
-// one round), and ok false where the block would pass the kernel's launch
-// bound (g·S warps against 32, 16, 8), or in tests that ask for
-// attn_split_merged (CUDA.attnNoSub).
-func (b *CUDA) attnSubWays(g, hd int) (kernel string, ways, minChunk int, ok bool) {
+// attnSubWays is the attn_split_sub kernel for a step of rows rows, head
+// dim hd and g query heads a kv head: S warps a query head in each block
+// (decode.cu's attn_split_sub4/2/1: 4 up to head dim 64, 2 up to 128, 1 up to
+// 256), the fewest keys a split then takes (a multiple of what the S warps
+// load in one round), and ok false where attn_split_merged runs instead:
+// where the block would pass the kernel's launch bound (g·S warps against
+// 32, 16, 8), in tests that ask for it (CUDA.attnNoSub), and for head dims
+// over 64 once rows × kv heads pass 8. Measured on the H200 (2026-12-02,
+// steps alone against attn_split_merged): at head dim 64 (0.5B) equal at
+// batch 1 and 32 and 5.6% faster at 256; at head dim 128 faster at batch 1
+// (3.4% at 1.5B, 0.7% at 7B) but 4.5–16% slower at 32 and 256, the
+// 512-thread blocks of 120 registers holding one block a multiprocessor.
+func (b *CUDA) attnSubWays(rows, kvHeads, g, hd int) (kernel string, ways, minChunk int, ok bool) {
 	ways, keys, maxWarps := 4, 8, 32
 	switch {
 	case hd > 256:
@@ -117,7 +122,8 @@ func (b *CUDA) attnSubWays(g, hd int) (kernel string, ways, minChunk int, ok boo
 	case hd > 64:
 		ways, maxWarps = 2, 16
 	}
-	return fmt.Sprintf("attn_split_sub%d", ways), ways, max(splitMinChunk, ways*keys), g*ways <= maxWarps && !b.attnNoSub
+	ok = g*ways <= maxWarps && !b.attnNoSub && (hd <= 64 || rows*kvHeads <= 8)
+	return fmt.Sprintf("attn_split_sub%d", ways), ways, max(splitMinChunk, ways*keys), ok
 }
 
 // stepLayerW is one layer's operands: GEMM weights as the products read them
@@ -436,7 +442,7 @@ func (s *cudaStepper) launchStep(bk int) {
 		} else {
 			s.qkvApart(bk, W, pos, crow)
 		}
-		if kernel, S, minChunk, ok := s.b.attnSubWays(g, hd); s.b.useSplit() && ok {
+		if kernel, S, minChunk, ok := s.b.attnSubWays(bk, A.kvHeads, g, hd); s.b.useSplit() && ok {
 			// Each split's keys split again among S warps a head, merged
 			// in shared memory; the last split merges the splits.
 			nsp := s.b.splitPlan(bk, A.kvHeads, s.cap, minChunk)
