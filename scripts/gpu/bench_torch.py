@@ -5,7 +5,14 @@ Random-weight Qwen2.5 shapes through transformers (SDPA attention), in bf16
 and fp32 (TF32 off): a training step (forward + backward of the summed token
 log-probs, batch of sequences of 2048), prefill (forward + log-probs) and
 greedy generate at batch 1, 32, 256 (prompts of 128, 128 new tokens).
-MEMPO_TORCH_PARTS (train,prefill,decode) picks what runs.
+MEMPO_TORCH_PARTS (train,prefill,decode) picks what runs; MEMPO_TORCH_TRAIN
+the training steps (comma list, default full): full (the whole logits tensor,
+as a plain model call gives it), chunked (the LM head and log-softmax in
+chunks of 2048 rows, each chunk's gradient made in the forward, the way fused
+linear cross-entropy kernels do it: no logits tensor kept, as mempo's LM head)
+and compiled (chunked with the transformer body under torch.compile). Before
+the chunked steps, their gradients are checked against full's on a small
+case.
 Lines starting with BENCH are the results; run by scripts/gpu/run.sh.
 """
 import os, sys, time
@@ -31,6 +38,51 @@ def timed(fn, reps=2):
         best = d if best is None else min(best, d)
     return best
 
+class ChunkedLogProb(torch.autograd.Function):
+    """Σ log softmax(h·Wᵀ)[target] over rows of h, C rows at a time; the gradients of h and W are made chunk by
+    chunk in the forward (d/dz = onehot − softmax), so no logits tensor outlives its chunk."""
+
+    @staticmethod
+    def forward(ctx, h, W, tgt, C):
+        gh = torch.empty_like(h)
+        gW = torch.zeros(W.shape, device=W.device, dtype=torch.float32)
+        total = torch.zeros((), device=h.device, dtype=torch.float32)
+        for i in range(0, h.shape[0], C):
+            hc, tc = h[i:i + C], tgt[i:i + C, None]
+            z = (hc @ W.t()).float()
+            lse = torch.logsumexp(z, -1, keepdim=True)
+            total += (z.gather(-1, tc) - lse).sum()
+            g = torch.exp(z - lse).neg_()
+            g.scatter_add_(-1, tc, torch.ones_like(tc, dtype=g.dtype))
+            g = g.to(h.dtype)
+            gh[i:i + C] = g @ W
+            gW += (g.t() @ hc).float()
+        ctx.save_for_backward(gh, gW.to(W.dtype))
+        return total
+
+    @staticmethod
+    def backward(ctx, go):
+        gh, gW = ctx.saved_tensors
+        return gh * go.to(gh.dtype), gW * go.to(gW.dtype), None, None
+
+
+def check_chunked():
+    """ChunkedLogProb against autograd over the whole logits, fp32, a small case."""
+    torch.manual_seed(1)
+    h = torch.randn(300, 64, device="cuda", dtype=torch.float64, requires_grad=True)
+    W = torch.randn(1000, 64, device="cuda", dtype=torch.float64, requires_grad=True)
+    tgt = torch.randint(0, 1000, (300,), device="cuda")
+    ref = torch.log_softmax(h @ W.t(), -1).gather(-1, tgt[:, None]).sum()
+    rh, rW = torch.autograd.grad(ref, (h, W))
+    got = ChunkedLogProb.apply(h, W, tgt, 128)
+    gh, gW = torch.autograd.grad(got, (h, W))
+    err = max((got - ref).abs().item() / ref.abs().item(), ((gh - rh).abs().max() / rh.abs().max()).item(),
+              ((gW - rW).abs().max() / rW.abs().max()).item())
+    print(f"BENCH torch chunked log-prob check: relative error {err:.2e} against the whole logits", flush=True)
+    if not err < 1e-4:
+        sys.exit(f"chunked log-prob gradients differ from the whole logits' by {err:.2e}")
+
+
 def train_flops(cfg, n_params_no_embed, T):
     w = n_params_no_embed + cfg.vocab_size * cfg.hidden_size
     fwd = 2 * w * T + cfg.num_hidden_layers * 2 * T * T * cfg.num_attention_heads * (cfg.hidden_size // cfg.num_attention_heads)
@@ -44,6 +96,8 @@ def main():
     dtypes = os.environ.get("MEMPO_TORCH_DTYPES", "bf16,fp32").split(",")
     T = 2048
     print(f"BENCH torch {torch.__version__} transformers {transformers.__version__} {torch.cuda.get_device_name()}", flush=True)
+    if set(os.environ.get("MEMPO_TORCH_TRAIN", "full").split(",")) - {"full"}:
+        check_chunked()
     for name in models:
         for dt in dtypes:
             dtype = torch.bfloat16 if dt == "bf16" else torch.float32
@@ -65,13 +119,32 @@ def main():
                 logits = model(input_ids=ids).logits.float()
                 lp = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None]).sum()
                 lp.backward()
-            if "train" in parts:
+
+            def chunked_step(body):
+                def run():
+                    model.zero_grad(set_to_none=False)
+                    h = body(input_ids=ids).last_hidden_state
+                    hs = h[:, :-1].reshape(-1, h.shape[-1])
+                    lp = ChunkedLogProb.apply(hs, model.lm_head.weight, ids[:, 1:].reshape(-1), 2048)
+                    lp.backward()
+                return run
+            for variant in (os.environ.get("MEMPO_TORCH_TRAIN", "full").split(",") if "train" in parts else ()):
+                if variant == "full":
+                    fn = step
+                elif variant == "chunked":
+                    fn = chunked_step(model.model)
+                elif variant == "compiled":
+                    fn = chunked_step(torch.compile(model.model))
+                else:
+                    sys.exit(f"MEMPO_TORCH_TRAIN: unknown training step {variant!r} (full, chunked, compiled)")
+                label = "train" if variant == "full" else f"train-{variant}"
                 try:
-                    d = timed(step)
+                    t0 = time.perf_counter()
+                    d = timed(fn)
                     tf = flops * B / d / 1e12
-                    print(f"BENCH {name} torch-{dt} train B={B} T={T}: {B*T/d:.0f} tokens/s ({d:.3f} s/step), {tf:.1f} TFLOP/s = MFU {100*tf/989:.1f}% of 989", flush=True)
+                    print(f"BENCH {name} torch-{dt} {label} B={B} T={T}: {B*T/d:.0f} tokens/s ({d:.3f} s/step), {tf:.1f} TFLOP/s = MFU {100*tf/989:.1f}% of 989 ({time.perf_counter()-t0:.0f} s with warm-up)", flush=True)
                 except torch.OutOfMemoryError:
-                    print(f"BENCH {name} torch-{dt} train B={B} T={T}: out of memory", flush=True)
+                    print(f"BENCH {name} torch-{dt} {label} B={B} T={T}: out of memory", flush=True)
             model.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
             model.eval()
