@@ -100,9 +100,7 @@ func (e *decEmu) runShared(name string, grid, block cuda.Dim3, shmem int, args .
 
 func (e *decEmu) run(name string, grid, block cuda.Dim3, args ...any) {
 	e.t.Helper()
-	if err := e.d.Kernel(name, grid, block, 0, args...); err != nil {
-		e.t.Fatal(err)
-	}
+	e.runShared(name, grid, block, 0, args...)
 }
 
 // near fails when got and want differ by more than tol of want's scale, or

@@ -205,24 +205,14 @@ __device__ __forceinline__ void attn_split_keys(float *acc, float &m, float &l, 
 	}
 }
 
-template <int NT, int KU>
-__device__ __forceinline__ void attn_split_run(float *out, unsigned short *o16, float *lse, float *part, const float *q, const float *k,
-                                               const float *v, const int *rows, int heads, int kvheads, int hd, float scale, int minchunk,
-                                               int *cnt) {
-	const int g = heads / kvheads, row = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z, nsp = gridDim.z;
-	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
-	if (w >= g) return;
-	const int qrow = rows[3 * row], kbase = rows[3 * row + 1], nkeys = rows[3 * row + 2];
-	const int h = kh * g + w;
-	const int chunk = split_chunk(nkeys, nsp, minchunk), used = split_used(nkeys, nsp, minchunk);
-	const long long qld = (long long)heads * hd, kld = (long long)kvheads * hd;
-	const int k0 = sp * chunk, k1 = min(nkeys, k0 + chunk);
-	float acc[NT], m = -DEC_INF, l = 0.f;
-	if (sp < used) {
-		const float *kp = k + (long long)kbase * kld + (long long)kh * hd;
-		const float *vp = v + (long long)kbase * kld + (long long)kh * hd;
-		attn_split_keys<NT, KU>(acc, m, l, q + qrow * qld + (long long)h * hd, kp, vp, kld, hd, scale, k0, k1, KU, lane);
-	}
+// split_finish is what a warp does with its head's (acc, m, l) over split
+// sp of a row: with one split in use, split 0 writes the output (and o16)
+// and lse; otherwise each split in use writes its partial, and with
+// counters the last of the nsp splits to count merges them (split_merge).
+template <int NT>
+__device__ __forceinline__ void split_finish(const float *acc, float m, float l, float *out, unsigned short *o16, float *lse, float *part,
+                                             int *cnt, int row, int qrow, int h, int heads, int hd, int sp, int nsp, int used, int lane) {
+	const long long qld = (long long)heads * hd;
 	if (used == 1) {
 		if (sp != 0) return;
 		float inv = 1.f / l;
@@ -266,6 +256,27 @@ __device__ __forceinline__ void attn_split_run(float *out, unsigned short *o16, 
 	__threadfence();
 	split_merge(out, o16, lse, ph, qrow, h, heads, hd, used, lane);
 	if (lane == 0) cnt[row * heads + h] = 0;
+}
+
+template <int NT, int KU>
+__device__ __forceinline__ void attn_split_run(float *out, unsigned short *o16, float *lse, float *part, const float *q, const float *k,
+                                               const float *v, const int *rows, int heads, int kvheads, int hd, float scale, int minchunk,
+                                               int *cnt) {
+	const int g = heads / kvheads, row = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z, nsp = gridDim.z;
+	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	if (w >= g) return;
+	const int qrow = rows[3 * row], kbase = rows[3 * row + 1], nkeys = rows[3 * row + 2];
+	const int h = kh * g + w;
+	const int chunk = split_chunk(nkeys, nsp, minchunk), used = split_used(nkeys, nsp, minchunk);
+	const long long qld = (long long)heads * hd, kld = (long long)kvheads * hd;
+	const int k0 = sp * chunk, k1 = min(nkeys, k0 + chunk);
+	float acc[NT], m = -DEC_INF, l = 0.f;
+	if (sp < used) {
+		const float *kp = k + (long long)kbase * kld + (long long)kh * hd;
+		const float *vp = v + (long long)kbase * kld + (long long)kh * hd;
+		attn_split_keys<NT, KU>(acc, m, l, q + qrow * qld + (long long)h * hd, kp, vp, kld, hd, scale, k0, k1, KU, lane);
+	}
+	split_finish<NT>(acc, m, l, out, o16, lse, part, cnt, row, qrow, h, heads, hd, sp, nsp, used, lane);
 }
 
 // attn_split_dispatch picks the kernel body by head dim: NT = ⌈hd/32⌉
@@ -402,43 +413,7 @@ __device__ __forceinline__ void attn_split_sub_run(float *out, unsigned short *o
 		}
 		m = M;
 	}
-	if (used == 1) {
-		if (sp != 0) return;
-		float inv = 1.f / l;
-		const long long o = qrow * qld + (long long)h * hd;
-#pragma unroll
-		for (int i = 0; i < NT; i++) {
-			int d = lane + 32 * i;
-			if (d < hd) {
-				out[o + d] = acc[i] * inv;
-				if (o16) o16[o + d] = dec_to_bf16(acc[i] * inv);
-			}
-		}
-		if (lane == 0) lse[(long long)qrow * heads + h] = m + __logf(l);
-		return;
-	}
-	float *ph = part + (long long)(row * heads + h) * nsp * st;
-	if (sp < used) {
-		float *pp = ph + (long long)sp * st;
-#pragma unroll
-		for (int i = 0; i < NT; i++) {
-			int d = lane + 32 * i;
-			if (d < hd) pp[d] = acc[i];
-		}
-		if (lane == 0) {
-			pp[hd] = m;
-			pp[hd + 1] = l;
-		}
-	}
-	__threadfence();
-	__syncwarp();
-	int last = 0;
-	if (lane == 0) last = atomicAdd(&cnt[row * heads + h], 1) == nsp - 1;
-	last = __shfl_sync(0xffffffffu, last, 0);
-	if (!last) return;
-	__threadfence();
-	split_merge(out, o16, lse, ph, qrow, h, heads, hd, used, lane);
-	if (lane == 0) cnt[row * heads + h] = 0;
+	split_finish<NT>(acc, m, l, out, o16, lse, part, cnt, row, qrow, h, heads, hd, sp, nsp, used, lane);
 }
 
 // attn_split_sub4/2/1: attn_split_sub_run with S = 4 warps a head (head
