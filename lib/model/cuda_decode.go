@@ -26,11 +26,12 @@ import (
 // the bf16 GEMVs of small steps, which also take the bias, RoPE and cache
 // write into the q/k/v launch) instead of about 20 plus their host work. The
 // fused elementwise kernels (kernels/decode.cu) keep the arithmetic of the
-// kernels they replace. Some do not, where a step has few rows: attention
-// with the keys split across blocks (attn_split_merged, whose last split
-// of a head merges the partials; the op-by-op decode kernel runs one block
-// per row and kv head, 2 to 8 blocks for a batch-1 step, about 50–80 µs a
-// layer on the H200), the sampler split over blocks (sample_split_*), and,
+// kernels they replace. Some do not: attention with the keys split across
+// blocks at every batch size (attn_split_sub, whose blocks split their keys
+// again among warps, or attn_split_merged; the last split of a head merges
+// the partials; the op-by-op decode kernel runs one block per row and kv
+// head, 2 to 8 blocks for a batch-1 step, about 50–80 µs a layer on the
+// H200), where a step has few rows the sampler split over blocks (sample_split_*), and,
 // in bf16 mode, the products of steps of at most four rows (gemv_bf16:
 // cuBLAS reads the weights at about two thirds of the copy bandwidth
 // there). Their sums run in another order, so log-probs differ from the
@@ -41,10 +42,10 @@ import (
 //
 // On Hopper and later the step's own kernels (decode.cu, sample.cu) are
 // launched overlapped (programmatic dependent launch, cuda.LaunchOverlap):
-// each may start, and wait in PDL_WAIT, while the kernel before it drains,
-// which hides most of a launch's latency in the small steps, where the
-// weights of a layer stream in a few microseconds. MEMPO_CUDA_PDL=0 turns it
-// off.
+// each may start, and wait in PDL_WAIT, while the kernel before it drains
+// (measured: 1–5% at batch 1, nothing at 32 and 256, where the chain of
+// dependent kernels, not their launches, bounds the step). MEMPO_CUDA_PDL=0
+// turns it off.
 //
 // MEMPO_CUDA_DECODE selects it: "graph" (default), "direct" (the same step
 // without graphs), "generic" (the model's op-by-op path).
