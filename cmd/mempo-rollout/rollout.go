@@ -52,9 +52,7 @@ var rolloutFlags = slices.Concat([]ucli.Flag{
 	&ucli.BoolFlag{Name: "sync-retrieval", Usage: "wait for a turn's searches before the memory rewards of the tasks that ended in it (default: they run while the searcher works)"},
 	&ucli.StringFlag{Name: "policy", Usage: "policy checkpoint id stored in every row (default: the model directory's name @ a hash of its files' sizes and times)"},
 	&ucli.BoolFlag{Name: "no-memory-reward", Usage: "skip the teacher-forced P(gold | …) passes of R^M"},
-	&ucli.BoolFlag{Name: "score-gold-numbered", Usage: `R^M scores each objective's gold after its position's marker, "[1] Paris; [2] Berlin", to match a policy that numbers its answers that way`},
-	&ucli.StringFlag{Name: "score-lead-in", Usage: "the text R^M's teacher-forced passes put between the memory and the gold answer, ending in <answer>; {k} is replaced by the number of questions (default: a final-answer thought, see docs/formats.md)"},
-	&ucli.StringFlag{Name: "score-gold-prefix", Usage: `text put before the gold answer in R^M's teacher-forced passes, to match how the policy writes answers (" " when it writes "<answer> Paris")`},
+}, scoreFlags, []ucli.Flag{
 	&ucli.StringFlag{Name: "task-reward", Value: "exact", Usage: "R^T: exact (1 when all k answers exact-match), or em / f1 (mean over objectives: partial credit)"},
 	flags.Device(""),
 	flags.Adapter(""),
@@ -173,10 +171,8 @@ func parseRollout(c *ucli.Context) (*rolloutArgs, error) {
 		return nil, fmt.Errorf("--on-invalid: %w", err)
 	}
 	cfg.MaxStepTokens, cfg.OnInvalid = stepTokens, onInvalid
-	cfg.ScoreGoldPrefix = c.String("score-gold-prefix")
-	cfg.ScoreGoldNumbered = c.Bool("score-gold-numbered")
-	if c.IsSet("score-lead-in") {
-		cfg.ScoreLeadIn = c.String("score-lead-in")
+	if err := parseScore(c, &cfg); err != nil {
+		return nil, err
 	}
 	a := &rolloutArgs{out: out, jsonl: jsonl, journal: out + ".partial", groupSize: groupSize, sampling: sampling, agent: cfg}
 	if a.shard, a.shards, err = parseShard(c); err != nil {
@@ -314,15 +310,7 @@ func openRollout(c *ucli.Context, a *rolloutArgs) (_ *rolloutRun, err error) {
 	if a := c.String("adapter"); a != "" {
 		set["adapter"] = a // only when set: earlier journals resume
 	}
-	if p := cfg.ScoreGoldPrefix; p != "" {
-		set["score_gold_prefix"] = strconv.Quote(p) // only when set: earlier journals resume
-	}
-	if cfg.ScoreGoldNumbered {
-		set["score_gold_numbered"] = "true"
-	}
-	if c.IsSet("score-lead-in") {
-		set["score_lead_in"] = strconv.Quote(cfg.ScoreLeadIn)
-	}
+	scoreSettings(c, cfg, set)
 	if n := c.Int("force-search-turns"); n > 0 {
 		set["force_search_turns"] = strconv.Itoa(n) // only when set: earlier journals resume
 	}
@@ -502,4 +490,46 @@ func finishedRows(out string) (int, error) {
 		return 0, fmt.Errorf("--out %s exists but holds no trajectories, not a finished run; move it away or pass --overwrite", out)
 	}
 	return n, nil
+}
+
+// scoreFlags are how R^M's teacher-forced sequences are written
+// (agent.MemorySequences): the rollout run scores with them, and the expert's
+// --answer-rows demonstrations teach the same sequences.
+var scoreFlags = []ucli.Flag{
+	&ucli.BoolFlag{Name: "score-gold-numbered", Usage: `R^M scores each objective's gold after its position's marker, "[1] Paris; [2] Berlin", to match a policy that numbers its answers that way`},
+	&ucli.StringFlag{Name: "score-lead-in", Usage: "the text R^M's teacher-forced passes put between the memory and the gold answer, ending in <answer>; {k} is replaced by the number of questions (default: a final-answer thought, see docs/formats.md)"},
+	&ucli.StringFlag{Name: "score-gold-prefix", Usage: `text put before the gold answer in R^M's teacher-forced passes, to match how the policy writes answers (" " when it writes "<answer> Paris")`},
+	&ucli.StringFlag{Name: "score-layout", Value: "turn", Usage: "where P(gold | q, mem) reads the memory: turn (the memory opens the answering assistant turn after the prompt, mempo-paper §2.2) or next-step (the memory as the previous assistant turn of a keep-1 context, its observation left out; the history term has the same template)"},
+}
+
+// parseScore sets cfg's R^M fields from scoreFlags.
+func parseScore(c *ucli.Context, cfg *agent.Config) error {
+	cfg.ScoreGoldPrefix = c.String("score-gold-prefix")
+	cfg.ScoreGoldNumbered = c.Bool("score-gold-numbered")
+	if c.IsSet("score-lead-in") {
+		cfg.ScoreLeadIn = c.String("score-lead-in")
+	}
+	l, err := agent.ParseScoreLayout(c.String("score-layout"))
+	if err != nil {
+		return fmt.Errorf("--score-layout: %w", err)
+	}
+	cfg.ScoreLayout = l
+	return nil
+}
+
+// scoreSettings records cfg's R^M fields in a run's settings, each only when
+// it differs from the default, so that journals of earlier runs resume.
+func scoreSettings(c *ucli.Context, cfg agent.Config, set rollout.Settings) {
+	if p := cfg.ScoreGoldPrefix; p != "" {
+		set["score_gold_prefix"] = strconv.Quote(p)
+	}
+	if cfg.ScoreGoldNumbered {
+		set["score_gold_numbered"] = "true"
+	}
+	if c.IsSet("score-lead-in") {
+		set["score_lead_in"] = strconv.Quote(cfg.ScoreLeadIn)
+	}
+	if cfg.ScoreLayout != agent.ScoreInTurn {
+		set["score_layout"] = cfg.ScoreLayout.String()
+	}
 }

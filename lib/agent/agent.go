@@ -135,10 +135,57 @@ type Config struct {
 	// their parts that way (the generated world's; the answer checker reads
 	// such parts without the marker, see qa.SplitAnswers).
 	ScoreGoldNumbered bool
+	// ScoreLayout is where the memory-reward sequences put the memory (see
+	// MemorySequences): ScoreInTurn (the default) or ScoreNextStep.
+	ScoreLayout ScoreLayout
 	// EOSIDs are the ids that end generation (generation_config's
 	// eos_token_id). Trailing EOS ids are left out of the text that is
 	// parsed; they stay in the step's output ids.
 	EOSIDs []int
+}
+
+// ScoreLayout is where the memory P(gold | q, mem_t) is scored in sees the
+// memory. Its text form ("turn" or "next-step") is what mempo-rollout
+// --score-layout takes and what a rollout run's settings record.
+type ScoreLayout int
+
+const (
+	// ScoreInTurn opens the answering assistant turn with the memory:
+	// prompt ⊕ generation prompt ⊕ <mem>…</mem> ⊕ lead-in ⊕ gold, the
+	// scoring prompt of mempo-paper §2.2. A pretrained policy reads a memory
+	// there; a policy trained only under keep 1 has seen a memory right after
+	// the prompt only at its first step, where it holds nothing yet.
+	ScoreInTurn ScoreLayout = iota
+	// ScoreNextStep puts the memory where a keep-1 policy reads its past:
+	// the context of the step after it as the environment renders it, the
+	// step reduced to its <mem> block and its observation left out (prompt ⊕
+	// <|im_start|>assistant\n ⊕ <mem>…</mem> ⊕ <|im_end|>\n ⊕ generation
+	// prompt) ⊕ lead-in ⊕ gold. The history term is then the same template
+	// with the raw steps in the memory's place, so template effects cancel
+	// in R^M.
+	ScoreNextStep
+)
+
+// String is the layout's flag form.
+func (l ScoreLayout) String() string {
+	switch l {
+	case ScoreInTurn:
+		return "turn"
+	case ScoreNextStep:
+		return "next-step"
+	}
+	return "ScoreLayout(" + strconv.Itoa(int(l)) + ")"
+}
+
+// ParseScoreLayout reads a layout's flag form, "turn" or "next-step".
+func ParseScoreLayout(s string) (ScoreLayout, error) {
+	switch strings.TrimSpace(strings.ToLower(s)) {
+	case "turn":
+		return ScoreInTurn, nil
+	case "next-step":
+		return ScoreNextStep, nil
+	}
+	return 0, fmt.Errorf("score layout %q: want \"turn\" or \"next-step\"", s)
 }
 
 // Qwen25System is the system message Qwen2.5's chat template inserts when a
@@ -206,6 +253,9 @@ func (c Config) validate() error {
 	}
 	if c.ObsMaxTokens < 0 {
 		return fmt.Errorf("agent: observation token limit must be ≥ 0, got %d", c.ObsMaxTokens)
+	}
+	if c.ScoreLayout != ScoreInTurn && c.ScoreLayout != ScoreNextStep {
+		return fmt.Errorf("agent: unknown score layout %d", c.ScoreLayout)
 	}
 	if c.OnInvalid != EndOnInvalid && c.OnInvalid != CorrectOnInvalid {
 		return fmt.Errorf("agent: unknown invalid-step policy %d", c.OnInvalid)

@@ -658,6 +658,31 @@ func TestMemorySequences(t *testing.T) {
 	klead := tok.Encode("<think>all 2 answers are known</think><answer>")
 	eqIDs(t, "lead-in with {k}", ks.Mem[ks.MemGoldStart-len(klead):ks.MemGoldStart], klead)
 	eqIDs(t, "lead-in with {k}, history", ks.Hist[ks.HistGoldStart-len(klead):ks.HistGoldStart], klead)
+	// ScoreNextStep: the memory as a closed assistant turn of its own, as
+	// the next step's keep-1 context would render its step without the
+	// observation, then the generation prompt, lead-in and gold; the history
+	// term is the turn layout's, so that the two share one template: prompt
+	// ⊕ closed turns ⊕ generation prompt ⊕ lead-in ⊕ gold.
+	closeTurn := tok.Encode("<|im_end|>\n")
+	for i := range tr.Steps {
+		ts, err := tr.MemorySequences(i, golds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns := seqsWith(func(c *Config) { c.ScoreLayout = ScoreNextStep }, i)
+		st := tr.Steps[i]
+		mem := st.OutputIDs[st.MemStart:st.MemEnd]
+		eqIDs(t, "next-step memory sequence", ns.Mem, cat(tr.PromptIDs(), gen, mem, closeTurn, gen, lead, g))
+		eqIDs(t, "next-step history sequence", ns.Hist, ts.Hist)
+		if ns.MemGoldStart != len(ns.Mem)-len(g) || ns.HistGoldStart != ts.HistGoldStart || ns.HistGoldEnd != ts.HistGoldEnd {
+			t.Fatalf("step %d: next-step gold ranges wrong", i+1)
+		}
+		// One template: the memory sequence is the history sequence with
+		// the raw steps replaced by the memory turn.
+		steps := ns.Hist[len(tr.PromptIDs()) : len(ns.Hist)-len(gen)-len(lead)-len(g)]
+		swapped := cat(ns.Hist[:len(tr.PromptIDs())], gen, mem, closeTurn, ns.Hist[len(tr.PromptIDs())+len(steps):])
+		eqIDs(t, "memory turn in the raw steps' place", ns.Mem, swapped)
+	}
 	if _, err := GoldText([][]string{{"a"}, {" ", ""}}); err == nil {
 		t.Fatal("an objective without alias was accepted")
 	}
@@ -666,6 +691,27 @@ func TestMemorySequences(t *testing.T) {
 	tr.Step(tok.Encode("<think>t</think>"), nil)
 	if _, err := tr.MemorySequences(0, [][]string{{"a"}}); err == nil {
 		t.Fatal("memory sequences for a step without <mem>")
+	}
+}
+
+// TestScoreLayout checks the layout's text forms and that New refuses an
+// unknown one.
+func TestScoreLayout(t *testing.T) {
+	for _, l := range []ScoreLayout{ScoreInTurn, ScoreNextStep} {
+		if got, err := ParseScoreLayout(" " + strings.ToUpper(l.String())); err != nil || got != l {
+			t.Errorf("%v: parsed back as %v, %v", l, got, err)
+		}
+	}
+	if _, err := ParseScoreLayout("memonly"); err == nil || !strings.Contains(err.Error(), `want "turn" or "next-step"`) {
+		t.Errorf("unknown layout: %v", err)
+	}
+	cfg := DefaultConfig()
+	if cfg.ScoreLayout != ScoreInTurn {
+		t.Errorf("default layout %v", cfg.ScoreLayout)
+	}
+	cfg.ScoreLayout = 7
+	if _, err := New(cfg, newTestTok()); err == nil || !strings.Contains(err.Error(), "score layout") {
+		t.Errorf("New with layout 7: %v", err)
 	}
 }
 

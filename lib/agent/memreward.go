@@ -17,7 +17,10 @@ import (
 // logits at position p−1.
 type MemorySeqs struct {
 	// Mem = prompt ⊕ generation prompt ⊕ the step's <mem>…</mem> ids (the
-	// sampled ids of its MemStart:MemEnd span) ⊕ lead-in ⊕ gold.
+	// sampled ids of its MemStart:MemEnd span) ⊕ lead-in ⊕ gold under
+	// ScoreInTurn; under ScoreNextStep the <mem> ids are a closed assistant
+	// turn of their own, rendered as BuildContext renders a step without
+	// observation, followed by the generation prompt, lead-in and gold.
 	Mem                      []int
 	MemGoldStart, MemGoldEnd int
 	// Hist = prompt ⊕ every earlier step with its observation, rendered as
@@ -90,10 +93,18 @@ func (a *Agent) MemorySequences(prompt []int, history []Turn, t, memStart, memEn
 	var s MemorySeqs
 	s.Gold, s.GoldIDs = gold, g
 
-	m := make([]int, 0, len(prompt)+len(a.asstOpen)+(memEnd-memStart)+len(leadIn)+len(g))
-	m = append(m, prompt...)
-	m = append(m, a.asstOpen...)
-	m = append(m, out[memStart:memEnd]...)
+	var m []int
+	switch a.cfg.ScoreLayout {
+	case ScoreNextStep:
+		// The history term's template with the memory in the raw steps'
+		// place: only what the memory holds differs between the two.
+		m = a.render(prompt, []Turn{{Output: out[memStart:memEnd]}}, true)
+	default:
+		m = make([]int, 0, len(prompt)+len(a.asstOpen)+(memEnd-memStart)+len(leadIn)+len(g))
+		m = append(m, prompt...)
+		m = append(m, a.asstOpen...)
+		m = append(m, out[memStart:memEnd]...)
+	}
 	m = append(m, leadIn...)
 	s.MemGoldStart = len(m)
 	m = append(m, g...)

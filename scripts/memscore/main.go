@@ -1,16 +1,19 @@
 // Command memscore checks whether P(gold | mem) ranks memories by what they
-// hold, on the training rollouts of the world demo (k = 2, numbered gold,
-// the demo's lead-in). `memscore seqs ROLLOUTS TOKENIZER` writes, for every
-// <mem> step, two teacher-forcing sequences as JSONL for `mempo-score
-// logprobs`: "memonly", the memory-reward context the rollout engine scores
-// (the prompt, the step's <mem> block, the lead-in, the gold), and
-// "stepctx", the same after the context the policy saw at that step (its
-// keep-1 context: the task, the previous step and its observation) instead
-// of the prompt alone. Each row is labelled with the step's kind: first,
-// drop (a search repeating the previous step's query with the same memory),
-// other, or last (the answer step, split by whether the answer was right).
-// `memscore summary LOGPROBS` prints the mean P(gold | ·) per context and
-// kind. docs/DEMO.md ("The lossy expert") reports what it found:
+// hold, on rollouts of the world demo (numbered gold, the demo's lead-in
+// "<think>all {k} answers are known</think><answer>"). `memscore seqs
+// ROLLOUTS TOKENIZER` writes, for every <mem> step, teacher-forcing sequences
+// as JSONL for `mempo-score logprobs`, built by agent.MemorySequences, the
+// function the rollout engine scores R^M with, so the rows are the engine's:
+// "turn" and "next-step", the memory term under each --score-layout;
+// "history", the raw-history term (the same under both layouts); and
+// "stepctx", the memory and gold after the context the policy saw at that
+// step (its keep-1 context: the task, the previous step and its observation)
+// instead. Each row is labelled with the step's kind: first, drop (a search
+// repeating the previous step's query with the same memory), other, or last
+// (the answer step, split by whether the answer was right). `memscore
+// summary LOGPROBS` prints the mean P(gold | ·) per context and kind, and
+// for the two layouts the mean R^M (P(gold | mem) − P(gold | history)).
+// docs/DEMO.md ("Making R^M rank memories") reports what it found:
 //
 //	memscore seqs runs/demo/mempo/rollouts-1.parquet data/world/tokenizer.json > seqs.jsonl
 //	mempo-score logprobs --model runs/demo/sft --in seqs.jsonl --out lp.jsonl
@@ -25,10 +28,19 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 
+	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/records"
+	"github.com/mempo/mempo/lib/rollout"
 	"github.com/mempo/mempo/lib/tokenizer"
 )
+
+// leadIn is the demo's R^M lead-in (scripts/demo/run.sh).
+const leadIn = "<think>all {k} answers are known</think><answer>"
+
+// layouts are the memory terms written, by --score-layout name.
+var layouts = []agent.ScoreLayout{agent.ScoreInTurn, agent.ScoreNextStep}
 
 type row struct {
 	IDs      []int      `json:"ids"`
@@ -57,12 +69,16 @@ func check(err error) {
 	}
 }
 
-func ints(v []int32) []int {
-	o := make([]int, len(v))
-	for i, x := range v {
-		o[i] = int(x)
+// demoAgent is the demo's protocol (its keep and R^M flags) under layout l.
+func demoAgent(tk *tokenizer.Tokenizer, keep string, l agent.ScoreLayout) (*agent.Agent, error) {
+	cfg := agent.DefaultConfig()
+	k, err := agent.ParseKeep(keep)
+	if err != nil {
+		return nil, err
 	}
-	return o
+	cfg.Keep, cfg.TopK, cfg.TurnsHint = k, 2, false
+	cfg.ScoreLeadIn, cfg.ScoreGoldNumbered, cfg.ScoreLayout = leadIn, true, l
+	return agent.New(cfg, rollout.Tok{T: tk})
 }
 
 func seqs(path, tokPath string) error {
@@ -74,15 +90,41 @@ func seqs(path, tokPath string) error {
 	if err != nil {
 		return err
 	}
-	lead := tk.Encode("<think>all 2 answers are known</think><answer>")
 	w := bufio.NewWriter(os.Stdout)
 	defer w.Flush()
 	enc := json.NewEncoder(w)
+	agents := map[string][]*agent.Agent{}
 	for _, r := range rows {
-		if len(r.Golds) != 2 || len(r.Steps) == 0 {
-			return fmt.Errorf("%s: task %s: want k = 2 trajectories", path, r.TaskID)
+		if len(r.Steps) == 0 {
+			continue
 		}
-		gold := tk.Encode(fmt.Sprintf("[1] %s; [2] %s", r.Golds[0][0], r.Golds[1][0]))
+		ags := agents[r.Keep]
+		if ags == nil {
+			for _, l := range layouts {
+				a, err := demoAgent(tk, r.Keep, l)
+				if err != nil {
+					return fmt.Errorf("%s: task %s: %w", path, r.TaskID, err)
+				}
+				ags = append(ags, a)
+			}
+			agents[r.Keep] = ags
+		}
+		recs := rollout.StepRecords(&r)
+		// The contexts must be the demo protocol's, or the sequences below
+		// would not be the ones the engine scored.
+		if err := ags[0].CheckRecord(r.Questions, recs); err != nil {
+			return fmt.Errorf("%s: task %s: not the demo's protocol: %w", path, r.TaskID, err)
+		}
+		gold, err := agent.NumberedGoldText(r.Golds)
+		if err != nil {
+			return fmt.Errorf("%s: task %s: %w", path, r.TaskID, err)
+		}
+		lead := tk.Encode(strings.ReplaceAll(leadIn, "{k}", fmt.Sprint(len(r.Golds))))
+		prompt := ags[0].PromptIDs(r.Questions)
+		history := make([]agent.Turn, len(recs))
+		for i, s := range recs {
+			history[i] = agent.Turn{Output: s.OutputIDs, Obs: s.ObsIDs}
+		}
 		for i, st := range r.Steps {
 			if st.MemStart < 0 {
 				continue
@@ -99,15 +141,28 @@ func seqs(path, tokPath string) error {
 				slices.Equal(st.OutputIDs[st.MemStart:st.MemEnd], p.OutputIDs[p.MemStart:p.MemEnd]):
 				kind = "drop"
 			}
-			mem := ints(st.OutputIDs[st.MemStart:st.MemEnd])
-			for _, c := range []struct {
-				name string
-				ctx  []int32
-			}{{"memonly", r.Steps[0].ContextIDs}, {"stepctx", st.ContextIDs}} {
-				ids := slices.Concat(ints(c.ctx), mem, lead, gold)
-				if err := enc.Encode(row{IDs: ids, N: len(gold), Kind: kind, Ctx: c.name}); err != nil {
+			var hist []int
+			for li, a := range ags {
+				ms, err := a.MemorySequences(prompt, history, i, int(st.MemStart), int(st.MemEnd), gold, len(r.Golds))
+				if err != nil {
+					return fmt.Errorf("%s: task %s: %w", path, r.TaskID, err)
+				}
+				if li == 0 {
+					hist = ms.Hist
+				} else if !slices.Equal(hist, ms.Hist) {
+					return fmt.Errorf("%s: task %s: step %d: the history term differs between layouts", path, r.TaskID, i+1)
+				}
+				if err := enc.Encode(row{IDs: ms.Mem, N: len(ms.GoldIDs), Kind: kind, Ctx: layouts[li].String()}); err != nil {
 					return err
 				}
+			}
+			g := tk.Encode(gold)
+			if err := enc.Encode(row{IDs: hist, N: len(g), Kind: kind, Ctx: "history"}); err != nil {
+				return err
+			}
+			step := slices.Concat(recs[i].ContextIDs, recs[i].OutputIDs[st.MemStart:st.MemEnd], lead, g)
+			if err := enc.Encode(row{IDs: step, N: len(g), Kind: kind, Ctx: "stepctx"}); err != nil {
+				return err
 			}
 		}
 	}
@@ -151,10 +206,16 @@ func summary(path string) error {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool { return keys[i].ctx+keys[i].kind < keys[j].ctx+keys[j].kind })
-	fmt.Println("| context | step | steps | mean P(gold \\| ·) |")
-	fmt.Println("|---|---|---:|---:|")
+	// R^M's mean is the difference of the means: every step has one row of
+	// each context.
+	fmt.Println("| context | step | steps | mean P(gold \\| ·) | mean R^M |")
+	fmt.Println("|---|---|---:|---:|---:|")
 	for _, k := range keys {
-		fmt.Printf("| %s | %s | %d | %.4f |\n", k.ctx, k.kind, n[k], sum[k]/float64(n[k]))
+		rm := "—"
+		if h := (key{"history", k.kind}); k.ctx != "history" && k.ctx != "stepctx" && n[h] == n[k] {
+			rm = fmt.Sprintf("%.4f", sum[k]/float64(n[k])-sum[h]/float64(n[h]))
+		}
+		fmt.Printf("| %s | %s | %d | %.4f | %s |\n", k.ctx, k.kind, n[k], sum[k]/float64(n[k]), rm)
 	}
 	return nil
 }
