@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -34,13 +35,24 @@ var expertCommand = &ucli.Command{
 		&ucli.StringFlag{Name: "tokenizer", Required: true, Usage: "tokenizer.json or a model directory"},
 		&ucli.StringFlag{Name: "out", Required: true, Usage: "demonstrations (.parquet or .jsonl, rollouts schema)"},
 		&ucli.Float64Flag{Name: "drop-rate", Usage: "lossy memory: probability that a step leaves the fact just found out of <mem> and repeats the lookup (0: the perfect expert)"},
-		&ucli.Uint64Flag{Name: "drop-seed", Value: 1, Usage: "seed of the --drop-rate draws"},
-	}, flags.Agent()...),
+		&ucli.Uint64Flag{Name: "drop-seed", Value: 1, Usage: "seed of the --drop-rate and --answer-rate draws"},
+		&ucli.StringFlag{Name: "answer-rows", Usage: "also write answer-from-memory rows here (.parquet or .jsonl): for --answer-rate of the demonstrations, one row whose context is R^M's scoring sequence of one of its steps (the --score-* flags: prompt, that step's memory, lead-in) and whose output is the gold answer, to be mixed into the SFT data"},
+		&ucli.Float64Flag{Name: "answer-rate", Value: 1, Usage: "with --answer-rows: the fraction of demonstrations that give a row, each from a step drawn uniformly"},
+	}, slices.Concat(scoreFlags, flags.Agent())...),
 	Action: runExpert,
 }
 
 func runExpert(c *ucli.Context) error {
-	ag, tok, err := protocolAgent(c)
+	answerRate := 0.0
+	if c.String("answer-rows") != "" {
+		answerRate = c.Float64("answer-rate")
+		if !(answerRate > 0 && answerRate <= 1) {
+			return fmt.Errorf("--answer-rate %v: want a fraction in (0, 1]", answerRate)
+		}
+	} else if c.IsSet("answer-rate") {
+		return fmt.Errorf("--answer-rate: without --answer-rows there is nowhere to write the rows")
+	}
+	ag, tok, err := protocolAgent(c, true)
 	if err != nil {
 		return err
 	}
@@ -53,7 +65,7 @@ func runExpert(c *ucli.Context) error {
 	if !(rate >= 0 && rate < 1) {
 		return fmt.Errorf("--drop-rate %v: want a probability in [0, 1)", rate)
 	}
-	ex := &world.Expert{Agent: ag, Tok: tok, Searcher: srch, DropRate: rate, DropSeed: c.Uint64("drop-seed")}
+	ex := &world.Expert{Agent: ag, Tok: tok, Searcher: srch, DropRate: rate, DropSeed: c.Uint64("drop-seed"), AnswerRate: answerRate}
 	var all []tasks.Task
 	for _, f := range c.StringSlice("tasks") {
 		ts, err := tasks.ReadTasks(f)
@@ -62,7 +74,7 @@ func runExpert(c *ucli.Context) error {
 		}
 		all = append(all, ts...)
 	}
-	var rows []records.Rollout
+	var rows, answers []records.Rollout
 	missed := 0
 	var peak, steps int64
 	for i, t := range all {
@@ -80,6 +92,11 @@ func runExpert(c *ucli.Context) error {
 		peak += r.PeakTokens
 		steps += int64(r.Turns)
 		rows = append(rows, r)
+		if ar, ok, err := ex.AnswerRow(r); err != nil {
+			return err
+		} else if ok {
+			answers = append(answers, ar)
+		}
 	}
 	if len(rows) == 0 {
 		return fmt.Errorf("no demonstrations: the facts of all %d tasks were not retrieved", len(all))
@@ -89,5 +106,14 @@ func runExpert(c *ucli.Context) error {
 	}
 	fmt.Fprintf(c.App.ErrWriter, "%d demonstrations of %d tasks → %s (%d dropped: fact not retrieved); %.1f steps and %.0f peak tokens per trajectory, keep %s\n",
 		len(rows), len(all), c.String("out"), missed, float64(steps)/float64(len(rows)), float64(peak)/float64(len(rows)), ag.Config().Keep)
+	if f := c.String("answer-rows"); f != "" {
+		if len(answers) == 0 {
+			return fmt.Errorf("--answer-rows: no demonstration was drawn at --answer-rate %v", answerRate)
+		}
+		if err := records.WriteFile(f, answers); err != nil {
+			return err
+		}
+		fmt.Fprintf(c.App.ErrWriter, "%d answer-from-memory rows (score layout %s) → %s\n", len(answers), ag.Config().ScoreLayout, f)
+	}
 	return nil
 }

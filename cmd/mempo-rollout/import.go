@@ -30,7 +30,7 @@ var importCommand = &ucli.Command{
 		if c.NArg() == 0 {
 			return fmt.Errorf("no input files: give one or more trajectories files (JSONL)")
 		}
-		ag, tok, err := protocolAgent(c)
+		ag, tok, err := protocolAgent(c, false)
 		if err != nil {
 			return err
 		}

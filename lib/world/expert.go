@@ -93,6 +93,9 @@ type Expert struct {
 	// DropSeed seeds the drops; each (task, step) draws from a hash of the
 	// seed, the task id and the step, so demonstrations are reproducible.
 	DropSeed uint64
+	// AnswerRate is the fraction of demonstrations AnswerRow makes an
+	// answer-from-memory row of (0: none); drawn from DropSeed too.
+	AnswerRate float64
 }
 
 // drop reports whether the step after step index si of the task leaves the
@@ -232,4 +235,74 @@ func (e *Expert) Run(ctx context.Context, t tasks.Task, group int64) (records.Ro
 		return records.Rollout{}, fmt.Errorf("world: task %s: expert trajectory ended without a well-formed answer (%s)", t.TaskID, tr.Failure)
 	}
 	return rollout.Record(tr, t, group, e.Agent.Config().Keep, "expert", time.Since(start)), nil
+}
+
+// answer reports whether demonstration taskID gives an answer row, and from
+// which of its n steps.
+func (e *Expert) answer(taskID string, n int) (int, bool) {
+	if e.AnswerRate <= 0 || n == 0 {
+		return 0, false
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "answer\x00%d\x00%s", e.DropSeed, taskID)
+	r := rand.New(rand.NewPCG(h.Sum64(), 0x616e7377))
+	if r.Float64() >= e.AnswerRate {
+		return 0, false
+	}
+	return r.IntN(n), true
+}
+
+// AnswerRow is the memory reward's scoring sequence made a demonstration:
+// for one step of the expert's trajectory r, drawn per task (AnswerRate of
+// the tasks have one, from a step drawn uniformly), a one-step row whose
+// context is the sequence agent.MemorySequences scores P(gold | q, mem_t) on
+// up to the gold (the prompt, the step's memory in the agent's ScoreLayout,
+// the lead-in) and whose output is the gold answer and "</answer>". A policy
+// trained only on protocol steps has never answered from a memory placed
+// there (docs/DEMO.md, "Making R^M rank memories"); these rows teach it to
+// answer from what the memory holds, so that P(gold | mem) ranks memories.
+// The memory is context, never a target: the rows do not teach writing a
+// memory. ok is false for a task drawn to have none.
+func (e *Expert) AnswerRow(r records.Rollout) (row records.Rollout, ok bool, err error) {
+	t, ok := e.answer(r.TaskID, len(r.Steps))
+	if !ok {
+		return records.Rollout{}, false, nil
+	}
+	recs := rollout.StepRecords(&r)
+	history := make([]agent.Turn, len(recs))
+	for i, s := range recs {
+		history[i] = agent.Turn{Output: s.OutputIDs, Obs: s.ObsIDs}
+	}
+	gold, err := agent.GoldText(r.Golds)
+	if e.Agent.Config().ScoreGoldNumbered {
+		gold, err = agent.NumberedGoldText(r.Golds)
+	}
+	if err != nil {
+		return records.Rollout{}, false, fmt.Errorf("world: task %s: %w", r.TaskID, err)
+	}
+	st := recs[t]
+	seq, err := e.Agent.MemorySequences(e.Agent.PromptIDs(r.Questions), history, t, st.MemStart, st.MemEnd, gold, len(r.Golds))
+	if err != nil {
+		return records.Rollout{}, false, fmt.Errorf("world: task %s: %w", r.TaskID, err)
+	}
+	ctx := to32(seq.Mem[:seq.MemGoldStart])
+	out := to32(append(append([]int(nil), seq.GoldIDs...), e.Tok.Encode("</answer>")...))
+	row = r
+	row.Policy = "expert-answer"
+	row.Steps = []records.Step{{
+		ContextIDs: ctx, OutputIDs: out, MemStart: -1, MemEnd: -1, Action: "answer",
+		ContextTokens: int32(len(ctx)), OutputTokens: int32(len(out)),
+	}}
+	row.Turns = 1
+	row.TotalTokens = int64(len(ctx) + len(out))
+	row.PeakTokens = row.TotalTokens
+	return row, true, nil
+}
+
+func to32(ids []int) []int32 {
+	o := make([]int32, len(ids))
+	for i, id := range ids {
+		o[i] = int32(id)
+	}
+	return o
 }

@@ -2,7 +2,11 @@ package world
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/mempo/mempo/lib/agent"
@@ -80,5 +84,103 @@ func TestLossyExpert(t *testing.T) {
 	// and from all of them.
 	if f := float64(drops) / float64(steps); f < 0.1 || f > 0.5 {
 		t.Fatalf("%d repeats in %d steps at drop rate 0.4", drops, steps)
+	}
+}
+
+// AnswerRow: about AnswerRate of the demonstrations give one row, the same
+// ones from run to run; its context is exactly the memory-reward sequence
+// of one of the demonstration's steps up to the gold, under the agent's
+// layout, and its output the gold and "</answer>"; the memory is never a
+// target.
+func TestAnswerRow(t *testing.T) {
+	dir, index, tk := writeWorld(t, 3)
+	tok := rollout.Tok{T: tk}
+	srch, err := retrieval.NewLocal(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srch.Close()
+	var ts []tasks.Task
+	for _, k := range []int{2, 4, 8} {
+		kt, err := tasks.ReadTasks(filepath.Join(dir, TestTasksFile(k)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, kt...)
+	}
+	for _, layout := range []agent.ScoreLayout{agent.ScoreInTurn, agent.ScoreNextStep} {
+		cfg := agent.DefaultConfig()
+		cfg.ScoreGoldNumbered, cfg.ScoreLeadIn, cfg.ScoreLayout = true, "<think>all {k} answers are known</think><answer>", layout
+		ag, err := agent.New(cfg, tok)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ex := &Expert{Agent: ag, Tok: tok, Searcher: srch, DropSeed: 4, AnswerRate: 0.5}
+		rows, steps := 0, map[int]bool{}
+		for i, task := range ts {
+			r, err := ex.Run(context.Background(), task, int64(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ar, ok, err := ex.AnswerRow(r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again, ok2, _ := ex.AnswerRow(r); ok2 != ok || (ok && !slices.Equal(again.Steps[0].ContextIDs, ar.Steps[0].ContextIDs)) {
+				t.Fatalf("%s: two draws differ", task.TaskID)
+			}
+			if !ok {
+				continue
+			}
+			rows++
+			if len(ar.Steps) != 1 || ar.Turns != 1 || ar.TaskID != r.TaskID {
+				t.Fatalf("%s: %d steps, %d turns, task %s", task.TaskID, len(ar.Steps), ar.Turns, ar.TaskID)
+			}
+			st := ar.Steps[0]
+			var parts []string
+			for i, g := range r.Golds {
+				parts = append(parts, fmt.Sprintf("[%d] %s", i+1, g[0]))
+			}
+			gold := strings.Join(parts, "; ")
+			if got := tok.Decode(from32(st.OutputIDs)); got != gold+"</answer>" || st.MemStart != -1 ||
+				int(st.OutputTokens) != len(st.OutputIDs) || int(st.ContextTokens) != len(st.ContextIDs) {
+				t.Fatalf("%s: output %q, mem span %d, counts %d/%d", task.TaskID, got, st.MemStart, st.ContextTokens, st.OutputTokens)
+			}
+			// Which step: the one whose memory sequence the context is.
+			found := false
+			for si, ds := range r.Steps {
+				var hist []agent.Turn
+				for _, p := range r.Steps[:si] {
+					hist = append(hist, agent.Turn{Output: from32(p.OutputIDs), Obs: from32(p.ObsIDs)})
+				}
+				hist = append(hist, agent.Turn{Output: from32(ds.OutputIDs)})
+				seq, err := ag.MemorySequences(ag.PromptIDs(r.Questions), hist, si, int(ds.MemStart), int(ds.MemEnd), gold, len(r.Golds))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if slices.Equal(from32(st.ContextIDs), seq.Mem[:seq.MemGoldStart]) {
+					found, steps[si] = true, true
+					break
+				}
+			}
+			if !found {
+				t.Fatalf("%s: the row's context is no step's memory sequence", task.TaskID)
+			}
+			// The hand-built layout of the context: the memory opens the
+			// answering turn, or is a closed turn before it.
+			prompt, asst := ag.PromptIDs(r.Questions), tok.Encode("<|im_start|>assistant\n")
+			ctx := tok.Decode(from32(st.ContextIDs[len(prompt):]))
+			lead := fmt.Sprintf("<think>all %d answers are known</think><answer>$", len(r.Golds))
+			want := `^<\|im_start\|>assistant\n<mem>[^<]*</mem>` + lead
+			if layout == agent.ScoreNextStep {
+				want = `^<\|im_start\|>assistant\n<mem>[^<]*</mem><\|im_end\|>\n<\|im_start\|>assistant\n` + lead
+			}
+			if !slices.Equal(from32(st.ContextIDs[:len(prompt)+len(asst)]), slices.Concat(prompt, asst)) || !regexp.MustCompile(want).MatchString(ctx) {
+				t.Fatalf("%s, layout %v: context after the prompt %q", task.TaskID, layout, ctx)
+			}
+		}
+		if rows < len(ts)/4 || rows > 3*len(ts)/4 || len(steps) < 2 {
+			t.Fatalf("layout %v: %d rows of %d demonstrations at rate 0.5, from %d distinct step indices", layout, rows, len(ts), len(steps))
+		}
 	}
 }

@@ -49,6 +49,8 @@ REACT_DEMOS=${REACT_DEMOS:-480}       # the ReAct baseline: SFT's model trained 
 REACT_EPOCHS=${REACT_EPOCHS:-1}       # full-history (--keep all) demonstrations
 EXPERT_DROP=${EXPERT_DROP:-0}         # lossy expert: probability that a step of the keep-1 demonstrations leaves the
                                       # fact just found out of <mem> and repeats the lookup (0: perfect; docs/DEMO.md)
+ANSWER_ROWS=${ANSWER_ROWS:-0}         # fraction of the keep-1 demonstrations that also give an answer-from-memory row
+                                      # (R^M's scoring sequence of one of its steps → the gold; 0: none; docs/DEMO.md)
 FROM_SFT=${FROM_SFT:-}                # a directory holding sft/ and sft-react/ of an earlier run with the
                                       # same world: reuse them and skip stages 3–5 (to try RL settings)
 VARIANTS=${VARIANTS:-8}               # demonstrations from the world and VARIANTS−1 fact-shuffled variants
@@ -63,6 +65,7 @@ RL_TEMP=${RL_TEMP:-1}
 GRPO_RM=${GRPO_RM:-0}                 # 1: score R^M on GRPO's rollouts too, to plot it beside MemPO's (its updates
                                       # ignore it; make demo-check sets it)
 MEM_FLAGS=${MEM_FLAGS:-}              # extra mempo-update flags of MemPO's updates only (--alpha, --mem-pool step)
+SCORE_LAYOUT=${SCORE_LAYOUT:-turn}    # where R^M reads the memory (mempo-rollout --score-layout): turn, next-step
 KL_COEF=${KL_COEF:-0.001}
 TASK_REWARD=${TASK_REWARD:-f1}        # R^T of the RL rollouts: f1 (mean over objectives, partial credit) or exact
 # Evaluation.
@@ -84,6 +87,12 @@ mkdir -p "$OUT"
 dev=()
 [ -n "$DEVICE" ] && dev=(--device "$DEVICE")
 proto=(--topk "$TOPK" --hint="$HINT")
+# R^M's teacher-forced sequences (the rollouts score them, the expert's
+# answer rows teach them). The expert (and so the policy) ends with
+# "<think>all 2 answers are known</think><answer>[1] Oston; [2] bells",
+# numbering its answers as its memory does: R^M scores the gold after the
+# same thought, numbered the same way, the ids the policy writes.
+score=(--score-gold-numbered --score-lead-in "<think>all {k} answers are known</think><answer>" --score-layout "$SCORE_LAYOUT")
 
 # 1. The world: corpus, tasks, tokenizer, model config.
 if [ -z "$WORLD" ]; then
@@ -156,14 +165,19 @@ else
 			# The lossy memory is MemPO's context's flaw: the full-history
 			# demonstrations keep every fact in their context anyway.
 			drop=(); [ "$keep" = 1 ] && drop=(--drop-rate "$EXPERT_DROP" --drop-seed $(( SEED * 100 + v )))
+			# Answer-from-memory rows (JSONL, so that they can be counted)
+			# come with MemPO's context's demonstrations.
+			ans=(); [ "$keep" = 1 ] && [ "$ANSWER_ROWS" != 0 ] && ans=(--answer-rows "$OUT/answers$sfx.jsonl" --answer-rate "$ANSWER_ROWS")
 			"$BIN/mempo-rollout" expert --tasks "$tasks" --index "${variant_index[$v]}" \
-				--tokenizer "$WORLD/tokenizer.json" --keep "$keep" "${proto[@]}" "${drop[@]}" --out "$OUT/$name.parquet"
+				--tokenizer "$WORLD/tokenizer.json" --keep "$keep" "${proto[@]}" "${score[@]}" "${drop[@]}" "${ans[@]}" --out "$OUT/$name.parquet"
 		done
 		demos+=(--data "$OUT/demos$sfx.parquet") demos_react+=(--data "$OUT/demos-react$sfx.parquet")
+		if [ "$ANSWER_ROWS" != 0 ]; then demos+=(--data "$OUT/answers$sfx.jsonl"); fi
 	done
 	# The demonstrations there are: a world has only so many SFT tasks (2400
 	# in data/world), fewer than full's share of 3600.
 	n_sft=$(cat "$OUT"/sft-tasks*.jsonl | wc -l) n_react=$(cat "$OUT"/sft-react-tasks*.jsonl | wc -l)
+	if [ "$ANSWER_ROWS" != 0 ]; then n_sft=$(( n_sft + $(cat "$OUT"/answers*.jsonl | wc -l) )); fi
 
 	# 4. A randomly initialised tiny Qwen2 (a Hugging Face directory).
 	say "init → $OUT/init"
@@ -193,13 +207,8 @@ fi
 # rollout MODEL TASKS OUT [flags…]: one rollout run with the demo's protocol.
 rollout() {
 	local model=$1 tasks=$2 out=$3; shift 3
-	# The expert (and so the policy) ends with "<think>all 2 answers are
-	# known</think><answer>[1] Oston; [2] bells", numbering its answers as its
-	# memory does: R^M scores the gold after the same thought, numbered the
-	# same way, the ids the policy writes.
 	"$BIN/mempo-rollout" --model "$model" --tasks "$tasks" --index "$OUT/index" --out "$out" \
-		--max-step-tokens "$MAX_STEP_TOKENS" "${proto[@]}" --score-gold-numbered \
-		--score-lead-in "<think>all {k} answers are known</think><answer>" --batch 128 --overwrite "${dev[@]}" "$@"
+		--max-step-tokens "$MAX_STEP_TOKENS" "${proto[@]}" "${score[@]}" --batch 128 --overwrite "${dev[@]}" "$@"
 }
 
 # 6. RL: ITERS iterations of rollout → update from the SFT checkpoint, for
