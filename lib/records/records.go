@@ -276,3 +276,13 @@ func (r *Rollout) PGoldMemMean() (float64, bool) {
 
 // Ptr returns a pointer to x, for the optional float columns.
 func Ptr(x float64) *float64 { return &x }
+
+// IDs32 is token ids as a Step stores them (int32), from the []int the
+// tokenizer and the model use.
+func IDs32(ids []int) []int32 {
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
+}

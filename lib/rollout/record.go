@@ -31,11 +31,11 @@ func Record(tr *agent.Trajectory, t tasks.Task, group int64, keep agent.Keep, po
 	}
 	for i, s := range tr.Steps {
 		st := records.Step{
-			Index: int32(i), ContextIDs: to32(s.ContextIDs), OutputIDs: to32(s.OutputIDs),
+			Index: int32(i), ContextIDs: records.IDs32(s.ContextIDs), OutputIDs: records.IDs32(s.OutputIDs),
 			MemStart: int32(s.MemStart), MemEnd: int32(s.MemEnd),
 			Action: s.Action, Query: s.Query, DocIDs: s.DocIDs, Finish: "stop",
 			ContextTokens: int32(s.ContextTokens), OutputTokens: int32(s.OutputTokens),
-			ObsIDs: to32(s.ObsIDs), InfoText: s.ObsText, OutputText: s.Text,
+			ObsIDs: records.IDs32(s.ObsIDs), InfoText: s.ObsText, OutputText: s.Text,
 		}
 		if !s.Valid {
 			st.Action = "invalid"

@@ -764,12 +764,12 @@ func (e *Engine) rows(js *jobState) []records.Rollout {
 		}
 		for i, s := range tr.Steps {
 			st := records.Step{
-				Index: int32(i), ContextIDs: to32(s.ContextIDs), OutputIDs: to32(s.OutputIDs),
+				Index: int32(i), ContextIDs: records.IDs32(s.ContextIDs), OutputIDs: records.IDs32(s.OutputIDs),
 				Logprobs: s.Logprobs, SampleLogprobs: tj.sampleLP[i],
 				MemStart: int32(s.MemStart), MemEnd: int32(s.MemEnd),
 				Action: s.Action, Query: s.Query, DocIDs: s.DocIDs, Finish: tj.finish[i],
 				ContextTokens: int32(s.ContextTokens), OutputTokens: int32(s.OutputTokens),
-				ObsIDs: to32(s.ObsIDs), InfoText: s.ObsText,
+				ObsIDs: records.IDs32(s.ObsIDs), InfoText: s.ObsText,
 			}
 			if !s.Valid {
 				st.Action = "invalid"
@@ -805,12 +805,4 @@ func failureOf(tr *agent.Trajectory, finish []string) string {
 		return "bad_format"
 	}
 	return tr.Failure
-}
-
-func to32(ids []int) []int32 {
-	out := make([]int32, len(ids))
-	for i, id := range ids {
-		out[i] = int32(id)
-	}
-	return out
 }

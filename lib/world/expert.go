@@ -285,8 +285,8 @@ func (e *Expert) AnswerRow(r records.Rollout) (row records.Rollout, ok bool, err
 	if err != nil {
 		return records.Rollout{}, false, fmt.Errorf("world: task %s: %w", r.TaskID, err)
 	}
-	ctx := to32(seq.Mem[:seq.MemGoldStart])
-	out := to32(append(append([]int(nil), seq.GoldIDs...), e.Tok.Encode("</answer>")...))
+	ctx := records.IDs32(seq.Mem[:seq.MemGoldStart])
+	out := records.IDs32(append(append([]int(nil), seq.GoldIDs...), e.Tok.Encode("</answer>")...))
 	row = r
 	row.Policy = "expert-answer"
 	row.Steps = []records.Step{{
@@ -297,12 +297,4 @@ func (e *Expert) AnswerRow(r records.Rollout) (row records.Rollout, ok bool, err
 	row.TotalTokens = int64(len(ctx) + len(out))
 	row.PeakTokens = row.TotalTokens
 	return row, true, nil
-}
-
-func to32(ids []int) []int32 {
-	o := make([]int32, len(ids))
-	for i, id := range ids {
-		o[i] = int32(id)
-	}
-	return o
 }
