@@ -205,6 +205,21 @@ __device__ __forceinline__ void attn_split_keys(float *acc, float &m, float &l, 
 	}
 }
 
+// put_partial stores one warp's partial of a head, (acc[hd], m, l), at p
+// (lane d holding dims d, d+32, …).
+template <int NT>
+__device__ __forceinline__ void put_partial(float *p, const float *acc, float m, float l, int hd, int lane) {
+#pragma unroll
+	for (int i = 0; i < NT; i++) {
+		int d = lane + 32 * i;
+		if (d < hd) p[d] = acc[i];
+	}
+	if (lane == 0) {
+		p[hd] = m;
+		p[hd + 1] = l;
+	}
+}
+
 // split_finish is what a warp does with its head's (acc, m, l) over split
 // sp of a row: with one split in use, split 0 writes the output (and o16)
 // and lse; otherwise each split in use writes its partial, and with
@@ -229,18 +244,7 @@ __device__ __forceinline__ void split_finish(const float *acc, float m, float l,
 		return;
 	}
 	float *ph = part + (long long)(row * heads + h) * nsp * (hd + 2);
-	if (sp < used) {
-		float *pp = ph + (long long)sp * (hd + 2);
-#pragma unroll
-		for (int i = 0; i < NT; i++) {
-			int d = lane + 32 * i;
-			if (d < hd) pp[d] = acc[i];
-		}
-		if (lane == 0) {
-			pp[hd] = m;
-			pp[hd + 1] = l;
-		}
-	}
+	if (sp < used) put_partial<NT>(ph + (long long)sp * (hd + 2), acc, m, l, hd, lane);
 	if (!cnt) return;
 	// The last warp of the nsp to finish head h merges the partials (the
 	// threadFenceReduction pattern): each lane's partial is made visible
@@ -383,16 +387,7 @@ __device__ __forceinline__ void attn_split_sub_run(float *out, unsigned short *o
 	if (sp >= used) {
 		if (sub != 0 || !cnt) return;
 	} else {
-		float *mine = sub_sm + (sub * g + hw) * st;
-#pragma unroll
-		for (int i = 0; i < NT; i++) {
-			int d = lane + 32 * i;
-			if (d < hd) mine[d] = acc[i];
-		}
-		if (lane == 0) {
-			mine[hd] = m;
-			mine[hd + 1] = l;
-		}
+		put_partial<NT>(sub_sm + (sub * g + hw) * st, acc, m, l, hd, lane);
 		__syncthreads();
 		if (sub != 0) return;
 		// Head hw's S partials; sub-ranges with no keys have m = −inf, l = 0.
