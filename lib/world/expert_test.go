@@ -11,7 +11,6 @@ import (
 
 	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/records"
-	"github.com/mempo/mempo/lib/retrieval"
 	"github.com/mempo/mempo/lib/rollout"
 	"github.com/mempo/mempo/lib/tasks"
 )
@@ -22,13 +21,7 @@ import (
 // every other step's memory holds one more lookup than the one before; and
 // the drops are the same from run to run.
 func TestLossyExpert(t *testing.T) {
-	dir, index, tk := writeWorld(t, 3)
-	tok := rollout.Tok{T: tk}
-	srch, err := retrieval.NewLocal(index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srch.Close()
+	dir, tok, srch := expertWorld(t, 3)
 	ag, err := agent.New(agent.DefaultConfig(), tok)
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +40,7 @@ func TestLossyExpert(t *testing.T) {
 			if r.RewardTask != 1 || int(r.Turns) > ag.Config().MaxTurns {
 				t.Fatalf("rate %g, %s: reward %g in %d turns", rate, task.TaskID, r.RewardTask, r.Turns)
 			}
-			checkCopies(t, tk, task.TaskID, r)
+			checkCopies(t, tok.T, task.TaskID, r)
 			rows = append(rows, r)
 		}
 		return rows
@@ -93,13 +86,7 @@ func TestLossyExpert(t *testing.T) {
 // layout, and its output the gold and "</answer>"; the memory is never a
 // target.
 func TestAnswerRow(t *testing.T) {
-	dir, index, tk := writeWorld(t, 3)
-	tok := rollout.Tok{T: tk}
-	srch, err := retrieval.NewLocal(index)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srch.Close()
+	dir, tok, srch := expertWorld(t, 3)
 	var ts []tasks.Task
 	for _, k := range []int{2, 4, 8} {
 		kt, err := tasks.ReadTasks(filepath.Join(dir, TestTasksFile(k)))

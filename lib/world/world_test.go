@@ -248,17 +248,24 @@ func TestTokenizer(t *testing.T) {
 	}
 }
 
-// The expert's trajectories follow the protocol exactly, answer right, carry
-// every answer in <mem>, and under keep 1 the final context holds the early
-// answers only through the memory.
-func TestExpert(t *testing.T) {
-	dir, index, tk := writeWorld(t, 2)
-	tok := rollout.Tok{T: tk}
+// expertWorld writes a world of seed seed (writeWorld) and opens a searcher
+// over its index, closed when the test ends.
+func expertWorld(t *testing.T, seed uint64) (dir string, tok rollout.Tok, srch *retrieval.Local) {
+	t.Helper()
+	dir, index, tk := writeWorld(t, seed)
 	srch, err := retrieval.NewLocal(index)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srch.Close()
+	t.Cleanup(func() { srch.Close() })
+	return dir, rollout.Tok{T: tk}, srch
+}
+
+// The expert's trajectories follow the protocol exactly, answer right, carry
+// every answer in <mem>, and under keep 1 the final context holds the early
+// answers only through the memory.
+func TestExpert(t *testing.T) {
+	dir, tok, srch := expertWorld(t, 2)
 	for _, keep := range []agent.Keep{1, agent.KeepAll} {
 		cfg := agent.DefaultConfig()
 		cfg.Keep = keep
@@ -286,7 +293,7 @@ func TestExpert(t *testing.T) {
 				if int(r.Turns) < k+1 {
 					t.Fatalf("%s: %d turns for %d objectives", task.TaskID, r.Turns, k)
 				}
-				checkCopies(t, tk, task.TaskID, r)
+				checkCopies(t, tok.T, task.TaskID, r)
 				last := r.Steps[len(r.Steps)-1]
 				memText := tok.Decode(from32(last.OutputIDs[last.MemStart:last.MemEnd]))
 				for j, g := range r.Golds {
