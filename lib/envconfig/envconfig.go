@@ -111,6 +111,7 @@ var (
 	TorchDtypes   = addTest("MEMPO_TORCH_DTYPES", "dtypes of scripts/gpu/bench_torch.py (default bf16,fp32)")
 	TorchParts    = addTest("MEMPO_TORCH_PARTS", "parts of scripts/gpu/bench_torch.py: train,prefill,decode")
 	TorchTrain    = addTest("MEMPO_TORCH_TRAIN", "training steps of scripts/gpu/bench_torch.py: full (whole logits, the default), chunked (LM head in chunks, gradients made in the forward), compiled (chunked, body under torch.compile)")
+	TorchProfile  = addTest("MEMPO_TORCH_PROFILE", "1: scripts/gpu/bench_torch.py profiles one step of each training variant (CUDA time by kernel family, largest kernels)")
 	BenchTimeout  = addTest("MEMPO_BENCH_TIMEOUT", "seconds scripts/gpu/run.sh gives each benchmark (default 900)")
 )
 

@@ -12,7 +12,9 @@ chunks of 2048 rows, each chunk's gradient made in the forward, the way fused
 linear cross-entropy kernels do it: no logits tensor kept, as mempo's LM head)
 and compiled (chunked with the transformer body under torch.compile). Before
 the chunked steps, their gradients are checked against full's on a small
-case.
+case. MEMPO_TORCH_PROFILE=1 then profiles one step of each training variant
+and prints its CUDA time by kernel family (GEMM, attention, Triton fusions,
+elementwise, reductions) and its largest kernels.
 Lines starting with BENCH are the results; run by scripts/gpu/run.sh.
 """
 import os, sys, time
@@ -83,6 +85,45 @@ def check_chunked():
         sys.exit(f"chunked log-prob gradients differ from the whole logits' by {err:.2e}")
 
 
+def kernel_family(name):
+    n = name.lower()
+    if any(k in n for k in ("gemm", "nvjet", "cutlass", "sm90_xmma", "cublas", "splitk")):
+        return "GEMM"
+    if any(k in n for k in ("flash", "fmha", "attention", "sdpa", "efficient")):
+        return "attention"
+    if n.startswith("triton"):
+        return "Triton fusion"
+    if "reduce" in n or "softmax" in n or "norm" in n:
+        return "reduction/softmax/norm"
+    if "elementwise" in n or "vectorized" in n or "copy" in n or "fill" in n or "cast" in n:
+        return "elementwise/copy"
+    return "other"
+
+
+def profile(label, fn):
+    """One step of fn under the profiler: CUDA time by kernel family and the largest kernels."""
+    from torch.profiler import profile as prof, ProfilerActivity
+    fn(); sync()
+    with prof(activities=[ProfilerActivity.CUDA]) as p:
+        fn(); sync()
+    fam, top = {}, []
+    for e in p.key_averages():
+        t = getattr(e, "device_time_total", None)
+        if t is None:
+            t = e.cuda_time_total
+        if t <= 0 or e.key.startswith("ProfilerStep"):
+            continue
+        f = kernel_family(e.key)
+        fam[f] = fam.get(f, 0) + t
+        top.append((t, e.count, e.key))
+    total = sum(fam.values())
+    print(f"BENCH {label} profile: kernels {total/1e3:.1f} ms", flush=True)
+    for f, t in sorted(fam.items(), key=lambda x: -x[1]):
+        print(f"BENCH {label} family {f:<24} {t/1e3:8.1f} ms {100*t/total:5.1f}%", flush=True)
+    for t, c, k in sorted(top, reverse=True)[:25]:
+        print(f"BENCH {label} kernel {t/1e3:8.1f} ms {c:5d}x {k[:110]}", flush=True)
+
+
 def train_flops(cfg, n_params_no_embed, T):
     w = n_params_no_embed + cfg.vocab_size * cfg.hidden_size
     fwd = 2 * w * T + cfg.num_hidden_layers * 2 * T * T * cfg.num_attention_heads * (cfg.hidden_size // cfg.num_attention_heads)
@@ -145,6 +186,9 @@ def main():
                     print(f"BENCH {name} torch-{dt} {label} B={B} T={T}: {B*T/d:.0f} tokens/s ({d:.3f} s/step), {tf:.1f} TFLOP/s = MFU {100*tf/989:.1f}% of 989 ({time.perf_counter()-t0:.0f} s with warm-up)", flush=True)
                 except torch.OutOfMemoryError:
                     print(f"BENCH {name} torch-{dt} {label} B={B} T={T}: out of memory", flush=True)
+                    continue
+                if os.environ.get("MEMPO_TORCH_PROFILE") == "1":
+                    profile(f"{name} torch-{dt} {label}", fn)
             model.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
             model.eval()
