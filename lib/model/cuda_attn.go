@@ -83,8 +83,18 @@ func (b *CUDA) splitAttn(seqs []AttnSeq, sh AttnShape, decode bool) attnSplit {
 	return sp
 }
 
-// mmaTile is the query rows (and keys) of a tile of attnmma.cu.
+// mmaTile is the keys of a key tile of attnmma.cu, and the query rows of a
+// tile of its backward.
 const mmaTile = 64
+
+// mmaFwdRows is the query rows of a tile of attnmma.cu's forward at head
+// dim hd (the kernels' MW·64).
+func mmaFwdRows(hd int) int {
+	if hd == 64 {
+		return 128
+	}
+	return 64
+}
 
 // bf16Copy is a temporary bf16 rounding of some rows of a tensor.
 type bf16Copy struct {
@@ -144,9 +154,10 @@ func (b *CUDA) attentionMMA(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh Attn
 	q16 := b.castAll(Q)
 	k16, v16 := b.castRows(K, rows), b.castRows(V, rows)
 	defer b.freeCopies(q16, k16, v16)
-	tiles, st, n := b.attnWork(packed, mmaTile, "mma")
 	hd := sh.HeadDim
-	shmem := 2 * 5 * mmaTile * (hd + 8)
+	bm := mmaFwdRows(hd)
+	tiles, st, n := b.attnWork(packed, bm, fmt.Sprintf("mma%d", bm))
+	shmem := 2 * (bm + 4*mmaTile) * (hd + 8)
 	// The output's bf16 rounding (for the o_proj product) is only complete
 	// when these sequences write every row of O.
 	var o16 cuda.Ptr

@@ -8,8 +8,16 @@
 // operands that a product needs transposed are read with ldmatrix.trans.
 // Head dims 64 and 128.
 //
-// Work list: tiles[2i] = sequence, tiles[2i+1] = first row of a tile of 64
-// rows; seqs[4s…] = (Q, N, K, Past) as in lib/model's AttnSeq.
+// Work list: tiles[2i] = sequence, tiles[2i+1] = first row of a tile (128
+// query rows in the forward at head dim 64, 64 everywhere else); seqs[4s…] =
+// (Q, N, K, Past) as in lib/model's AttnSeq. The forward and dQ take their
+// tiles from the end of the list: the last rows of a sequence see the most
+// keys, and starting them first leaves the short tiles for the tail.
+//
+// The softmax runs in base 2 (scale·log2 e folded into one multiply-add
+// before ex2), the causal mask is applied only on the key tiles that cross
+// the diagonal of a warp's rows, and probabilities are rounded to bf16 pairs
+// with one cvt.rn.bf16x2 (the same round-to-nearest-even as f2bf).
 //
 // Fragments of m16n8k16 (lane = 4·gr + t): A (16×16, row-major) is four
 // 32-bit registers, each two bf16 along k: (gr, 2t), (gr+8, 2t), (gr, 2t+8),
@@ -31,9 +39,22 @@ __device__ __forceinline__ bf16 f2bf(float f) {
 	return (bf16)(u >> 16);
 }
 
+// pack2 rounds two floats to bf16 (lo in the low half), as f2bf does.
 __device__ __forceinline__ unsigned pack2(float lo, float hi) {
-	return (unsigned)f2bf(lo) | ((unsigned)f2bf(hi) << 16);
+	unsigned r;
+	asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
+	return r;
 }
+
+// ex2 is 2^x (ex2.approx: 2 ulp; -inf gives 0).
+__device__ __forceinline__ float ex2(float x) {
+	float y;
+	asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+	return y;
+}
+
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
 
 __device__ __forceinline__ unsigned ld32(const bf16 *p) { return *(const unsigned *)p; }
 
@@ -113,41 +134,51 @@ __device__ __forceinline__ float quad_sum(float v) {
 	return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
-// Forward: block = (tile of 64 query rows, head), 4 warps of 16 rows.
-// Shared: Qs, then two buffers of Ks and Vs, each [64][HD+8].
-template <int HD>
+// Forward: block = (tile of BM = 64·MW query rows, head), 4 warps of 16·MW
+// rows each (MW row blocks of 16: a K or V fragment read from shared memory
+// serves MW products). Shared: Qs [BM][HD+8], then two buffers of Ks and Vs,
+// each [64][HD+8]. Scores and the running max are in base 2.
+template <int HD, int MW>
 __device__ void mma_fwd(float *out, bf16 *o16, float *lse, const bf16 *q, const bf16 *k, const bf16 *v, const int *tiles, const int *seqs, int heads, int kvheads, float scale) {
+	constexpr int BM = 64 * MW, WR = 16 * MW; // rows of the block, of a warp
 	extern __shared__ __align__(16) bf16 sm[];
 	const int LQ = HD + PADB;
-	bf16 *Qs = sm;
-	const int si = tiles[2 * blockIdx.x], r0 = tiles[2 * blockIdx.x + 1], h = blockIdx.y;
+	bf16 *Qs = sm, *KV = sm + BM * LQ; // KV: Ks0, Ks1, Vs0, Vs1
+	const int bx = gridDim.x - 1 - blockIdx.x;
+	const int si = tiles[2 * bx], r0 = tiles[2 * bx + 1], h = blockIdx.y;
 	const int Q0 = seqs[4 * si], N = seqs[4 * si + 1], K0 = seqs[4 * si + 2], past = seqs[4 * si + 3];
-	const int kvh = h / (heads / kvheads), nq = min(TILE, N - r0);
+	const int kvh = h / (heads / kvheads), nq = min(BM, N - r0);
 	const long long qld = (long long)heads * HD, kld = (long long)kvheads * HD;
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
 	const bf16 *kbase = k + (long long)K0 * kld + kvh * HD, *vbase = v + (long long)K0 * kld + kvh * HD;
 	const int keys = past + N;
-	const int qp0 = past + r0 + 16 * w + gr; // key index of this lane's first row; the second is +8
+	const int wq0 = past + r0 + WR * w;      // key index of the warp's first row
+	const int qp0 = wq0 + gr;                // of this lane's first row in block m: + 16m; the second row: + 8
 	const int kend = past + r0 + nq;         // the tile's rows see keys [0, kend)
 	const int ntiles = (kend + TILE - 1) / TILE;
+	const float sl2 = scale * LOG2E;
 
-	stage<HD, TILE>(Qs, LQ, q + (long long)(Q0 + r0) * qld + h * HD, qld, nq);
-	stage<HD, TILE>(Qs + TILE * LQ, LQ, kbase, kld, min(TILE, keys));
-	stage<HD, TILE>(Qs + 3 * TILE * LQ, LQ, vbase, kld, min(TILE, keys));
+	stage<HD, BM>(Qs, LQ, q + (long long)(Q0 + r0) * qld + h * HD, qld, nq);
+	stage<HD, TILE>(KV, LQ, kbase, kld, min(TILE, keys));
+	stage<HD, TILE>(KV + 2 * TILE * LQ, LQ, vbase, kld, min(TILE, keys));
 	cp_commit();
 
-	unsigned qa[HD / 16][4];
-	float o[HD / 8][4];
+	unsigned qa[MW][HD / 16][4];
+	float o[MW][HD / 8][4];
 #pragma unroll
-	for (int i = 0; i < HD / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-	float mrow[2] = {-MEMPO_INF, -MEMPO_INF}, lrow[2] = {0.f, 0.f};
+	for (int m = 0; m < MW; m++)
+#pragma unroll
+		for (int i = 0; i < HD / 8; i++) o[m][i][0] = o[m][i][1] = o[m][i][2] = o[m][i][3] = 0.f;
+	float mrow[MW][2], lrow[MW][2];
+#pragma unroll
+	for (int m = 0; m < MW; m++) mrow[m][0] = mrow[m][1] = -MEMPO_INF, lrow[m][0] = lrow[m][1] = 0.f;
 	for (int it = 0; it < ntiles; it++) {
 		const int kt0 = it * TILE, buf = it & 1;
-		const bf16 *Ks = Qs + (1 + buf) * TILE * LQ, *Vs = Qs + (3 + buf) * TILE * LQ;
+		const bf16 *Ks = KV + buf * TILE * LQ, *Vs = KV + (2 + buf) * TILE * LQ;
 		if (it + 1 < ntiles) {
 			int nxt = kt0 + TILE;
-			stage<HD, TILE>(Qs + (2 - buf) * TILE * LQ, LQ, kbase + nxt * kld, kld, min(TILE, keys - nxt));
-			stage<HD, TILE>(Qs + (4 - buf) * TILE * LQ, LQ, vbase + nxt * kld, kld, min(TILE, keys - nxt));
+			stage<HD, TILE>(KV + (1 - buf) * TILE * LQ, LQ, kbase + nxt * kld, kld, min(TILE, keys - nxt));
+			stage<HD, TILE>(KV + (3 - buf) * TILE * LQ, LQ, vbase + nxt * kld, kld, min(TILE, keys - nxt));
 			cp_commit();
 			cp_wait_prev();
 		} else {
@@ -156,122 +187,156 @@ __device__ void mma_fwd(float *out, bf16 *o16, float *lse, const bf16 *q, const 
 		__syncthreads();
 		if (it == 0) {
 #pragma unroll
-			for (int kk = 0; kk < HD / 16; kk++) ldsm4(qa[kk], Qs, LQ, 16 * w, 16 * kk, lane);
-		}
-		if (past + r0 + 16 * w + 15 >= kt0) { // else every row of this warp is before the tile
-			float s[TILE / 8][4];
+			for (int m = 0; m < MW; m++)
 #pragma unroll
-			for (int i = 0; i < TILE / 8; i++) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+				for (int kk = 0; kk < HD / 16; kk++) ldsm4(qa[m][kk], Qs, LQ, WR * w + 16 * m, 16 * kk, lane);
+		}
+		if (wq0 + WR - 1 >= kt0) { // else every row of this warp is before the tile
+			float s[MW][TILE / 8][4];
+#pragma unroll
+			for (int m = 0; m < MW; m++)
+#pragma unroll
+				for (int i = 0; i < TILE / 8; i++) s[m][i][0] = s[m][i][1] = s[m][i][2] = s[m][i][3] = 0.f;
 #pragma unroll
 			for (int kk = 0; kk < HD / 16; kk++)
 #pragma unroll
 				for (int nt = 0; nt < TILE / 8; nt += 2) {
 					unsigned bb[4];
 					ldsm4B(bb, Ks, LQ, 8 * nt, 16 * kk, lane);
-					mma16816(s[nt], qa[kk], bb[0], bb[1]);
-					mma16816(s[nt + 1], qa[kk], bb[2], bb[3]);
+#pragma unroll
+					for (int m = 0; m < MW; m++) {
+						mma16816(s[m][nt], qa[m][kk], bb[0], bb[1]);
+						mma16816(s[m][nt + 1], qa[m][kk], bb[2], bb[3]);
+					}
 				}
-			float mx[2] = {-MEMPO_INF, -MEMPO_INF};
+			// Keys past a row are masked only where the tile crosses the
+			// diagonal of the warp's rows (a warp-uniform branch). Keys
+			// past the sequence (zero rows) are past every row.
+			if (kt0 + TILE - 1 > wq0) {
 #pragma unroll
-			for (int nt = 0; nt < TILE / 8; nt++)
+				for (int m = 0; m < MW; m++)
 #pragma unroll
-				for (int e = 0; e < 4; e++) {
-					int key = kt0 + 8 * nt + 2 * t + (e & 1);
-					float x = s[nt][e] * scale;
-					if (key > qp0 + 8 * (e >> 1)) x = -MEMPO_INF;
-					s[nt][e] = x;
-					mx[e >> 1] = fmaxf(mx[e >> 1], x);
-				}
-			float corr[2], mn[2], rs[2] = {0.f, 0.f};
+					for (int nt = 0; nt < TILE / 8; nt++)
 #pragma unroll
-			for (int r = 0; r < 2; r++) {
-				mn[r] = fmaxf(mrow[r], quad_max(mx[r]));
-				corr[r] = __expf(mrow[r] - mn[r]);
+						for (int e = 0; e < 4; e++)
+							if (kt0 + 8 * nt + 2 * t + (e & 1) > qp0 + 16 * m + 8 * (e >> 1)) s[m][nt][e] = -MEMPO_INF;
 			}
 #pragma unroll
-			for (int nt = 0; nt < TILE / 8; nt++)
+			for (int m = 0; m < MW; m++) {
+				float mx[2] = {-MEMPO_INF, -MEMPO_INF};
 #pragma unroll
-				for (int e = 0; e < 4; e++) {
-					float p = __expf(s[nt][e] - mn[e >> 1]);
-					s[nt][e] = p;
-					rs[e >> 1] += p;
+				for (int nt = 0; nt < TILE / 8; nt++)
+#pragma unroll
+					for (int e = 0; e < 4; e++) mx[e >> 1] = fmaxf(mx[e >> 1], s[m][nt][e]);
+				// Key 0 is in the first tile and before every row, so the
+				// running max is finite from then on.
+				float corr[2], mn[2], rs[2] = {0.f, 0.f};
+#pragma unroll
+				for (int r = 0; r < 2; r++) {
+					mn[r] = fmaxf(mrow[m][r], quad_max(mx[r]) * sl2);
+					corr[r] = ex2(mrow[m][r] - mn[r]);
 				}
 #pragma unroll
-			for (int r = 0; r < 2; r++) {
-				lrow[r] = lrow[r] * corr[r] + quad_sum(rs[r]);
-				mrow[r] = mn[r];
-			}
+				for (int nt = 0; nt < TILE / 8; nt++)
 #pragma unroll
-			for (int i = 0; i < HD / 8; i++) {
-				o[i][0] *= corr[0];
-				o[i][1] *= corr[0];
-				o[i][2] *= corr[1];
-				o[i][3] *= corr[1];
+					for (int e = 0; e < 4; e++) {
+						float p = ex2(fmaf(s[m][nt][e], sl2, -mn[e >> 1]));
+						s[m][nt][e] = p;
+						rs[e >> 1] += p;
+					}
+#pragma unroll
+				for (int r = 0; r < 2; r++) {
+					lrow[m][r] = lrow[m][r] * corr[r] + quad_sum(rs[r]);
+					mrow[m][r] = mn[r];
+				}
+#pragma unroll
+				for (int i = 0; i < HD / 8; i++) {
+					o[m][i][0] *= corr[0];
+					o[m][i][1] *= corr[0];
+					o[m][i][2] *= corr[1];
+					o[m][i][3] *= corr[1];
+				}
 			}
 #pragma unroll
 			for (int kk = 0; kk < TILE / 16; kk++) {
-				unsigned a[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
-				                 pack2(s[2 * kk + 1][0], s[2 * kk + 1][1]), pack2(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+				unsigned a[MW][4];
+#pragma unroll
+				for (int m = 0; m < MW; m++) {
+					a[m][0] = pack2(s[m][2 * kk][0], s[m][2 * kk][1]);
+					a[m][1] = pack2(s[m][2 * kk][2], s[m][2 * kk][3]);
+					a[m][2] = pack2(s[m][2 * kk + 1][0], s[m][2 * kk + 1][1]);
+					a[m][3] = pack2(s[m][2 * kk + 1][2], s[m][2 * kk + 1][3]);
+				}
 #pragma unroll
 				for (int dt = 0; dt < HD / 8; dt += 2) {
 					unsigned bb[4];
 					ldsm4T(bb, Vs, LQ, 16 * kk, 8 * dt, lane);
-					mma16816(o[dt], a, bb[0], bb[1]);
-					mma16816(o[dt + 1], a, bb[2], bb[3]);
+#pragma unroll
+					for (int m = 0; m < MW; m++) {
+						mma16816(o[m][dt], a[m], bb[0], bb[1]);
+						mma16816(o[m][dt + 1], a[m], bb[2], bb[3]);
+					}
 				}
 			}
 		}
 		__syncthreads(); // the buffer is refilled next iteration
 	}
 #pragma unroll
-	for (int r = 0; r < 2; r++) {
-		int row = 16 * w + gr + 8 * r;
-		if (row >= nq) continue;
-		float inv = 1.f / lrow[r];
-		long long ob = (long long)(Q0 + r0 + row) * qld + h * HD;
+	for (int m = 0; m < MW; m++)
 #pragma unroll
-		for (int dt = 0; dt < HD / 8; dt++) {
-			float a = o[dt][2 * r] * inv, c = o[dt][2 * r + 1] * inv;
-			out[ob + 8 * dt + 2 * t] = a;
-			out[ob + 8 * dt + 2 * t + 1] = c;
-			if (o16) *(unsigned *)(o16 + ob + 8 * dt + 2 * t) = pack2(a, c);
+		for (int r = 0; r < 2; r++) {
+			int row = WR * w + 16 * m + gr + 8 * r;
+			if (row >= nq) continue;
+			float inv = 1.f / lrow[m][r];
+			long long ob = (long long)(Q0 + r0 + row) * qld + h * HD;
+#pragma unroll
+			for (int dt = 0; dt < HD / 8; dt++) {
+				float a = o[m][dt][2 * r] * inv, c = o[m][dt][2 * r + 1] * inv;
+				*(float2 *)(out + ob + 8 * dt + 2 * t) = make_float2(a, c);
+				if (o16) *(unsigned *)(o16 + ob + 8 * dt + 2 * t) = pack2(a, c);
+			}
+			if (t == 0) lse[(long long)(Q0 + r0 + row) * heads + h] = mrow[m][r] * LN2 + __logf(lrow[m][r]);
 		}
-		if (t == 0) lse[(long long)(Q0 + r0 + row) * heads + h] = mrow[r] + __logf(lrow[r]);
-	}
 }
 
 // Backward, dQ: block = (tile of 64 query rows, head), 4 warps of 16 rows.
 // p = exp(scale·q·k − lse), dp = dO·v, ds = p·(dp − D), dQ = scale·Σ ds·k.
+// At head dim 64 the warp's q and dO fragments stay in registers; at 128
+// they are read from shared memory for every key tile.
 // Shared: Qs, dOs, then two buffers of Ks and Vs, each [64][HD+8].
 template <int HD>
 __device__ void mma_bwd_dq(float *dq, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale) {
+	constexpr bool QREG = HD <= 64;
 	extern __shared__ __align__(16) bf16 sm[];
 	const int LQ = HD + PADB;
 	bf16 *Qs = sm, *dOs = sm + TILE * LQ;
-	const int si = tiles[2 * blockIdx.x], r0 = tiles[2 * blockIdx.x + 1], h = blockIdx.y;
+	const int bx = gridDim.x - 1 - blockIdx.x;
+	const int si = tiles[2 * bx], r0 = tiles[2 * bx + 1], h = blockIdx.y;
 	const int Q0 = seqs[4 * si], N = seqs[4 * si + 1], K0 = seqs[4 * si + 2];
 	const int kvh = h / (heads / kvheads), nq = min(TILE, N - r0);
 	const long long qld = (long long)heads * HD, kld = (long long)kvheads * HD;
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
 	const bf16 *kbase = k + (long long)K0 * kld + kvh * HD, *vbase = v + (long long)K0 * kld + kvh * HD;
 	const int kend = r0 + nq, ntiles = (kend + TILE - 1) / TILE;
+	const float sl2 = scale * LOG2E;
 	stage<HD, TILE>(Qs, LQ, q + (long long)(Q0 + r0) * qld + h * HD, qld, nq);
 	stage<HD, TILE>(dOs, LQ, dout + (long long)(Q0 + r0) * qld + h * HD, qld, nq);
 	stage<HD, TILE>(sm + 2 * TILE * LQ, LQ, kbase, kld, min(TILE, N));
 	stage<HD, TILE>(sm + 4 * TILE * LQ, LQ, vbase, kld, min(TILE, N));
 	cp_commit();
-	float lr[2], dr[2];
+	float lr[2], dr[2]; // lse in base 2, D
 #pragma unroll
 	for (int r = 0; r < 2; r++) {
 		int row = 16 * w + gr + 8 * r;
 		long long i = (long long)(Q0 + r0 + min(row, nq - 1)) * heads + h;
-		lr[r] = lse[i];
+		lr[r] = lse[i] * LOG2E;
 		dr[r] = D[i];
 	}
 	float acc[HD / 8][4];
 #pragma unroll
 	for (int i = 0; i < HD / 8; i++) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
-	const int qp0 = r0 + 16 * w + gr;
+	unsigned qa[QREG ? HD / 16 : 1][4], da[QREG ? HD / 16 : 1][4];
+	const int wq0 = r0 + 16 * w, qp0 = wq0 + gr;
 	for (int it = 0; it < ntiles; it++) {
 		const int kt0 = it * TILE, buf = it & 1;
 		const bf16 *Ks = sm + (2 + buf) * TILE * LQ, *Vs = sm + (4 + buf) * TILE * LQ;
@@ -285,7 +350,14 @@ __device__ void mma_bwd_dq(float *dq, const bf16 *dout, const bf16 *q, const bf1
 			cp_wait_all();
 		}
 		__syncthreads();
-		if (r0 + 16 * w + 15 >= kt0) {
+		if (QREG && it == 0) {
+#pragma unroll
+			for (int kk = 0; kk < (QREG ? HD / 16 : 0); kk++) {
+				ldsm4(qa[kk], Qs, LQ, 16 * w, 16 * kk, lane);
+				ldsm4(da[kk], dOs, LQ, 16 * w, 16 * kk, lane);
+			}
+		}
+		if (wq0 + 15 >= kt0) {
 			float s[TILE / 8][4], dp[TILE / 8][4];
 #pragma unroll
 			for (int i = 0; i < TILE / 8; i++)
@@ -294,26 +366,34 @@ __device__ void mma_bwd_dq(float *dq, const bf16 *dout, const bf16 *q, const bf1
 #pragma unroll
 			for (int kk = 0; kk < HD / 16; kk++) {
 				unsigned a[4], ad[4];
-				ldsm4(a, Qs, LQ, 16 * w, 16 * kk, lane);
-				ldsm4(ad, dOs, LQ, 16 * w, 16 * kk, lane);
+				const unsigned *pa = a, *pd = ad;
+				if (QREG) {
+					pa = qa[QREG ? kk : 0], pd = da[QREG ? kk : 0];
+				} else {
+					ldsm4(a, Qs, LQ, 16 * w, 16 * kk, lane);
+					ldsm4(ad, dOs, LQ, 16 * w, 16 * kk, lane);
+				}
 #pragma unroll
 				for (int nt = 0; nt < TILE / 8; nt += 2) {
 					unsigned bb[4];
 					ldsm4B(bb, Ks, LQ, 8 * nt, 16 * kk, lane);
-					mma16816(s[nt], a, bb[0], bb[1]);
-					mma16816(s[nt + 1], a, bb[2], bb[3]);
+					mma16816(s[nt], pa, bb[0], bb[1]);
+					mma16816(s[nt + 1], pa, bb[2], bb[3]);
 					ldsm4B(bb, Vs, LQ, 8 * nt, 16 * kk, lane);
-					mma16816(dp[nt], ad, bb[0], bb[1]);
-					mma16816(dp[nt + 1], ad, bb[2], bb[3]);
+					mma16816(dp[nt], pd, bb[0], bb[1]);
+					mma16816(dp[nt + 1], pd, bb[2], bb[3]);
 				}
 			}
+			// As in the forward, the mask only where the tile crosses the
+			// warp's diagonal (keys past the sequence are past every row).
+			const bool diag = kt0 + TILE - 1 > wq0;
 #pragma unroll
 			for (int nt = 0; nt < TILE / 8; nt++)
 #pragma unroll
 				for (int e = 0; e < 4; e++) {
-					int key = kt0 + 8 * nt + 2 * t + (e & 1);
 					int r = e >> 1;
-					float p = key > qp0 + 8 * r ? 0.f : __expf(s[nt][e] * scale - lr[r]);
+					float p = ex2(fmaf(s[nt][e], sl2, -lr[r]));
+					if (diag && kt0 + 8 * nt + 2 * t + (e & 1) > qp0 + 8 * r) p = 0.f;
 					s[nt][e] = p * (dp[nt][e] - dr[r]);
 				}
 #pragma unroll
@@ -337,10 +417,8 @@ __device__ void mma_bwd_dq(float *dq, const bf16 *dout, const bf16 *q, const bf1
 		if (row >= nq) continue;
 		float *op = dq + (long long)(Q0 + r0 + row) * qld + h * HD;
 #pragma unroll
-		for (int dt = 0; dt < HD / 8; dt++) {
-			op[8 * dt + 2 * t] = acc[dt][2 * r] * scale;
-			op[8 * dt + 2 * t + 1] = acc[dt][2 * r + 1] * scale;
-		}
+		for (int dt = 0; dt < HD / 8; dt++)
+			*(float2 *)(op + 8 * dt + 2 * t) = make_float2(acc[dt][2 * r] * scale, acc[dt][2 * r + 1] * scale);
 	}
 }
 
@@ -349,11 +427,13 @@ __device__ void mma_bwd_dq(float *dq, const bf16 *dout, const bf16 *q, const bf1
 // (causal). Transposed products: sᵀ = k·qᵀ, pᵀ = exp(scale·sᵀ − lse),
 // dV += pᵀ·dO, dpᵀ = v·dOᵀ, dsᵀ = pᵀ·(dpᵀ − D), dK += scale·dsᵀ·q. The
 // heads of a group add into dK and dV with atomics (zeroed by the caller).
-// Queries go in tiles of QT (32 for head dim 128, to stay in registers).
+// Queries go in tiles of QT (32 for head dim 128, to stay in registers); at
+// head dim 64 the warp's k and v fragments stay in registers too.
 // Shared: Ks, Vs [64][HD+8]; two buffers of Qs, dOs [QT][HD+8]; two of
-// lse and D [QT].
+// lse (base 2) and D [QT].
 template <int HD, int QT>
 __device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale) {
+	constexpr bool KREG = HD <= 64;
 	extern __shared__ __align__(16) bf16 sm[];
 	const int LQ = HD + PADB;
 	bf16 *Ks = sm, *Vs = Ks + TILE * LQ, *qbuf = Vs + TILE * LQ; // qbuf: Qs0, Qs1, dOs0, dOs1
@@ -366,6 +446,7 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
 	const bf16 *qbase = q + (long long)Q0 * qld + h * HD, *obase = dout + (long long)Q0 * qld + h * HD;
 	const int ntiles = (N - k0 + QT - 1) / QT;
+	const float sl2 = scale * LOG2E;
 	stage<HD, TILE>(Ks, LQ, k + (long long)(K0 + k0) * kld + kvh * HD, kld, nk);
 	stage<HD, TILE>(Vs, LQ, v + (long long)(K0 + k0) * kld + kvh * HD, kld, nk);
 	// Query tile it goes to buffer it & 1.
@@ -375,7 +456,7 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *
 		stage<HD, QT>(qbuf + (2 + b) * QT * LQ, LQ, obase + qt0 * qld, qld, nq);
 		for (int i = threadIdx.x; i < QT; i += blockDim.x) {
 			long long j = (long long)(Q0 + qt0 + min(i, nq - 1)) * heads + h;
-			fl[b * QT + i] = lse[j];
+			fl[b * QT + i] = lse[j] * LOG2E;
 			fl[(2 + b) * QT + i] = D[j];
 		}
 	};
@@ -386,7 +467,8 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *
 	for (int i = 0; i < HD / 8; i++)
 #pragma unroll
 		for (int e = 0; e < 4; e++) adk[i][e] = adv[i][e] = 0.f;
-	const int kr0 = k0 + 16 * w + gr; // this lane's first key; the second is +8
+	unsigned ka[KREG ? HD / 16 : 1][4], va[KREG ? HD / 16 : 1][4];
+	const int wk0 = k0 + 16 * w, kr0 = wk0 + gr; // this lane's first key; the second is +8
 	for (int it = 0; it < ntiles; it++) {
 		const int qt0 = k0 + it * QT, nq = min(QT, N - qt0), buf = it & 1;
 		const bf16 *Qs = qbuf + buf * QT * LQ, *dOs = qbuf + (2 + buf) * QT * LQ;
@@ -399,7 +481,14 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *
 			cp_wait_all();
 		}
 		__syncthreads();
-		if (k0 + 16 * w <= qt0 + QT - 1) { // else every key of this warp is after the tile's queries
+		if (KREG && it == 0) {
+#pragma unroll
+			for (int kk = 0; kk < (KREG ? HD / 16 : 0); kk++) {
+				ldsm4(ka[kk], Ks, LQ, 16 * w, 16 * kk, lane);
+				ldsm4(va[kk], Vs, LQ, 16 * w, 16 * kk, lane);
+			}
+		}
+		if (wk0 <= qt0 + QT - 1) { // else every key of this warp is after the tile's queries
 			float s[QT / 8][4], dp[QT / 8][4];
 #pragma unroll
 			for (int i = 0; i < QT / 8; i++)
@@ -408,27 +497,35 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *
 #pragma unroll
 			for (int kk = 0; kk < HD / 16; kk++) {
 				unsigned a[4], av[4];
-				ldsm4(a, Ks, LQ, 16 * w, 16 * kk, lane);
-				ldsm4(av, Vs, LQ, 16 * w, 16 * kk, lane);
+				const unsigned *pa = a, *pv = av;
+				if (KREG) {
+					pa = ka[KREG ? kk : 0], pv = va[KREG ? kk : 0];
+				} else {
+					ldsm4(a, Ks, LQ, 16 * w, 16 * kk, lane);
+					ldsm4(av, Vs, LQ, 16 * w, 16 * kk, lane);
+				}
 #pragma unroll
 				for (int nt = 0; nt < QT / 8; nt += 2) {
 					unsigned bb[4];
 					ldsm4B(bb, Qs, LQ, 8 * nt, 16 * kk, lane);
-					mma16816(s[nt], a, bb[0], bb[1]);
-					mma16816(s[nt + 1], a, bb[2], bb[3]);
+					mma16816(s[nt], pa, bb[0], bb[1]);
+					mma16816(s[nt + 1], pa, bb[2], bb[3]);
 					ldsm4B(bb, dOs, LQ, 8 * nt, 16 * kk, lane);
-					mma16816(dp[nt], av, bb[0], bb[1]);
-					mma16816(dp[nt + 1], av, bb[2], bb[3]);
+					mma16816(dp[nt], pv, bb[0], bb[1]);
+					mma16816(dp[nt + 1], pv, bb[2], bb[3]);
 				}
 			}
-			// pᵀ (kept in s) and dsᵀ (in dp).
+			// pᵀ (kept in s) and dsᵀ (in dp). The mask (queries before a
+			// key, padding queries of the last tile) only where needed: a
+			// warp-uniform branch.
+			const bool edge = qt0 < wk0 + 15 || nq < QT;
 #pragma unroll
 			for (int nt = 0; nt < QT / 8; nt++)
 #pragma unroll
 				for (int e = 0; e < 4; e++) {
 					int qi = 8 * nt + 2 * t + (e & 1); // query within the tile
-					int key = kr0 + 8 * (e >> 1);
-					float p = (qi < nq && qt0 + qi >= key) ? __expf(s[nt][e] * scale - ls[qi]) : 0.f;
+					float p = ex2(fmaf(s[nt][e], sl2, -ls[qi]));
+					if (edge && (qi >= nq || qt0 + qi < kr0 + 8 * (e >> 1))) p = 0.f;
 					s[nt][e] = p;
 					dp[nt][e] = p * (dp[nt][e] - ds_[qi]);
 				}
@@ -477,11 +574,11 @@ extern "C" __global__ void cast_bf16_rows(bf16 *dst, const float *src, const int
 	}
 }
 
-#define MMA_KERNELS(HD, QT)                                                                                                  \
+#define MMA_KERNELS(HD, MW, QT)                                                                                               \
 	extern "C" __global__ void __launch_bounds__(128) attn_mma_fwd_##HD(float *out, bf16 *o16, float *lse, const bf16 *q, const bf16 *k, \
 	                                                                    const bf16 *v, const int *tiles, const int *seqs,      \
 	                                                                    int heads, int kvheads, float scale) {                \
-		mma_fwd<HD>(out, o16, lse, q, k, v, tiles, seqs, heads, kvheads, scale);                                             \
+		mma_fwd<HD, MW>(out, o16, lse, q, k, v, tiles, seqs, heads, kvheads, scale);                                             \
 	}                                                                                                                        \
 	extern "C" __global__ void __launch_bounds__(128)                                                                        \
 	    attn_mma_bwd_dq_##HD(float *dq, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse,     \
@@ -495,5 +592,7 @@ extern "C" __global__ void cast_bf16_rows(bf16 *dst, const float *src, const int
 		mma_bwd_dkv<HD, QT>(dk, dv, dout, q, k, v, lse, D, tiles, seqs, heads, kvheads, scale);                           \
 	}
 
-MMA_KERNELS(64, 64)
-MMA_KERNELS(128, 32)
+// Head dim 64: 128-row forward tiles, 64-query dK/dV tiles; 128: 64-row
+// forward tiles (32 rows a warp would not fit the registers), 32-query tiles.
+MMA_KERNELS(64, 2, 64)
+MMA_KERNELS(128, 1, 32)
