@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/mempo/mempo/lib/cuda"
 )
@@ -83,15 +84,20 @@ func (b *CUDA) splitAttn(seqs []AttnSeq, sh AttnShape, decode bool) attnSplit {
 	return sp
 }
 
-// mmaTile is the keys of a key tile of attnmma.cu, and the query rows of a
-// tile of its backward.
-const mmaTile = 64
+// The tiles of attnmma.cu: mmaTile keys a key tile (and query rows a tile
+// of dQ, keys a tile of dK/dV), mmaFwdRows query rows a tile of the
+// forward.
+const (
+	mmaTile    = 64
+	mmaFwdRows = 128
+)
 
-// mmaFwdRows is the query rows of a tile of attnmma.cu's forward at head
-// dim hd (the kernels' MW·64).
-func mmaFwdRows(hd int) int {
-	if hd == 64 {
-		return 128
+// mmaKVQueries is the queries of a query tile of attnmma.cu's dK/dV at head
+// dim hd (the kernels' QT: 64 at head dim 128 measured 7% slower, at 254
+// registers).
+func mmaKVQueries(hd int) int {
+	if hd == 128 {
+		return 32
 	}
 	return 64
 }
@@ -155,9 +161,8 @@ func (b *CUDA) attentionMMA(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh Attn
 	k16, v16 := b.castRows(K, rows), b.castRows(V, rows)
 	defer b.freeCopies(q16, k16, v16)
 	hd := sh.HeadDim
-	bm := mmaFwdRows(hd)
-	tiles, st, n := b.attnWork(packed, bm, fmt.Sprintf("mma%d", bm))
-	shmem := 2 * (bm + 4*mmaTile) * (hd + 8)
+	tiles, st, n := b.attnWork(packed, mmaFwdRows, "mma-fwd")
+	shmem := 2 * (mmaFwdRows + 4*mmaTile) * (hd + 8)
 	// The output's bf16 rounding (for the o_proj product) is only complete
 	// when these sequences write every row of O.
 	var o16 cuda.Ptr
@@ -170,13 +175,20 @@ func (b *CUDA) attentionMMA(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh Attn
 }
 
 // attentionMMABackward is the backward of attnmma.cu for seqs (Past 0): dQ
-// by query tiles, dK and dV by key tiles with the heads of a group adding
-// up with atomics, so their rows are zeroed first.
+// by query tiles; dK and dV by key tiles, the heaviest first, each block
+// summing every head of its group (dkvHeadsPerBlock), or with the heads of a
+// group split over blocks that add up with atomics, the rows zeroed first.
 func (b *CUDA) attentionMMABackward(DQ, DK, DV, DO, Q, K, V, LSE, D *cudaTensor, seqs []AttnSeq, sh AttnShape) {
 	kvd := sh.KVHeads * sh.HeadDim
-	for _, s := range seqs {
-		must(b.ops.Memset32(DK.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
-		must(b.ops.Memset32(DV.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
+	ktv, rows := dkvTiles(seqs)
+	ktn := len(rows)
+	g := sh.Heads / sh.KVHeads
+	hper := dkvHeadsPerBlock(rows, sh.KVHeads, g, b.sms)
+	if hper < g {
+		for _, s := range seqs {
+			must(b.ops.Memset32(DK.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
+			must(b.ops.Memset32(DV.ptr()+cuda.Ptr(4*s.K*kvd), 0, s.N*kvd))
+		}
 	}
 	q16, do16, k16, v16 := b.castAll(Q), b.castAll(DO), b.castAll(K), b.castAll(V)
 	defer b.freeCopies(q16, do16, k16, v16)
@@ -185,13 +197,52 @@ func (b *CUDA) attentionMMABackward(DQ, DK, DV, DO, Q, K, V, LSE, D *cudaTensor,
 	lq := hd + 8
 	b.launch2("attnmma", fmt.Sprintf("attn_mma_bwd_dq_%d", hd), cuda.Dim3{X: n, Y: sh.Heads}, 128, 2*6*mmaTile*lq,
 		DQ.ptr(), do16.p, q16.p, k16.p, v16.p, LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, sh.Scale)
-	qt := 64
-	if hd == 128 {
-		qt = 32
-	}
+	qt := mmaKVQueries(hd)
 	shk := 2*(2*mmaTile*lq+4*qt*lq) + 16*qt
-	b.launch2("attnmma", fmt.Sprintf("attn_mma_bwd_dkv_%d", hd), cuda.Dim3{X: n, Y: sh.KVHeads, Z: sh.Heads / sh.KVHeads}, 128, shk,
-		DK.ptr(), DV.ptr(), do16.p, q16.p, k16.p, v16.p, LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, sh.Scale)
+	kt := b.uploadIntsMemo("mma-dkv-tiles", ktv)
+	b.launch2("attnmma", fmt.Sprintf("attn_mma_bwd_dkv_%d", hd), cuda.Dim3{X: ktn, Y: sh.KVHeads, Z: g / hper}, 128, shk,
+		DK.ptr(), DV.ptr(), do16.p, q16.p, k16.p, v16.p, LSE.ptr(), D.ptr(), kt, st, sh.Heads, sh.KVHeads, sh.Scale, hper)
+}
+
+// dkvTiles is the dK/dV kernel's tile list: attnLists' key tiles (sequence,
+// first key) ordered by the query rows each has to visit (rows, in the same
+// order), most first, so that the longest blocks start first and the short
+// ones fill the tail.
+func dkvTiles(seqs []AttnSeq) (tiles, rows []int) {
+	tv, _ := attnLists(seqs, mmaTile)
+	n := len(tv) / 2
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	rest := func(i int) int { return seqs[tv[2*i]].N - tv[2*i+1] }
+	slices.SortStableFunc(idx, func(a, b int) int { return rest(b) - rest(a) })
+	tiles, rows = make([]int, 0, len(tv)), make([]int, 0, n)
+	for _, i := range idx {
+		tiles = append(tiles, tv[2*i], tv[2*i+1])
+		rows = append(rows, rest(i))
+	}
+	return tiles, rows
+}
+
+// dkvHeadsPerBlock is how many query heads of a group one dK/dV block takes:
+// the whole group g (the block sums them in registers: no atomics, no
+// zeroing) when the longest block, rows·g, is not over a tenth above the
+// mean work of the device's block slots (two a multiprocessor, as the
+// kernels' registers allow); else one, so that a call of few or uneven
+// tiles still spreads over the device. rows holds the query rows each key
+// tile visits (its sequence's N − first key), once per kv head.
+func dkvHeadsPerBlock(rows []int, kvheads, g, sms int) int {
+	total, longest := 0, 0
+	for _, r := range rows {
+		total += r
+		longest = max(longest, r)
+	}
+	total *= kvheads * g
+	if slots := 2 * max(sms, 1); 10*longest*g*slots <= 11*total {
+		return g
+	}
+	return 1
 }
 
 // attentionDecode runs the decode kernel: one block per query row and kv

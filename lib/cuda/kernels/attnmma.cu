@@ -9,7 +9,7 @@
 // Head dims 64 and 128.
 //
 // Work list: tiles[2i] = sequence, tiles[2i+1] = first row of a tile (128
-// query rows in the forward at head dim 64, 64 everywhere else); seqs[4s…] =
+// query rows in the forward, 64 in the backward); seqs[4s…] =
 // (Q, N, K, Past) as in lib/model's AttnSeq. The forward and dQ take their
 // tiles from the end of the list: the last rows of a sequence see the most
 // keys, and starting them first leaves the short tiles for the tail.
@@ -163,7 +163,10 @@ __device__ void mma_fwd(float *out, bf16 *o16, float *lse, const bf16 *q, const 
 	stage<HD, TILE>(KV + 2 * TILE * LQ, LQ, vbase, kld, min(TILE, keys));
 	cp_commit();
 
-	unsigned qa[MW][HD / 16][4];
+	// The warp's q fragments stay in registers where they fit (head dim
+	// 64); at 128 they are read from shared memory for every key tile.
+	constexpr bool QREG = HD <= 64;
+	unsigned qa[MW][QREG ? HD / 16 : 1][4];
 	float o[MW][HD / 8][4];
 #pragma unroll
 	for (int m = 0; m < MW; m++)
@@ -185,11 +188,11 @@ __device__ void mma_fwd(float *out, bf16 *o16, float *lse, const bf16 *q, const 
 			cp_wait_all();
 		}
 		__syncthreads();
-		if (it == 0) {
+		if (QREG && it == 0) {
 #pragma unroll
 			for (int m = 0; m < MW; m++)
 #pragma unroll
-				for (int kk = 0; kk < HD / 16; kk++) ldsm4(qa[m][kk], Qs, LQ, WR * w + 16 * m, 16 * kk, lane);
+				for (int kk = 0; kk < (QREG ? HD / 16 : 0); kk++) ldsm4(qa[m][kk], Qs, LQ, WR * w + 16 * m, 16 * kk, lane);
 		}
 		if (wq0 + WR - 1 >= kt0) { // else every row of this warp is before the tile
 			float s[MW][TILE / 8][4];
@@ -198,17 +201,28 @@ __device__ void mma_fwd(float *out, bf16 *o16, float *lse, const bf16 *q, const 
 #pragma unroll
 				for (int i = 0; i < TILE / 8; i++) s[m][i][0] = s[m][i][1] = s[m][i][2] = s[m][i][3] = 0.f;
 #pragma unroll
-			for (int kk = 0; kk < HD / 16; kk++)
+			for (int kk = 0; kk < HD / 16; kk++) {
+				unsigned aq[MW][4];
+#pragma unroll
+				for (int m = 0; m < MW; m++) {
+					if (QREG) {
+#pragma unroll
+						for (int j = 0; j < 4; j++) aq[m][j] = qa[m][QREG ? kk : 0][j];
+					} else {
+						ldsm4(aq[m], Qs, LQ, WR * w + 16 * m, 16 * kk, lane);
+					}
+				}
 #pragma unroll
 				for (int nt = 0; nt < TILE / 8; nt += 2) {
 					unsigned bb[4];
 					ldsm4B(bb, Ks, LQ, 8 * nt, 16 * kk, lane);
 #pragma unroll
 					for (int m = 0; m < MW; m++) {
-						mma16816(s[m][nt], qa[m][kk], bb[0], bb[1]);
-						mma16816(s[m][nt + 1], qa[m][kk], bb[2], bb[3]);
+						mma16816(s[m][nt], aq[m], bb[0], bb[1]);
+						mma16816(s[m][nt + 1], aq[m], bb[2], bb[3]);
 					}
 				}
+			}
 			// Keys past a row are masked only where the tile crosses the
 			// diagonal of the warp's rows (a warp-uniform branch). Keys
 			// past the sequence (zero rows) are past every row.
@@ -422,38 +436,40 @@ __device__ void mma_bwd_dq(float *dq, const bf16 *dout, const bf16 *q, const bf1
 	}
 }
 
-// Backward, dK and dV: block = (tile of 64 keys, kv head, query head of its
-// group), 4 warps of 16 keys, over the query tiles at or after the keys
-// (causal). Transposed products: sᵀ = k·qᵀ, pᵀ = exp(scale·sᵀ − lse),
-// dV += pᵀ·dO, dpᵀ = v·dOᵀ, dsᵀ = pᵀ·(dpᵀ − D), dK += scale·dsᵀ·q. The
-// heads of a group add into dK and dV with atomics (zeroed by the caller).
-// Queries go in tiles of QT (32 for head dim 128, to stay in registers); at
-// head dim 64 the warp's k and v fragments stay in registers too.
+// Backward, dK and dV: block = (tile of 64 keys, kv head, hper query heads
+// of its group), 4 warps of 16 keys, over those heads and the query tiles at
+// or after the keys (causal). Transposed products: sᵀ = k·qᵀ, pᵀ =
+// exp(scale·sᵀ − lse), dV += pᵀ·dO, dpᵀ = v·dOᵀ, dsᵀ = pᵀ·(dpᵀ − D), dK +=
+// scale·dsᵀ·q. With hper the whole group a block sums its heads in registers
+// and stores dK and dV; with fewer, the blocks of a group add into them with
+// atomics (zeroed by the caller).
+// Queries go in tiles of QT; at head dim 64 the warp's k and v fragments
+// stay in registers.
 // Shared: Ks, Vs [64][HD+8]; two buffers of Qs, dOs [QT][HD+8]; two of
 // lse (base 2) and D [QT].
 template <int HD, int QT>
-__device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale) {
+__device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale, int hper) {
 	constexpr bool KREG = HD <= 64;
 	extern __shared__ __align__(16) bf16 sm[];
 	const int LQ = HD + PADB;
 	bf16 *Ks = sm, *Vs = Ks + TILE * LQ, *qbuf = Vs + TILE * LQ; // qbuf: Qs0, Qs1, dOs0, dOs1
 	float *fl = (float *)(qbuf + 4 * QT * LQ);                   // lse0, lse1, D0, D1
 	const int si = tiles[2 * blockIdx.x], k0 = tiles[2 * blockIdx.x + 1], kvh = blockIdx.y;
-	const int g = heads / kvheads, h = kvh * g + blockIdx.z;
+	const int g = heads / kvheads, h0 = kvh * g + blockIdx.z * hper;
 	const int Q0 = seqs[4 * si], N = seqs[4 * si + 1], K0 = seqs[4 * si + 2];
 	const int nk = min(TILE, N - k0);
 	const long long qld = (long long)heads * HD, kld = (long long)kvheads * HD;
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
-	const bf16 *qbase = q + (long long)Q0 * qld + h * HD, *obase = dout + (long long)Q0 * qld + h * HD;
-	const int ntiles = (N - k0 + QT - 1) / QT;
+	const int ntiles = (N - k0 + QT - 1) / QT, nsteps = ntiles * hper;
 	const float sl2 = scale * LOG2E;
 	stage<HD, TILE>(Ks, LQ, k + (long long)(K0 + k0) * kld + kvh * HD, kld, nk);
 	stage<HD, TILE>(Vs, LQ, v + (long long)(K0 + k0) * kld + kvh * HD, kld, nk);
-	// Query tile it goes to buffer it & 1.
-	auto fill = [&](int it) {
-		int qt0 = k0 + it * QT, nq = min(QT, N - qt0), b = it & 1;
-		stage<HD, QT>(qbuf + b * QT * LQ, LQ, qbase + qt0 * qld, qld, nq);
-		stage<HD, QT>(qbuf + (2 + b) * QT * LQ, LQ, obase + qt0 * qld, qld, nq);
+	// Step j is query tile j % ntiles of head h0 + j / ntiles, in buffer j & 1.
+	auto fill = [&](int j) {
+		int h = h0 + j / ntiles, qt0 = k0 + (j % ntiles) * QT, nq = min(QT, N - qt0), b = j & 1;
+		long long qo = (long long)(Q0 + qt0) * qld + h * HD;
+		stage<HD, QT>(qbuf + b * QT * LQ, LQ, q + qo, qld, nq);
+		stage<HD, QT>(qbuf + (2 + b) * QT * LQ, LQ, dout + qo, qld, nq);
 		for (int i = threadIdx.x; i < QT; i += blockDim.x) {
 			long long j = (long long)(Q0 + qt0 + min(i, nq - 1)) * heads + h;
 			fl[b * QT + i] = lse[j] * LOG2E;
@@ -469,19 +485,19 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *
 		for (int e = 0; e < 4; e++) adk[i][e] = adv[i][e] = 0.f;
 	unsigned ka[KREG ? HD / 16 : 1][4], va[KREG ? HD / 16 : 1][4];
 	const int wk0 = k0 + 16 * w, kr0 = wk0 + gr; // this lane's first key; the second is +8
-	for (int it = 0; it < ntiles; it++) {
-		const int qt0 = k0 + it * QT, nq = min(QT, N - qt0), buf = it & 1;
+	for (int j = 0; j < nsteps; j++) {
+		const int qt0 = k0 + (j % ntiles) * QT, nq = min(QT, N - qt0), buf = j & 1;
 		const bf16 *Qs = qbuf + buf * QT * LQ, *dOs = qbuf + (2 + buf) * QT * LQ;
 		const float *ls = fl + buf * QT, *ds_ = fl + (2 + buf) * QT;
-		if (it + 1 < ntiles) {
-			fill(it + 1);
+		if (j + 1 < nsteps) {
+			fill(j + 1);
 			cp_commit();
 			cp_wait_prev();
 		} else {
 			cp_wait_all();
 		}
 		__syncthreads();
-		if (KREG && it == 0) {
+		if (KREG && j == 0) {
 #pragma unroll
 			for (int kk = 0; kk < (KREG ? HD / 16 : 0); kk++) {
 				ldsm4(ka[kk], Ks, LQ, 16 * w, 16 * kk, lane);
@@ -556,10 +572,16 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *
 		long long base = (long long)(K0 + k0 + key) * kld + kvh * HD;
 #pragma unroll
 		for (int dt = 0; dt < HD / 8; dt++) {
-			atomicAdd(dk + base + 8 * dt + 2 * t, adk[dt][2 * r] * scale);
-			atomicAdd(dk + base + 8 * dt + 2 * t + 1, adk[dt][2 * r + 1] * scale);
-			atomicAdd(dv + base + 8 * dt + 2 * t, adv[dt][2 * r]);
-			atomicAdd(dv + base + 8 * dt + 2 * t + 1, adv[dt][2 * r + 1]);
+			float2 a = make_float2(adk[dt][2 * r] * scale, adk[dt][2 * r + 1] * scale), c = make_float2(adv[dt][2 * r], adv[dt][2 * r + 1]);
+			if (hper == g) {
+				*(float2 *)(dk + base + 8 * dt + 2 * t) = a;
+				*(float2 *)(dv + base + 8 * dt + 2 * t) = c;
+			} else {
+				atomicAdd(dk + base + 8 * dt + 2 * t, a.x);
+				atomicAdd(dk + base + 8 * dt + 2 * t + 1, a.y);
+				atomicAdd(dv + base + 8 * dt + 2 * t, c.x);
+				atomicAdd(dv + base + 8 * dt + 2 * t + 1, c.y);
+			}
 		}
 	}
 }
@@ -588,11 +610,12 @@ extern "C" __global__ void cast_bf16_rows(bf16 *dst, const float *src, const int
 	extern "C" __global__ void __launch_bounds__(128)                                                                        \
 	    attn_mma_bwd_dkv_##HD(float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,          \
 	                          const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads,    \
-	                          float scale) {                                                                                 \
-		mma_bwd_dkv<HD, QT>(dk, dv, dout, q, k, v, lse, D, tiles, seqs, heads, kvheads, scale);                           \
+	                          float scale, int hper) {                                                                       \
+		mma_bwd_dkv<HD, QT>(dk, dv, dout, q, k, v, lse, D, tiles, seqs, heads, kvheads, scale, hper);                     \
 	}
 
-// Head dim 64: 128-row forward tiles, 64-query dK/dV tiles; 128: 64-row
-// forward tiles (32 rows a warp would not fit the registers), 32-query tiles.
+// 128-row forward tiles (lib/model's mmaFwdRows; at head dim 128, 255
+// registers without spills for sm_90) and dK/dV query tiles of 64 and 32
+// (mmaKVQueries: 64 at head dim 128 fits too, but measured 7% slower).
 MMA_KERNELS(64, 2, 64)
-MMA_KERNELS(128, 1, 32)
+MMA_KERNELS(128, 2, 32)
