@@ -438,11 +438,12 @@ func (b *CUDA) f32Out(t *cudaTensor, p16 cuda.Ptr) cuda.Ptr {
 	return t.ptr()
 }
 
-// ProductOnly promises that t, about to be written by SwiGLU,
-// SwiGLUBackward or TokenLogProbsBackward, will only be read by MatMul
-// before it is freed: in bf16 mode those ops then write only its bf16
-// rounding (the products read nothing else), saving the fp32 stores; any
-// other op reading it panics. It does nothing in fp32 mode.
+// ProductOnly promises that t, about to be written by MatMul, RMSNorm,
+// SwiGLU, SwiGLUBackward or TokenLogProbsBackward, will only be read by MatMul,
+// SwiGLU and SwiGLUBackward (and added into by MatMul) before it is freed:
+// in bf16 mode those ops then write and read only its bf16 rounding, saving
+// half the bytes of every store and load; any other op reading it panics.
+// It does nothing in fp32 mode.
 func (b *CUDA) ProductOnly(t Tensor) {
 	s := gt(t)
 	if b.bf16 && s.whole() {
@@ -645,7 +646,16 @@ func (b *CUDA) ScatterRows(dst, src Tensor, rows []int) {
 }
 
 func (b *CUDA) MatMul(c, a, bb Tensor, transA, transB bool, alpha, beta float32) {
-	C, A, B := gt(c), gtAny(a), gtAny(bb)
+	C, A, B := gtAny(c), gtAny(a), gtAny(bb)
+	// A ProductOnly output in bf16 mode: the product writes only its bf16
+	// rounding (and with beta ≠ 0 adds to the rounding an earlier product
+	// wrote there).
+	c16 := b.bf16 && C.buf.productOnly && C.whole()
+	if !c16 {
+		C = gt(c)
+	} else if beta != 0 && !(C.buf.f32stale && C.buf.w16ok) {
+		panic("model: MatMul adding into a ProductOnly tensor no product wrote")
+	}
 	m, k := A.r, A.c
 	if transA {
 		m, k = k, m
@@ -668,6 +678,17 @@ func (b *CUDA) MatMul(c, a, bb Tensor, transA, transB bool, alpha, beta float32)
 			b.Copy(C, tmp)
 			b.Free(tmp)
 		}
+		return
+	}
+	if c16 {
+		a16, b16 := b.bf16Operand(A), b.bf16Operand(B)
+		p := b.dual(C)
+		b.wrote(C)
+		func() {
+			defer b.timed("gemm_bf16")()
+			must(b.ops.Gemm(transA, transB, m, n, k, alpha, a16, cuda.BF16, A.c, b16, cuda.BF16, B.c, beta, p, cuda.BF16, C.c))
+		}()
+		b.dualDone(C, p)
 		return
 	}
 	b.wrote(C)
@@ -766,7 +787,7 @@ func (b *CUDA) RMSNorm(out, rstd, x, w Tensor, eps float32) {
 		return
 	}
 	o16 := b.dual(o)
-	b.launch("model", "rmsnorm_f32", min(n, 65535*4), normBlock(dim), 0, o.ptr(), s.ptr(), X.ptr(), W.ptr(), n, dim, eps, o16)
+	b.launch("model", "rmsnorm_f32", min(n, 65535*4), normBlock(dim), 0, b.f32Out(o, o16), s.ptr(), X.ptr(), W.ptr(), n, dim, eps, o16)
 	b.dualDone(o, o16)
 }
 
@@ -836,34 +857,61 @@ func (b *CUDA) RoPE(x Tensor, pos []int, headDim int, theta float64, inverse boo
 		inv = 1
 	}
 	pairs := int64(X.r) * int64(X.c/2)
-	var x16 cuda.Ptr
-	if !inverse { // the forward's q and k go on to attention; dq and dk to products, through other ops
-		x16 = b.dual(X)
-	}
+	// The forward's q and k go on to attention, the backward's dq and dk to
+	// the products (past the bias gradient, which only reads them; with
+	// per-head norms the norm's backward rewrites them and the rounding goes
+	// unused).
+	x16 := b.dual(X)
 	b.launch("model", "rope_f32", b.gridFor(pairs, 256), 256, 0, X.ptr(), pp, tab.cos, tab.sin, X.r, X.c, headDim, inv, x16)
 	b.dualDone(X, x16)
 }
 
+// elemIn is where SwiGLU and SwiGLUBackward read an input: its fp32 values
+// (p32), or (p16) the bf16 rounding a product wrote into a ProductOnly
+// tensor, whose fp32 values were never written.
+func elemIn(t Tensor) (c *cudaTensor, p32, p16 cuda.Ptr) {
+	c = gtAny(t)
+	if c.buf.f32stale && c.whole() && c.buf.w16ok {
+		return c, 0, c.buf.w16
+	}
+	c = gt(t)
+	return c, c.ptr(), 0
+}
+
 func (b *CUDA) SwiGLU(out, gate, up Tensor) {
-	o, g, u := gt(out), gt(gate), gt(up)
+	o := gt(out)
+	g, g32, g16 := elemIn(gate)
+	u, u32, u16 := elemIn(up)
 	sameShapeG("SwiGLU", o, g)
 	sameShapeG("SwiGLU", o, u)
 	b.wrote(o)
 	n := int64(o.n())
 	o16 := b.dual(o)
-	b.launch("model", "swiglu_f32", b.gridFor(n, 256), 256, 0, b.f32Out(o, o16), g.ptr(), u.ptr(), n, o16)
+	if out := b.f32Out(o, o16); out == 0 && g16 != 0 && u16 != 0 && n%8 == 0 {
+		b.launch("model", "swiglu_bf16x8", b.gridFor(n/8, 256), 256, 0, o16, g16, u16, n/8)
+	} else {
+		b.launch("model", "swiglu_f32", b.gridFor(n, 256), 256, 0, out, g32, u32, n, o16, g16, u16)
+	}
 	b.dualDone(o, o16)
 }
 
 func (b *CUDA) SwiGLUBackward(dgate, dup, dout, gate, up Tensor) {
-	dg, du, do, g, u := gt(dgate), gt(dup), gt(dout), gt(gate), gt(up)
+	dg, du := gt(dgate), gt(dup)
+	do, do32, do16 := elemIn(dout)
+	g, g32, g16 := elemIn(gate)
+	u, u32, u16 := elemIn(up)
 	sameShapeG("SwiGLUBackward", dg, g)
 	sameShapeG("SwiGLUBackward", du, u)
 	sameShapeG("SwiGLUBackward", do, g)
 	b.wrote(dg, du)
 	n := int64(g.n())
 	dg16, du16 := b.dual(dg), b.dual(du)
-	b.launch("model", "swiglu_bwd_f32", b.gridFor(n, 256), 256, 0, b.f32Out(dg, dg16), b.f32Out(du, du16), do.ptr(), g.ptr(), u.ptr(), n, dg16, du16)
+	dg32, du32 := b.f32Out(dg, dg16), b.f32Out(du, du16)
+	if dg32 == 0 && du32 == 0 && do16 != 0 && g16 != 0 && u16 != 0 && n%8 == 0 {
+		b.launch("model", "swiglu_bwd_bf16x8", b.gridFor(n/8, 256), 256, 0, dg16, du16, do16, g16, u16, n/8)
+	} else {
+		b.launch("model", "swiglu_bwd_f32", b.gridFor(n, 256), 256, 0, dg32, du32, do32, g32, u32, n, dg16, du16, do16, g16, u16)
+	}
 	b.dualDone(dg, dg16)
 	b.dualDone(du, du16)
 }

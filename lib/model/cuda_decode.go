@@ -477,7 +477,7 @@ func (s *cudaStepper) launchStep(bk int) {
 			if s.bf16 {
 				a32, a16 = 0, s.act
 			}
-			s.launch("model", "swiglu_f32", gridFor(bk*I), 256, 0, a32, s.gate, s.up, int64(bk*I), a16)
+			s.launch("model", "swiglu_f32", gridFor(bk*I), 256, 0, a32, s.gate, s.up, int64(bk*I), a16, cuda.Ptr(0), cuda.Ptr(0))
 		}
 		s.gemm(s.o, s.act, W.wd, bk, H, I)
 	}

@@ -688,6 +688,18 @@ func TestCUDADualBF16(t *testing.T) {
 	p.cpu.RMSNorm(o.c, rs.c, x.c, nw.c, 1e-6)
 	p.gpu.RMSNorm(o.g, rs.g, x.g, nw.g, 1e-6)
 	product("RMSNorm", o)
+	{
+		// A ProductOnly norm writes only the rounding (and rstd).
+		on := p.out(R, C)
+		p.gpu.ProductOnly(on.g)
+		p.cpu.RMSNorm(on.c, rs.c, x.c, nw.c, 1e-6)
+		p.gpu.RMSNorm(on.g, rs.g, x.g, nw.g, 1e-6)
+		p.check("ProductOnly RMSNorm rstd", rs, 1e-5)
+		po := p.out(R, 33)
+		p.cpu.MatMul(po.c, on.c, w.c, false, true, 1, 0)
+		p.gpu.MatMul(po.g, on.g, w.g, false, true, 1, 0)
+		p.check("ProductOnly RMSNorm → product", po, 2e-2)
+	}
 
 	g, u := p.rnd(R, C, 1), p.rnd(R, C, 1)
 	a := p.out(R, C)
@@ -750,6 +762,64 @@ func TestCUDADualBF16(t *testing.T) {
 			p.gpu.Add(p.gpu.Zeros(R, C), po.g)
 		}()
 		p.gpu.Free(po.g)
+	}
+
+	// ProductOnly products: gate and up written only in bf16 (a second
+	// product adding into gate, as an adapter does), SwiGLU and its backward
+	// reading them and a bf16-only dout.
+	{
+		x, wg, wa, wu := p.rnd(R, C, 1), p.rnd(C, C, 0.1), p.rnd(C, C, 0.1), p.rnd(C, C, 0.1)
+		gate, up, dout := p.out(R, C), p.out(R, C), p.out(R, C)
+		for _, t := range []Tensor{gate.g, up.g, dout.g} {
+			p.gpu.ProductOnly(t)
+		}
+		for _, be := range []Backend{p.cpu, p.gpu} {
+			side := func(q pair) Tensor {
+				if be == Backend(p.cpu) {
+					return q.c
+				}
+				return q.g
+			}
+			be.MatMul(side(gate), side(x), side(wg), false, true, 1, 0)
+			be.MatMul(side(gate), side(x), side(wa), false, true, 0.5, 1)
+			be.MatMul(side(up), side(x), side(wu), false, true, 1, 0)
+			be.MatMul(side(dout), side(x), side(wa), false, true, 1, 0)
+		}
+		act, dg, du := p.out(R, C), p.out(R, C), p.out(R, C)
+		p.cpu.SwiGLU(act.c, gate.c, up.c)
+		p.gpu.SwiGLU(act.g, gate.g, up.g)
+		p.check("ProductOnly products → SwiGLU", act, 3e-2)
+		p.cpu.SwiGLUBackward(dg.c, du.c, dout.c, gate.c, up.c)
+		p.gpu.SwiGLUBackward(dg.g, du.g, dout.g, gate.g, up.g)
+		p.check("ProductOnly products → SwiGLUBackward dgate", dg, 3e-2)
+		p.check("ProductOnly products → SwiGLUBackward dup", du, 3e-2)
+		// Every input and output bf16 only (swiglu_bf16x8 and
+		// swiglu_bwd_bf16x8), the outputs read by products.
+		act2, dg2, du2 := p.out(R, C), p.out(R, C), p.out(R, C)
+		for _, t := range []Tensor{act2.g, dg2.g, du2.g} {
+			p.gpu.ProductOnly(t)
+		}
+		p.cpu.SwiGLU(act2.c, gate.c, up.c)
+		p.gpu.SwiGLU(act2.g, gate.g, up.g)
+		p.cpu.SwiGLUBackward(dg2.c, du2.c, dout.c, gate.c, up.c)
+		p.gpu.SwiGLUBackward(dg2.g, du2.g, dout.g, gate.g, up.g)
+		for _, c := range []struct {
+			name string
+			x    pair
+		}{{"SwiGLU", act2}, {"SwiGLUBackward dgate", dg2}, {"SwiGLUBackward dup", du2}} {
+			o := p.out(R, 33)
+			p.cpu.MatMul(o.c, c.x.c, w.c, false, true, 1, 0)
+			p.gpu.MatMul(o.g, c.x.g, w.g, false, true, 1, 0)
+			p.check("ProductOnly products → "+c.name+" (all bf16) → product", o, 3e-2)
+		}
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Error("reading a ProductOnly product with Add did not panic")
+				}
+			}()
+			p.gpu.Add(p.gpu.Zeros(R, C), gate.g)
+		}()
 	}
 
 	// Attention on the tensor cores writes its output's rounding when its

@@ -378,7 +378,8 @@ func (b *batch) cacheRows(R int) []int {
 }
 
 // productOnly tells a backend that can use it (CUDA in bf16 mode) that t is
-// about to be written and will then only be read by MatMul.
+// about to be written and will then only be read by MatMul, SwiGLU and
+// SwiGLUBackward (the CUDA backend's ProductOnly).
 func (m *Model) productOnly(t Tensor) {
 	if p, ok := m.be.(interface{ ProductOnly(Tensor) }); ok {
 		p.ProductOnly(t)
@@ -422,6 +423,12 @@ func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
 	qd, kvd := A.heads*A.headDim, A.kvHeads*A.headDim
 	a := &acts{x: x}
 	a.xn1, a.rstd1 = be.Empty(R, H), be.Empty(R, 1)
+	// The normed inputs of the projections are read by products only (the
+	// norms' backward reads x and rstd), unless an adapter's dropout reads
+	// them.
+	if !m.needsF32Input(tQ) && !m.needsF32Input(tK) && !m.needsF32Input(tV) {
+		m.productOnly(a.xn1)
+	}
 	be.RMSNorm(a.xn1, a.rstd1, x, W.inNorm, A.eps)
 	proj := func(w, bias Tensor, cols, target int) Tensor {
 		t := be.Empty(R, cols)
@@ -472,8 +479,21 @@ func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
 	m.loraForward(l, tO, a.att, a.h, a, b)
 	be.Add(a.h, x)
 	a.xn2, a.rstd2 = be.Empty(R, H), be.Empty(R, 1)
+	if !m.needsF32Input(tGate) && !m.needsF32Input(tUp) {
+		m.productOnly(a.xn2)
+	}
 	be.RMSNorm(a.xn2, a.rstd2, a.h, W.postNorm, A.eps)
 	a.gate, a.up, a.act = be.Empty(R, A.inter), be.Empty(R, A.inter), be.Empty(R, A.inter)
+	// In a pass that trains, gate and up are written by products (an
+	// adapter's too) and read by SwiGLU and its backward only: bf16 is
+	// enough for the gradient. Passes that score keep them in fp32, as the
+	// decoding step does, so that generation, scoring and the loss's
+	// log-probs agree as before (bf16 there flips near-tied tokens between
+	// the two decoding paths).
+	if b.train {
+		m.productOnly(a.gate)
+		m.productOnly(a.up)
+	}
 	be.MatMul(a.gate, a.xn2, W.wg, false, true, 1, 0)
 	m.loraForward(l, tGate, a.xn2, a.gate, a, b)
 	be.MatMul(a.up, a.xn2, W.wu, false, true, 1, 0)
@@ -498,6 +518,9 @@ func (m *Model) layerBackward(l int, dy Tensor, a *acts, b *batch) Tensor {
 
 	// MLP: out = h + down(silu(gate)·up), gate/up = xn2·Wᵀ.
 	dact := be.Empty(R, A.inter)
+	if !m.needsF32Input(tDown) {
+		m.productOnly(dact) // written by products, read by SwiGLUBackward (the dropout's backward adds into it with Add)
+	}
 	be.MatMul(dact, dy, W.wd, false, false, 1, 0)
 	m.wgrad(G.wd, dy, a.act)
 	m.loraBackward(l, tDown, dy, a.act, dact, a)
