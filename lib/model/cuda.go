@@ -774,6 +774,24 @@ func (b *CUDA) EmbeddingBackward(dTable, dOut Tensor, ids []int) {
 
 func normBlock(dim int) int { return min(1024, max(32, (dim+31)/32*32)) }
 
+// normLaunch is the threads rmsnorm_f32 and rmsnorm_bwd_dx_f32 run with over
+// rows of dim: normBlock's layout, whose order the row sums follow, played
+// by a G-th of its threads (each taking G of them; model.cu's
+// norm_vthreads) for the smallest G ≤ 8 that leaves at most 8 whole warps.
+// The bits are those of a normBlock launch; a multiprocessor holds four
+// times the rows (the 1,536-wide rows of a 1.5B training step ran at a
+// third of the memory's bandwidth with 1,024 threads a row).
+func normLaunch(dim int) int {
+	vt := normBlock(dim)
+	w := vt / 32
+	for g := 1; g <= 8; g++ {
+		if w%g == 0 && w/g <= 8 {
+			return vt / g
+		}
+	}
+	return vt
+}
+
 func (b *CUDA) RMSNorm(out, rstd, x, w Tensor, eps float32) {
 	o, s, X, W := gt(out), gt(rstd), gt(x), gt(w)
 	dim := W.n()
@@ -787,7 +805,7 @@ func (b *CUDA) RMSNorm(out, rstd, x, w Tensor, eps float32) {
 		return
 	}
 	o16 := b.dual(o)
-	b.launch("model", "rmsnorm_f32", min(n, 65535*4), normBlock(dim), 0, b.f32Out(o, o16), s.ptr(), X.ptr(), W.ptr(), n, dim, eps, o16)
+	b.launch("model", "rmsnorm_f32", min(n, 65535*4), normLaunch(dim), 0, b.f32Out(o, o16), s.ptr(), X.ptr(), W.ptr(), n, dim, eps, o16)
 	b.dualDone(o, o16)
 }
 
@@ -805,7 +823,7 @@ func (b *CUDA) RMSNormBackward(dx, dw, dy, x, w, rstd Tensor) {
 	g := cuda.Dim3{X: (dim + 255) / 256, Y: (n + chunk - 1) / chunk}
 	// dw first: dx may overwrite dy.
 	b.launch2("model", "rmsnorm_bwd_dw_f32", g, 256, 0, DW.ptr(), DY.ptr(), X.ptr(), S.ptr(), n, dim, chunk)
-	b.launch("model", "rmsnorm_bwd_dx_f32", min(n, 65535*4), normBlock(dim), 0, DX.ptr(), DY.ptr(), X.ptr(), W.ptr(), S.ptr(), n, dim)
+	b.launch("model", "rmsnorm_bwd_dx_f32", min(n, 65535*4), normLaunch(dim), 0, DX.ptr(), DY.ptr(), X.ptr(), W.ptr(), S.ptr(), n, dim)
 }
 
 // ropeTable returns device cos/sin tables [position][headDim/2] covering

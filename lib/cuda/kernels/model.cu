@@ -102,15 +102,50 @@ extern "C" __global__ void embedding_bwd_f32(float *dT, const float *dO, const i
 	}
 }
 
+// The norms' row sums follow one block layout whatever the launch: vt =
+// norm_vthreads(dim) virtual threads (lib/model's normBlock), virtual thread
+// t adding elements t, t + vt, … in order, a warp sum per 32 of them, then
+// a warp sum over those. A launch of vt/G threads (whole warps; lib/model's
+// normLaunch) has each thread play G of them (virtual thread g·blockDim +
+// tid), so that the sums, and every bit of the outputs, are the same as with
+// vt threads, while four times the rows fit on a multiprocessor.
+#define NORM_GMAX 8
+__device__ __forceinline__ int norm_vthreads(int dim) { return min(1024, max(32, (dim + 31) / 32 * 32)); }
+
+// norm_sum is block_sum over the virtual threads: part[g] is virtual thread
+// g·blockDim + tid's value. Every thread gets the result.
+__device__ float norm_sum(const float *part, int G, int vt, float *scratch) {
+	int lane = threadIdx.x & 31, w = threadIdx.x >> 5, wr = blockDim.x >> 5;
+	float v[NORM_GMAX];
+#pragma unroll
+	for (int g = 0; g < NORM_GMAX; g++) v[g] = g < G ? warp_sum(part[g]) : 0.f;
+	__syncthreads();
+	if (lane == 0) {
+#pragma unroll
+		for (int g = 0; g < NORM_GMAX; g++)
+			if (g < G) scratch[g * wr + w] = v[g];
+	}
+	__syncthreads();
+	float t = lane < (vt >> 5) ? scratch[lane] : 0.f;
+	return warp_sum(t);
+}
+
 // rmsnorm_f32: one block per row of dim elements. out may be null when o16
 // is not (a ProductOnly output: only its bf16 rounding is written).
 extern "C" __global__ void rmsnorm_f32(float *out, float *rstd, const float *x, const float *w, int n, int dim, float eps, unsigned short *o16) {
 	__shared__ float scratch[32];
+	const int vt = norm_vthreads(dim), G = vt / blockDim.x;
 	for (int r = blockIdx.x; r < n; r += gridDim.x) {
 		const float *xr = x + (long long)r * dim;
-		float ss = 0.f;
-		for (int j = threadIdx.x; j < dim; j += blockDim.x) ss += xr[j] * xr[j];
-		ss = block_sum(ss, scratch);
+		float part[NORM_GMAX];
+#pragma unroll
+		for (int g = 0; g < NORM_GMAX; g++) {
+			float ss = 0.f;
+			if (g < G)
+				for (int j = g * blockDim.x + threadIdx.x; j < dim; j += vt) ss += xr[j] * xr[j];
+			part[g] = ss;
+		}
+		float ss = norm_sum(part, G, vt, scratch);
 		float rs = 1.0f / sqrtf(ss / (float)dim + eps);
 		if (threadIdx.x == 0) rstd[r] = rs;
 		float *o = out + (long long)r * dim;
@@ -137,13 +172,20 @@ extern "C" __global__ void rmsnorm_bwd_dw_f32(float *dw, const float *dy, const 
 // (each element is read and then written by the same thread).
 extern "C" __global__ void rmsnorm_bwd_dx_f32(float *dx, const float *dy, const float *x, const float *w, const float *rstd, int n, int dim) {
 	__shared__ float scratch[32];
+	const int vt = norm_vthreads(dim), G = vt / blockDim.x;
 	for (int r = blockIdx.x; r < n; r += gridDim.x) {
 		const float *xr = x + (long long)r * dim;
 		const float *gr = dy + (long long)r * dim;
 		float rs = rstd[r];
-		float m = 0.f;
-		for (int j = threadIdx.x; j < dim; j += blockDim.x) m += gr[j] * w[j] * xr[j] * rs;
-		m = block_sum(m, scratch) / (float)dim;
+		float part[NORM_GMAX];
+#pragma unroll
+		for (int g = 0; g < NORM_GMAX; g++) {
+			float m = 0.f;
+			if (g < G)
+				for (int j = g * blockDim.x + threadIdx.x; j < dim; j += vt) m += gr[j] * w[j] * xr[j] * rs;
+			part[g] = m;
+		}
+		float m = norm_sum(part, G, vt, scratch) / (float)dim;
 		float *d = dx + (long long)r * dim;
 		for (int j = threadIdx.x; j < dim; j += blockDim.x) d[j] = rs * (gr[j] * w[j] - xr[j] * rs * m);
 	}

@@ -46,3 +46,13 @@ func TestDKVWork(t *testing.T) {
 		}
 	}
 }
+
+// normLaunch's thread counts, which TestEmuNormLaunchSameBits (lib/cuda/cudaemu)
+// runs against the full layout.
+func TestNormLaunch(t *testing.T) {
+	for _, c := range []struct{ dim, want int }{{64, 64}, {128, 128}, {256, 256}, {320, 160}, {768, 256}, {896, 224}, {1536, 256}, {3584, 256}, {928, 928}} {
+		if got := normLaunch(c.dim); got != c.want {
+			t.Errorf("normLaunch(%d) = %d, want %d", c.dim, got, c.want)
+		}
+	}
+}

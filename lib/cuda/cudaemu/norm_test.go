@@ -1,0 +1,57 @@
+package cudaemu_test
+
+import (
+	"math"
+	"testing"
+
+	"github.com/mempo/mempo/lib/cuda"
+)
+
+// model.cu's norms launched with a fraction of their block layout's threads
+// (lib/model's normLaunch: TestNormLaunch holds it to these counts) give the bits of the full launch: rmsnorm_f32's
+// output, its bf16 rounding and rstd, and rmsnorm_bwd_dx_f32's dx.
+func TestEmuNormLaunchSameBits(t *testing.T) {
+	e := newEmuModule(t, "model", 7)
+	for _, c := range []struct{ dim, full, fewer int }{
+		{896, 896, 224},   // 0.5B hidden: 28 warps as 4 × 7
+		{1536, 1024, 256}, // 1.5B hidden: 32 warps as 4 × 8
+		{3584, 1024, 256}, // 7B hidden
+		{768, 768, 256},   // 24 warps as 3 × 8
+		{320, 320, 160},   // 10 warps as 2 × 5
+	} {
+		const rows = 6
+		x, w, dy := e.rnd(rows*c.dim, 1), e.rnd(c.dim, 1), e.rnd(rows*c.dim, 1)
+		type result struct{ out, rstd, dx []float32 }
+		run := func(block int) result {
+			xp, wp, dyp := e.f32(x), e.f32(w), e.f32(dy)
+			out, rstd, o16 := e.empty(4*rows*c.dim), e.empty(4*rows), e.empty(2*rows*c.dim+16)
+			e.run("rmsnorm_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: block}, out, rstd, xp, wp, rows, c.dim, float32(1e-6), o16)
+			dx := e.empty(4 * rows * c.dim)
+			e.run("rmsnorm_bwd_dx_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: block}, dx, dyp, xp, wp, rstd, rows, c.dim)
+			return result{e.get(out, rows*c.dim), e.get(rstd, rows), e.get(dx, rows*c.dim)}
+		}
+		full, fewer := run(c.full), run(c.fewer)
+		for _, v := range []struct {
+			what string
+			a, b []float32
+		}{{"out", full.out, fewer.out}, {"rstd", full.rstd, fewer.rstd}, {"dx", full.dx, fewer.dx}} {
+			for i := range v.a {
+				if math.Float32bits(v.a[i]) != math.Float32bits(v.b[i]) {
+					t.Errorf("dim %d, %d threads against %d: %s[%d] = %v, want %v", c.dim, c.fewer, c.full, v.what, i, v.b[i], v.a[i])
+					break
+				}
+			}
+		}
+		// And the sums are right: rstd against float64.
+		for r := 0; r < rows; r++ {
+			ss := 0.0
+			for j := 0; j < c.dim; j++ {
+				ss += float64(x[r*c.dim+j]) * float64(x[r*c.dim+j])
+			}
+			want := 1 / math.Sqrt(ss/float64(c.dim)+1e-6)
+			if d := math.Abs(float64(fewer.rstd[r])-want) / want; d > 1e-5 {
+				t.Errorf("dim %d row %d: rstd %v, want %v", c.dim, r, fewer.rstd[r], want)
+			}
+		}
+	}
+}
