@@ -11,7 +11,7 @@ APT_PKGS  := libfaiss-dev libopenblas-dev
 QWEN_TOK  := testdata/qwen3/tokenizer.json
 export QWEN_TOKENIZER := $(CURDIR)/$(QWEN_TOK)
 
-.PHONY: all build deps test fault-test bench bench-retrieval-1m demo demo-check demo-retrieval train eval-data clean fixtures-tokenizer gpu-bundle
+.PHONY: all build deps test fault-test bench bench-retrieval-1m demo demo-check demo-retrieval train eval-data clean fixtures-tokenizer gpu-bundle kernel-check
 
 all: build
 
@@ -85,6 +85,11 @@ eval-data: build
 # No CUDA toolkit is needed here: the CUDA libraries are opened at run time.
 gpu-bundle: deps
 	bash scripts/gpu/bundle.sh
+
+# kernel-check compiles every CUDA module with NVRTC here (no GPU) and prints each
+# kernel's registers and spills (scripts/kernel_check.py says which NVRTC it finds).
+kernel-check:
+	python3 scripts/kernel_check.py
 
 clean:
 	rm -rf $(BIN)
