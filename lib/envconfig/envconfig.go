@@ -112,6 +112,7 @@ var (
 	TorchParts    = addTest("MEMPO_TORCH_PARTS", "parts of scripts/gpu/bench_torch.py: train,prefill,decode")
 	TorchTrain    = addTest("MEMPO_TORCH_TRAIN", "training steps of scripts/gpu/bench_torch.py: full (whole logits, the default), chunked (LM head in chunks, gradients made in the forward), compiled (chunked, body under torch.compile)")
 	TorchProfile  = addTest("MEMPO_TORCH_PROFILE", "1: scripts/gpu/bench_torch.py profiles one step of each training variant (CUDA time by kernel family, largest kernels)")
+	NVRTCLib      = addTest("MEMPO_NVRTC", "the NVRTC library scripts/kernel_check.py (make kernel-check) loads (default: the first of libnvrtc.so, .13, .12, .11.2 found)")
 	BenchTimeout  = addTest("MEMPO_BENCH_TIMEOUT", "seconds scripts/gpu/run.sh gives each benchmark (default 900)")
 )
 
