@@ -217,10 +217,26 @@ extern "C" __global__ void rope_f32(float *x, const int *pos, const float *cs, c
 	}
 }
 
+// bf16 pairs: lo/hi are the two halves of a packed word as floats; pk packs
+// two floats rounded.
+__device__ __forceinline__ float bf_lo(unsigned w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
+__device__ __forceinline__ unsigned bf_pk(float lo, float hi) { return (unsigned)to_bf16(lo) | ((unsigned)to_bf16(hi) << 16); }
+
 // in_f32 reads element i of an input given either as fp32 (x) or, when x16
 // is not null, as the bf16 rounding a product wrote (a ProductOnly tensor).
 __device__ __forceinline__ float in_f32(const float *x, const unsigned short *x16, long long i) {
-	return x16 ? __uint_as_float((unsigned)x16[i] << 16) : x[i];
+	return x16 ? bf_lo(x16[i]) : x[i];
+}
+
+// swiglu and swiglu_grad are SwiGLU's arithmetic, shared by the scalar and
+// the vectorized kernels so that both give the same bits: v = silu(x)·u; a =
+// dv/du·d, b = dv/dx·d for an incoming gradient d.
+__device__ __forceinline__ float swiglu(float x, float u) { return x / (1.f + expf(-x)) * u; }
+__device__ __forceinline__ void swiglu_grad(float x, float u, float d, float *a, float *b) {
+	float s = 1.f / (1.f + expf(-x));
+	*a = d * x * s;
+	*b = d * u * s * (1.f + x * (1.f - s));
 }
 
 // swiglu_f32: out = silu(g)·u. g and u come in fp32 or bf16 (g16, u16 not
@@ -228,8 +244,7 @@ __device__ __forceinline__ float in_f32(const float *x, const unsigned short *x1
 extern "C" __global__ void swiglu_f32(float *out, const float *g, const float *u, long long n, unsigned short *o16,
                                       const unsigned short *g16, const unsigned short *u16) {
 	GRID_STRIDE(i, n) {
-		float x = in_f32(g, g16, i);
-		float v = x / (1.f + expf(-x)) * in_f32(u, u16, i);
+		float v = swiglu(in_f32(g, g16, i), in_f32(u, u16, i));
 		if (out) out[i] = v;
 		if (o16) o16[i] = to_bf16(v);
 	}
@@ -241,21 +256,14 @@ extern "C" __global__ void swiglu_bwd_f32(float *dg, float *du, const float *dou
                                           unsigned short *dg16, unsigned short *du16, const unsigned short *dout16,
                                           const unsigned short *g16, const unsigned short *u16) {
 	GRID_STRIDE(i, n) {
-		float x = in_f32(g, g16, i), d = in_f32(dout, dout16, i), uu = in_f32(u, u16, i);
-		float s = 1.f / (1.f + expf(-x));
-		float a = d * x * s, b = d * uu * s * (1.f + x * (1.f - s));
+		float a, b;
+		swiglu_grad(in_f32(g, g16, i), in_f32(u, u16, i), in_f32(dout, dout16, i), &a, &b);
 		if (du) du[i] = a;
 		if (dg) dg[i] = b;
 		if (du16) du16[i] = to_bf16(a);
 		if (dg16) dg16[i] = to_bf16(b);
 	}
 }
-
-// bf16 pairs: lo/hi are the two halves of a packed word as floats; pk packs
-// two floats rounded.
-__device__ __forceinline__ float bf_lo(unsigned w) { return __uint_as_float(w << 16); }
-__device__ __forceinline__ float bf_hi(unsigned w) { return __uint_as_float(w & 0xffff0000u); }
-__device__ __forceinline__ unsigned bf_pk(float lo, float hi) { return (unsigned)to_bf16(lo) | ((unsigned)to_bf16(hi) << 16); }
 
 // swiglu_bf16x8 is swiglu_f32 where gate, up and the output are all bf16
 // only (ProductOnly), eight elements a thread in 16-byte loads and stores:
@@ -268,8 +276,7 @@ extern "C" __global__ void swiglu_bf16x8(uint4 *o16, const uint4 *g16, const uin
 		unsigned *ow = (unsigned *)&o;
 #pragma unroll
 		for (int j = 0; j < 4; j++) {
-			float a = bf_lo(gw[j]), b = bf_hi(gw[j]);
-			ow[j] = bf_pk(a / (1.f + expf(-a)) * bf_lo(uw[j]), b / (1.f + expf(-b)) * bf_hi(uw[j]));
+			ow[j] = bf_pk(swiglu(bf_lo(gw[j]), bf_lo(uw[j])), swiglu(bf_hi(gw[j]), bf_hi(uw[j])));
 		}
 		o16[i] = o;
 	}
@@ -284,16 +291,11 @@ extern "C" __global__ void swiglu_bwd_bf16x8(uint4 *dg16, uint4 *du16, const uin
 		unsigned *gow = (unsigned *)&dg, *uow = (unsigned *)&du;
 #pragma unroll
 		for (int j = 0; j < 4; j++) {
-			float x[2] = {bf_lo(gw[j]), bf_hi(gw[j])}, uu[2] = {bf_lo(uw[j]), bf_hi(uw[j])}, dd[2] = {bf_lo(dw[j]), bf_hi(dw[j])};
-			float a[2], b[2];
-#pragma unroll
-			for (int e = 0; e < 2; e++) {
-				float s = 1.f / (1.f + expf(-x[e]));
-				a[e] = dd[e] * x[e] * s;
-				b[e] = dd[e] * uu[e] * s * (1.f + x[e] * (1.f - s));
-			}
-			uow[j] = bf_pk(a[0], a[1]);
-			gow[j] = bf_pk(b[0], b[1]);
+			float a0, b0, a1, b1;
+			swiglu_grad(bf_lo(gw[j]), bf_lo(uw[j]), bf_lo(dw[j]), &a0, &b0);
+			swiglu_grad(bf_hi(gw[j]), bf_hi(uw[j]), bf_hi(dw[j]), &a1, &b1);
+			uow[j] = bf_pk(a0, a1);
+			gow[j] = bf_pk(b0, b1);
 		}
 		dg16[i] = dg;
 		du16[i] = du;

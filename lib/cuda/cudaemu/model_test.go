@@ -55,3 +55,47 @@ func TestEmuNormLaunchSameBits(t *testing.T) {
 		}
 	}
 }
+
+// The vectorized SwiGLU kernels (every operand bf16 only) give the bits of
+// the scalar ones reading and writing the same bf16 tensors.
+func TestEmuSwiGLUVectorSameBits(t *testing.T) {
+	e := newEmuModule(t, "model", 8)
+	const n = 8 * 37
+	bf := func(v []float32) []uint16 {
+		h := make([]uint16, len(v))
+		for i, x := range v {
+			h[i] = uint16(math.Float32bits(x) >> 16)
+		}
+		return h
+	}
+	g, u, d := bf(e.rnd(n, 3)), bf(e.rnd(n, 1)), bf(e.rnd(n, 1))
+	gp, up, dp := e.u16(g), e.u16(u), e.u16(d)
+	get16 := func(p cuda.Ptr) []uint32 {
+		v := e.get(p, n/2) // n bf16 values as n/2 words
+		w := make([]uint32, len(v))
+		for i, x := range v {
+			w[i] = math.Float32bits(x)
+		}
+		return w
+	}
+	null := cuda.Ptr(0)
+	o1, o2 := e.empty(2*n), e.empty(2*n)
+	e.run("swiglu_f32", cuda.Dim3{X: 2}, cuda.Dim3{X: 64}, null, null, null, int64(n), o1, gp, up)
+	e.run("swiglu_bf16x8", cuda.Dim3{X: 2}, cuda.Dim3{X: 64}, o2, gp, up, int64(n/8))
+	dg1, du1, dg2, du2 := e.empty(2*n), e.empty(2*n), e.empty(2*n), e.empty(2*n)
+	e.run("swiglu_bwd_f32", cuda.Dim3{X: 2}, cuda.Dim3{X: 64}, null, null, null, null, null, int64(n), dg1, du1, dp, gp, up)
+	e.run("swiglu_bwd_bf16x8", cuda.Dim3{X: 2}, cuda.Dim3{X: 64}, dg2, du2, dp, gp, up, int64(n/8))
+	for _, c := range []struct {
+		what   string
+		scalar cuda.Ptr
+		vector cuda.Ptr
+	}{{"swiglu", o1, o2}, {"dgate", dg1, dg2}, {"dup", du1, du2}} {
+		a, b := get16(c.scalar), get16(c.vector)
+		for i := range a {
+			if a[i] != b[i] {
+				t.Errorf("%s: word %d = %#08x vectorized, %#08x scalar", c.what, i, b[i], a[i])
+				break
+			}
+		}
+	}
+}
