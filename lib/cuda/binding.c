@@ -66,6 +66,7 @@ static CUresult (*p_cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
 static CUresult (*p_cuModuleLoadData)(CUmodule *, const void *);
 static CUresult (*p_cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
 static CUresult (*p_cuFuncSetAttribute)(CUfunction, int, int);
+static CUresult (*p_cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
 static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                                     unsigned, unsigned, CUstream, void **, void **);
 /* cuLaunchKernelEx's configuration and one launch attribute, as cuda.h lays
@@ -126,6 +127,7 @@ const char *mempo_load_driver(const char *path) {
 	SYM(h, p_cuModuleLoadData, "cuModuleLoadData");
 	SYM(h, p_cuModuleGetFunction, "cuModuleGetFunction");
 	SYM(h, p_cuFuncSetAttribute, "cuFuncSetAttribute");
+	OPTSYM(h, p_cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
 	SYM(h, p_cuLaunchKernel, "cuLaunchKernel");
 	OPTSYM(h, p_cuLaunchKernelEx, "cuLaunchKernelEx");
 	SYM(h, p_cuStreamCreate, "cuStreamCreate");
@@ -213,6 +215,11 @@ CUresult mcuModuleGetFunction(CUfunction *f, CUmodule m, const char *n) {
 CUresult mcuFuncSetAttribute(CUfunction f, int a, int v) {
 	CTX();
 	return p_cuFuncSetAttribute(f, a, v);
+}
+CUresult mcuOccupancy(int *blocks, CUfunction f, int block, size_t shmem) {
+	CTX();
+	if (!p_cuOccupancyMaxActiveBlocksPerMultiprocessor) return 500; /* CUDA_ERROR_NOT_FOUND */
+	return p_cuOccupancyMaxActiveBlocksPerMultiprocessor(blocks, f, block, shmem);
 }
 
 // mcuLaunch passes each kernel argument from a 64-bit slot: the driver copies

@@ -182,3 +182,18 @@ func (d *Device) SetMaxDynamicShared(f *Function, bytes int) error {
 	}
 	return check("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", C.mcuFuncSetAttribute(f.f, 8, C.int(bytes)))
 }
+
+// ResidentBlocks is how many blocks of f, of block threads and shmem bytes
+// of dynamic shared memory, a multiprocessor holds at once
+// (cuOccupancyMaxActiveBlocksPerMultiprocessor): a grid of at most SMs
+// times that many blocks is resident all at once on an idle device.
+func (d *Device) ResidentBlocks(f *Function, block, shmem int) (int, error) {
+	if err := d.cur(); err != nil {
+		return 0, err
+	}
+	var n C.int
+	if err := check("cuOccupancyMaxActiveBlocksPerMultiprocessor("+f.name+")", C.mcuOccupancy(&n, f.f, C.int(block), C.size_t(shmem))); err != nil {
+		return 0, err
+	}
+	return int(n), nil
+}
