@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/mempo/mempo/lib/cuda"
@@ -65,6 +66,24 @@ type CUDA struct {
 	perRowAttn   bool // decoding takes attndecode.cu's per-row kernel instead of attn_split (tests, benchmarks)
 	ropeApart    bool // small decoding steps run q/k/v and RoPE as separate launches (tests, benchmarks)
 	attnNoSub    bool // decoding's split attention without the in-block split (attn_split_merged; tests, benchmarks)
+
+	// The small decoding steps' layers in one persistent launch
+	// (dec_persist; cuda_persist.go): at most persistBlocks blocks a
+	// multiprocessor (0: separate launches; persistAuto: by the model's
+	// size; MEMPO_CUDA_PERSIST), a grid
+	// barrier that waits longer than persistTimeout gives up, and the step
+	// then runs again with separate launches, persistErr saying why.
+	// persistOversize multiplies the grid past what is resident (tests).
+	persistBlocks   int
+	persistTimeout  time.Duration
+	persistOversize int
+	persistErr      error
+	persistSteps    int // steps queued with dec_persist (tests read it)
+	// persistTrace, when set, receives dec_persist's phase clocks
+	// (benchmarks).
+	persistTrace      cuda.Ptr
+	persistGrid       int // the last dec_persist launch's blocks and phases (benchmarks)
+	persistPhaseCount int
 
 	live      atomic.Int64 // bytes of device memory held by tensors
 	peak      atomic.Int64 // PeakBytes (cuda_lean.go)
@@ -206,6 +225,7 @@ func NewCUDA() (*CUDA, error) {
 	be.attnNoMMA = envconfig.CUDAAttn.Get() == "gemm"
 	be.decode = decodeModeFromEnv()
 	be.overlap = envconfig.CUDAPDL.Get() != "0"
+	be.persistBlocks, be.persistTimeout = persistBlocksFromEnv(), time.Second
 	return be, nil
 }
 

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"strconv"
 	"unsafe"
 
 	"github.com/mempo/mempo/lib/cuda"
@@ -38,7 +39,10 @@ import (
 // op-by-op path's in the last bits. (GEMVs that also took the RMSNorm, and
 // for q/k/v the bias, RoPE and cache write, in — five launches a layer
 // instead of seven — were measured 2–9% slower on the H200 than these
-// separate kernels: every block normalized the rows again.)
+// separate kernels: every block normalized the rows again.) Steps of at
+// most four rows of the larger models run all their layers in one
+// persistent launch instead (cuda_persist.go, MEMPO_CUDA_PERSIST), with the
+// same bits.
 //
 // On Hopper and later the step's own kernels (decode.cu, sample.cu) are
 // launched overlapped (programmatic dependent launch, cuda.LaunchOverlap):
@@ -56,6 +60,16 @@ const (
 	decodeDirect  = "direct"
 	decodeGeneric = "generic"
 )
+
+// persistBlocksFromEnv is MEMPO_CUDA_PERSIST: blocks a multiprocessor of
+// dec_persist, 0 for none, or persistAuto when unset (cuda_persist.go).
+func persistBlocksFromEnv() int {
+	n, err := strconv.Atoi(envconfig.CUDAPersist.Get())
+	if err != nil || n < 0 {
+		return persistAuto
+	}
+	return n
+}
 
 func decodeModeFromEnv() string {
 	switch v := envconfig.CUDADecode.Get(); v {
@@ -113,6 +127,11 @@ func (b *CUDA) splitPlan(rows, kvHeads, maxKeys, minChunk int) int {
 // batch 1 and 32 and 5.6% faster at 256; at head dim 128 faster at batch 1
 // (3.4% at 1.5B, 0.7% at 7B) but 4.5–16% slower at 32 and 256, the
 // 512-thread blocks of 120 registers holding one block a multiprocessor.
+//
+// Steps of at most gemvMaxRows rows take 2 ways at head dim 64 too: the
+// layers of those steps run in one persistent launch (dec_persist, with the
+// attention of attn_split_sub2), whose registers would spill under
+// attn_split_sub4's bound, and the separate launches keep the same sums.
 func (b *CUDA) attnSubWays(rows, kvHeads, g, hd int) (kernel string, ways, minChunk int, ok bool) {
 	ways, keys, maxWarps := 4, 8, 32
 	switch {
@@ -120,7 +139,7 @@ func (b *CUDA) attnSubWays(rows, kvHeads, g, hd int) (kernel string, ways, minCh
 		return "", 0, 0, false
 	case hd > 128:
 		ways, keys, maxWarps = 1, 4, 8
-	case hd > 64:
+	case hd > 64 || rows <= gemvMaxRows:
 		ways, maxWarps = 2, 16
 	}
 	ok = g*ways <= maxWarps && !b.attnNoSub && (hd <= 64 || rows*kvHeads <= 8)
@@ -155,6 +174,9 @@ type cudaStepper struct {
 	gate, up, act, logits, res, rstd   cuda.Ptr
 	part                               cuda.Ptr // attn_split's partials
 	in                                 cuda.Ptr // input block (layout in stepInput)
+	tab                                cuda.Ptr // dec_persist's per-layer operands (DecLayer, 15 pointers a layer)
+	bar                                cuda.Ptr // dec_persist's grid barrier: a 64-bit count, the timed-out flag (in res, at barOffset)
+	persisted                          bool     // the step just queued ran dec_persist
 	host, out                          *cuda.Pinned
 	graphs                             map[int]*cuda.Graph
 	seen                               map[int]int
@@ -177,6 +199,14 @@ func (s *cudaStepper) offInvT() int  { return 24 * s.maxB }
 func (s *cudaStepper) offU() int     { return 32 * s.maxB }
 func (s *cudaStepper) inBytes() int  { return 40 * s.maxB }
 func (s *cudaStepper) resBytes() int { return 12 * s.maxB }
+
+// outBytes is what the host reads back after a step: the results and
+// dec_persist's barrier words.
+func (s *cudaStepper) outBytes() int { return s.barOffset() + 16 }
+
+// barOffset is where dec_persist's barrier words start in res (8-byte
+// aligned: a 64-bit count, then the timed-out flag).
+func (s *cudaStepper) barOffset() int { return (s.resBytes() + 15) / 16 * 16 }
 
 // newStepper returns the decoding step for up to rows rows over cache c, or
 // nil where the op-by-op path must run (MEMPO_CUDA_DECODE=generic, forced
@@ -230,7 +260,12 @@ func (b *CUDA) newStepper(m *Model, c *kvCache, rows int) stepper {
 	s.o = get(4 * B * H)
 	s.gate, s.up, s.act = get(4*B*A.inter), get(4*B*A.inter), get(act*B*A.inter)
 	s.logits = get(4 * B * A.vocab)
-	s.res = get(s.resBytes())
+	s.res = get(s.outBytes())
+	s.bar = s.res + cuda.Ptr(s.barOffset())
+	must(b.dev.Memset32(s.bar, 0, 4))
+	if s.bf16 {
+		s.tab = s.persistTable(get)
+	}
 	s.rstd = get(4 * B * A.heads)
 	// attn_split's partials: rows × splits of the bucket that needs most
 	// (small buckets split more; at most about 2·SMs/kv heads + B).
@@ -247,7 +282,7 @@ func (b *CUDA) newStepper(m *Model, c *kvCache, rows int) stepper {
 	must(b.dev.Memset32(s.cnt, 0, B*A.heads)) // attn_split_merged leaves them at zero
 	var err error
 	if s.host, err = b.dev.PinnedAlloc(s.inBytes()); err == nil {
-		s.out, err = b.dev.PinnedAlloc(s.resBytes())
+		s.out, err = b.dev.PinnedAlloc(s.outBytes())
 	}
 	must(err)
 	return s
@@ -302,14 +337,20 @@ func (s *cudaStepper) step(ids, pos, slots []int, params []SampleParams, u []flo
 	dev := s.b.dev
 	must(dev.CopyIn(s.in, s.host, s.inBytes()))
 	s.run(bk)
+	if !filtered || s.persisted {
+		must(dev.CopyOut(s.out, s.res, s.outBytes()))
+		must(dev.Sync())
+	}
+	ob := s.out.Bytes()
+	if s.persisted && *(*uint32)(unsafe.Pointer(&ob[s.barOffset()+8])) != 0 {
+		s.persistTimedOut(bk)
+		return s.step(ids, pos, slots, params, u)
+	}
 	if filtered {
 		// Top-k / top-p rows: the backend's sampler over the step's logits.
 		z := &cudaTensor{buf: &devBuf{p: s.logits, bytes: 4 * n * s.a.vocab, be: s.b}, r: n, c: s.a.vocab}
 		return s.b.Sample(z, params, u)
 	}
-	must(dev.CopyOut(s.out, s.res, s.resBytes()))
-	must(dev.Sync())
-	ob := s.out.Bytes()
 	rid := unsafe.Slice((*int32)(unsafe.Pointer(&ob[0])), s.maxB)
 	rf := unsafe.Slice((*float32)(unsafe.Pointer(&ob[0])), 3*s.maxB)
 	got := make([]Sampled, n)
@@ -416,13 +457,19 @@ func (s *cudaStepper) norm(bk int, d, w cuda.Ptr) {
 // launchStep queues every launch of one step for bk rows.
 func (s *cudaStepper) launchStep(bk int) {
 	A := s.a
-	H, I, V, hd := A.hidden, A.inter, A.vocab, A.headDim
+	H, I, hd := A.hidden, A.inter, A.headDim
 	qd, kvd, g := A.heads*hd, A.kvHeads*hd, A.heads/A.kvHeads
 	in := s.in
 	ids, pos, crow, rows := in+cuda.Ptr(s.offIDs()), in+cuda.Ptr(s.offPos()), in+cuda.Ptr(s.offCRow()), in+cuda.Ptr(s.offAttn())
 	gridFor := func(n int) cuda.Dim3 { return cuda.Dim3{X: s.b.gridFor(int64(n), 256)} }
 
 	s.launch("model", "gather_rows_f32", cuda.Dim3{X: min(bk, 65535)}, 256, 0, s.x, s.embed, ids, bk, H)
+	s.persisted = s.persist(bk, pos, crow, rows)
+	if s.persisted {
+		s.norm(bk, 0, s.normW) // dec_persist added the last MLP output
+		s.headAndSample(bk)
+		return
+	}
 	attOp := s.att
 	if s.bf16 {
 		attOp = s.att16
@@ -482,6 +529,13 @@ func (s *cudaStepper) launchStep(bk int) {
 		s.gemm(s.o, s.act, W.wd, bk, H, I)
 	}
 	s.norm(bk, s.o, s.normW)
+	s.headAndSample(bk)
+}
+
+// headAndSample queues the LM head over the final norm's rows and the
+// sampler.
+func (s *cudaStepper) headAndSample(bk int) {
+	V, H, in := s.a.vocab, s.a.hidden, s.in
 	s.gemm(s.logits, s.xn, s.head, bk, V, H)
 	res := s.res
 	invT, u := in+cuda.Ptr(s.offInvT()), in+cuda.Ptr(s.offU())

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/mempo/mempo/lib/checkpoint"
 	"github.com/mempo/mempo/lib/cuda"
@@ -75,6 +76,12 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 				fmt.Printf("BENCH %s decode B=%d %-7s: %7.0f tokens/s = %5.1f%% of bound (incl. prefill); steps alone %7.0f tokens/s = %5.1f%% (%.3f ms/step); HBM bound %.0f tokens/s\n",
 					name, B, mode, whole, 100*whole/bound, steps, 100*steps/bound, 1000*(t128-t1)/127, bound)
 			}
+			if B == 1 {
+				for _, mode := range []string{"graph-persist"} {
+					setDecodeVariant(t, be, mode)
+					persistTraceReport(t, be, fmt.Sprintf("%s decode B=%d %s", name, B, mode), func() { gen(128) })
+				}
+			}
 			if B == 1 || B == 256 {
 				setDecodeVariant(t, be, decodeGraph) // profiling runs the fused step directly, with events
 				be.StartProfile()
@@ -93,14 +100,24 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 // a path (graph, direct, generic) and "-"-separated variants: serial (no
 // overlapped launches), perrow (attndecode.cu's per-row attention kernel),
 // rope (q/k/v and RoPE as separate launches), attn1 (split attention
-// without the in-block split, attn_split_merged).
+// without the in-block split, attn_split_merged), sep (small steps' layers
+// as separate launches, not dec_persist), persist (dec_persist, with
+// MEMPO_CUDA_PERSIST's blocks a multiprocessor or 1), p2 and p4 (dec_persist
+// with up to 2 or 4 blocks a multiprocessor).
 func setDecodeVariant(t *testing.T, be *CUDA, mode string) {
 	parts := strings.Split(mode, "-")
 	be.decode = parts[0]
 	be.overlap = envconfig.CUDAPDL.Get() != "0"
 	be.perRowAttn, be.ropeApart, be.attnNoSub = false, false, false
+	be.persistBlocks = persistBlocksFromEnv()
 	for _, v := range parts[1:] {
 		switch v {
+		case "sep":
+			be.persistBlocks = 0
+		case "persist":
+			be.persistBlocks = max(1, be.persistBlocks)
+		case "p2", "p4":
+			be.persistBlocks = int(v[1] - '0')
 		case "serial":
 			be.overlap = false
 		case "perrow":
@@ -113,6 +130,51 @@ func setDecodeVariant(t *testing.T, be *CUDA, mode string) {
 			t.Fatalf("decoding benchmark mode %q: unknown variant %q", mode, v)
 		}
 	}
+}
+
+// persistTraceReport runs gen with dec_persist's phase clocks on and
+// prints, from the last step, the mean time of each phase kind (from the
+// barrier that starts it to the last block's end) and of the barrier after
+// it (from that end to block 0 leaving it).
+func persistTraceReport(t *testing.T, be *CUDA, what string, gen func()) {
+	const words = 1 << 20
+	buf, err := be.dev.Alloc(8 * words)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.dev.Free(buf)
+	must(be.dev.Memset32(buf, 0, 2*words))
+	be.persistTrace, be.persistGrid = buf, 0
+	gen()
+	be.persistTrace = 0
+	G, nph := be.persistGrid, be.persistPhaseCount
+	if G == 0 || (nph+1)*G+nph > words {
+		fmt.Printf("BENCH %s dec_persist trace: no persistent step\n", what)
+		return
+	}
+	tr := make([]uint64, nph*G+nph)
+	must(be.dev.DtoH(unsafe.Pointer(&tr[0]), buf, 8*len(tr)))
+	begin := func(ph int) uint64 { return tr[nph*G+ph] }
+	end := func(ph int) uint64 {
+		var e uint64
+		for b := 0; b < G; b++ {
+			e = max(e, tr[ph*G+b])
+		}
+		return e
+	}
+	var work, wait [persistPhases]float64
+	for ph := 0; ph < nph; ph++ {
+		work[ph%persistPhases] += float64(end(ph)-begin(ph)) / 1e3
+		if ph+1 < nph {
+			wait[ph%persistPhases] += float64(begin(ph+1)-end(ph)) / 1e3
+		}
+	}
+	layers := float64(nph / persistPhases)
+	var b strings.Builder
+	for p, name := range []string{"norm+qkv", "attention", "o+residual", "norm+gate/up", "down+residual"} {
+		fmt.Fprintf(&b, " %s %.2f + barrier %.2f;", name, work[p]/layers, wait[p]/layers)
+	}
+	fmt.Printf("BENCH %s dec_persist trace (µs a layer, %d blocks):%s step's layers %.1f µs\n", what, G, b.String(), float64(end(nph-1)-begin(0))/1e3)
 }
 
 // copyBandwidth is the device's copy rate in bytes moved (read + write) per

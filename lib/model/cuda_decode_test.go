@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/mempo/mempo/lib/cuda"
@@ -175,6 +176,9 @@ func TestCUDADecodeStep(t *testing.T) {
 						t.Errorf("T=%g small steps: log-probs differ by %.3g > %.3g", opts.Sampling.Temperature, worst, tol)
 					}
 				}
+				if bf16 {
+					persistAgainstSeparate(t, be, m, reqs[1:2], greedy)
+				}
 				// A frozen base (LoadFrozen: in bf16 mode its matrices are
 				// bf16 only) decodes through the step as the full model does.
 				fm, err := LoadFrozen(fixtureDir(name), be)
@@ -194,6 +198,59 @@ func TestCUDADecodeStep(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// persistAgainstSeparate holds the small bf16 steps with their layers in one
+// persistent launch (dec_persist) to the same steps as separate launches,
+// bit for bit, greedy and sampled; then the same with a grid too large to
+// be resident, whose barriers must give up and the step run again as
+// separate launches.
+func persistAgainstSeparate(t *testing.T, be *CUDA, m *Model, reqs []Request, greedy GenerateOptions) {
+	t.Helper()
+	gen := func(opts GenerateOptions) []*Generation {
+		be.decode = decodeGraph
+		out, err := m.Generate(reqs, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	same := func(what string, a, b []*Generation) {
+		t.Helper()
+		for i := range a {
+			if !slices.Equal(a[i].IDs, b[i].IDs) || !equalF32(a[i].LogProbs, b[i].LogProbs) || !equalF32(a[i].SampleLogProbs, b[i].SampleLogProbs) {
+				t.Errorf("%s row %d: %v %v\n separate launches %v %v", what, i, a[i].IDs, a[i].LogProbs, b[i].IDs, b[i].LogProbs)
+			}
+		}
+	}
+	blocks, timeout := be.persistBlocks, be.persistTimeout
+	defer func() {
+		be.persistBlocks, be.persistTimeout, be.persistOversize, be.persistErr = blocks, timeout, 0, nil
+	}()
+	be.persistBlocks = 1
+	for _, opts := range []GenerateOptions{greedy, {MaxTokens: 16, Sampling: SampleParams{Temperature: 0.9}}} {
+		n := be.persistSteps
+		on := gen(opts)
+		if ran := be.persistSteps - n; m.a.qkNorm && ran != 0 {
+			t.Errorf("T=%g: %d steps ran dec_persist on a model with per-head q/k norms", opts.Sampling.Temperature, ran)
+		} else if !m.a.qkNorm && ran == 0 {
+			t.Fatalf("T=%g: no step ran dec_persist", opts.Sampling.Temperature)
+		}
+		be.persistBlocks = 0
+		off := gen(opts)
+		be.persistBlocks = 1
+		same(fmt.Sprintf("T=%g dec_persist", opts.Sampling.Temperature), on, off)
+		if opts.Sampling.Temperature > 0 || m.a.qkNorm {
+			continue
+		}
+		be.persistOversize, be.persistTimeout = 4, 20*time.Millisecond
+		fell := gen(opts)
+		if be.persistErr == nil || be.persistBlocks != 0 {
+			t.Errorf("a grid 4 times what is resident: no barrier gave up (err %v, blocks %d)", be.persistErr, be.persistBlocks)
+		}
+		same("after the barriers gave up", fell, off)
+		be.persistBlocks, be.persistOversize, be.persistTimeout, be.persistErr = 1, 0, timeout, nil
 	}
 }
 

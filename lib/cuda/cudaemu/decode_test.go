@@ -15,6 +15,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -280,18 +281,23 @@ func emuDecodeAttention(t *testing.T, e *decEmu, hd int) {
 	// keys of the short rows.
 	for _, c := range []struct{ nsp, minChunk int }{{1, 16}, {4, 16}, {8, 4}, {16, 16}} {
 		nsp := c.nsp
-		for _, kernel := range []string{"attn_split", "attn_split_merged", "attn_split_sub"} {
+		kernels := []string{"attn_split", "attn_split_merged", "attn_split_sub"}
+		if hd <= 64 {
+			kernels = append(kernels, "attn_split_sub, 2 ways") // small steps' (lib/model's attnSubWays)
+		}
+		for _, kernel := range kernels {
 			name := fmt.Sprintf("%s hd %d nsp %d min chunk %d", kernel, hd, nsp, c.minChunk)
 			out, o16, lse := e.empty(4*R*qd), e.empty(2*R*qd), e.empty(4*R*heads)
 			part := e.empty(4 * R * heads * nsp * (hd + 2))
-			if kernel == "attn_split_sub" {
-				// S warps a head: 4 up to hd 64, 2 up to 128, 1 beyond; the
-				// fewest keys a split a multiple of S·8 (S·4 beyond 128).
+			if strings.HasPrefix(kernel, "attn_split_sub") {
+				// S warps a head: 4 up to hd 64 (2 for small steps), 2 up to
+				// 128, 1 beyond; the fewest keys a split a multiple of S·8
+				// (S·4 beyond 128).
 				S, ku := 4, 8
 				switch {
 				case hd > 128:
 					S, ku = 1, 4
-				case hd > 64:
+				case hd > 64 || strings.HasSuffix(kernel, "2 ways"):
 					S = 2
 				}
 				minChunk := max(c.minChunk, S*ku)

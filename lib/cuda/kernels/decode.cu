@@ -156,15 +156,16 @@ __device__ void split_merge(float *out, unsigned short *o16, float *lse, const f
 // attn_split_keys is one warp's pass over keys [k0, k1): NT values of q and
 // of the output per lane (hd ≤ 32·NT), KU keys per round, the rounds step
 // keys apart (KU: every key; S·KU: every S-th group of KU keys, the warp's
-// share of a block that splits its keys S ways).
-template <int NT, int KU>
+// share of a block that splits its keys S ways). CG: q was written earlier
+// in the same launch (dec_persist), so it is read through L2.
+template <int NT, int KU, bool CG = false>
 __device__ __forceinline__ void attn_split_keys(float *acc, float &m, float &l, const float *qp, const float *kp, const float *vp, long long kld,
                                                 int hd, float scale, int k0, int k1, int step, int lane) {
 	float qv[NT];
 #pragma unroll
 	for (int i = 0; i < NT; i++) {
 		int d = lane + 32 * i;
-		qv[i] = d < hd ? qp[d] : 0.f;
+		qv[i] = d < hd ? (CG ? __ldcg(qp + d) : qp[d]) : 0.f;
 		acc[i] = 0.f;
 	}
 	m = -DEC_INF, l = 0.f;
@@ -363,12 +364,11 @@ __device__ void split_merge(float *out, unsigned short *o16, float *lse, const f
 // attn_split_merged's (the whole output when one split is in use, else a
 // partial, the count, and the merge by the last split). minchunk is S·KU
 // or a multiple of it.
-template <int NT, int KU, int S>
-__device__ __forceinline__ void attn_split_sub_run(float *out, unsigned short *o16, float *lse, float *part, const float *q, const float *k,
-                                                   const float *v, const int *rows, int heads, int kvheads, int hd, float scale, int minchunk,
-                                                   int *cnt) {
-	extern __shared__ float sub_sm[];
-	const int g = heads / kvheads, row = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z, nsp = gridDim.z;
+template <int NT, int KU, int S, bool CG = false>
+__device__ __forceinline__ void attn_split_sub_block(float *sub_sm, int row, int kh, int sp, int nsp, float *out, unsigned short *o16, float *lse,
+                                                     float *part, const float *q, const float *k, const float *v, const int *rows, int heads,
+                                                     int kvheads, int hd, float scale, int minchunk, int *cnt) {
+	const int g = heads / kvheads;
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, hw = w % g, sub = w / g;
 	const int qrow = rows[3 * row], kbase = rows[3 * row + 1], nkeys = rows[3 * row + 2];
 	const int h = kh * g + hw;
@@ -382,7 +382,7 @@ __device__ __forceinline__ void attn_split_sub_run(float *out, unsigned short *o
 	if (sp < used) {
 		const float *kp = k + (long long)kbase * kld + (long long)kh * hd;
 		const float *vp = v + (long long)kbase * kld + (long long)kh * hd;
-		attn_split_keys<NT, KU>(acc, m, l, q + qrow * qld + (long long)h * hd, kp, vp, kld, hd, scale, k0 + sub * KU, k1, S * KU, lane);
+		attn_split_keys<NT, KU, CG>(acc, m, l, q + qrow * qld + (long long)h * hd, kp, vp, kld, hd, scale, k0 + sub * KU, k1, S * KU, lane);
 	}
 	if (sp >= used) {
 		if (sub != 0 || !cnt) return;
@@ -411,6 +411,17 @@ __device__ __forceinline__ void attn_split_sub_run(float *out, unsigned short *o
 	split_finish<NT>(acc, m, l, out, o16, lse, part, cnt, row, qrow, h, heads, hd, sp, nsp, used, lane);
 }
 
+// attn_split_sub_run is attn_split_sub_block for block (row, kv head,
+// split) = (blockIdx.x, blockIdx.y, blockIdx.z).
+template <int NT, int KU, int S>
+__device__ __forceinline__ void attn_split_sub_run(float *out, unsigned short *o16, float *lse, float *part, const float *q, const float *k,
+                                                   const float *v, const int *rows, int heads, int kvheads, int hd, float scale, int minchunk,
+                                                   int *cnt) {
+	extern __shared__ float sub_sm[];
+	attn_split_sub_block<NT, KU, S>(sub_sm, blockIdx.x, blockIdx.y, blockIdx.z, gridDim.z, out, o16, lse, part, q, k, v, rows, heads, kvheads, hd,
+	                                scale, minchunk, cnt);
+}
+
 // attn_split_sub4/2/1: attn_split_sub_run with S = 4 warps a head (head
 // dims up to 64), 2 (up to 128), 1 (up to 256), each kernel's launch bound
 // the largest block it takes (g·S ≤ 32, 16, 8 warps), so that the compiler
@@ -431,7 +442,10 @@ extern "C" __global__ void __launch_bounds__(1024) attn_split_sub4(ATTN_SUB_ARGS
 extern "C" __global__ void __launch_bounds__(512) attn_split_sub2(ATTN_SUB_ARGS) {
 	PDL_WAIT();
 	PDL_RELEASE();
-	attn_split_sub_run<4, 8, 2>(ATTN_SUB_PASS);
+	if (hd <= 64)
+		attn_split_sub_run<2, 8, 2>(ATTN_SUB_PASS); // the same sums as <4, 8, 2>, half the registers
+	else
+		attn_split_sub_run<4, 8, 2>(ATTN_SUB_PASS);
 }
 extern "C" __global__ void __launch_bounds__(256) attn_split_sub1(ATTN_SUB_ARGS) {
 	PDL_WAIT();
@@ -461,37 +475,60 @@ __device__ __forceinline__ void bf16x8(uint4 u, float *f) {
 	}
 }
 
-// gemv_dot adds row j of w times the m rows of x into acc (lane partials).
-__device__ __forceinline__ void gemv_dot(float *acc, const unsigned short *__restrict__ x, const unsigned short *__restrict__ w, long long j, int m, int k) {
+// gemv_dot_rows adds weight rows w[0..C) times the m rows of x into
+// acc[c] (lane partials), the C rows' loads in flight together. Lane l
+// takes pieces l, l+32, … of every row in order, whatever U (pieces in
+// flight a lane and row) and C, so a row's sums are the same bits either
+// way. CG: x was written earlier in the same launch by other blocks
+// (dec_persist), so it is read through L2 (L1 is not coherent); otherwise x
+// may be in shared memory.
+template <bool CG, int U, int C>
+__device__ __forceinline__ void gemv_dot_rows(float (*acc)[GEMV_MAXM], const unsigned short *__restrict__ x, const unsigned short *const *w, int m,
+                                              int k) {
 	const int lane = threadIdx.x & 31;
-	const uint4 *wr = (const uint4 *)(w + j * k);
 	const int pieces = k >> 3;
-	for (int p0 = lane; p0 < pieces; p0 += 32 * GEMV_UNROLL) {
-		uint4 wv[GEMV_UNROLL];
+	for (int p0 = lane; p0 < pieces; p0 += 32 * U) {
+		uint4 wv[C][U];
 #pragma unroll
-		for (int u = 0; u < GEMV_UNROLL; u++) {
-			int p = p0 + 32 * u;
-			if (p < pieces) wv[u] = wr[p];
-			else wv[u].x = wv[u].y = wv[u].z = wv[u].w = 0u;
-		}
+		for (int c = 0; c < C; c++)
 #pragma unroll
-		for (int u = 0; u < GEMV_UNROLL; u++) {
+			for (int u = 0; u < U; u++) {
+				int p = p0 + 32 * u;
+				if (p < pieces) wv[c][u] = ((const uint4 *)w[c])[p];
+				else wv[c][u].x = wv[c][u].y = wv[c][u].z = wv[c][u].w = 0u;
+			}
+#pragma unroll
+		for (int u = 0; u < U; u++) {
 			int p = p0 + 32 * u;
 			if (p >= pieces) break;
-			float wf[8];
-			bf16x8(wv[u], wf);
+			float wf[C][8];
+#pragma unroll
+			for (int c = 0; c < C; c++) bf16x8(wv[c][u], wf[c]);
 #pragma unroll
 			for (int r = 0; r < GEMV_MAXM; r++) {
 				if (r >= m) break;
 				float xf[8];
-				bf16x8(((const uint4 *)(x + (long long)r * k))[p], xf);
+				const uint4 *xp = (const uint4 *)(x + (long long)r * k) + p;
+				bf16x8(CG ? __ldcg(xp) : *xp, xf);
 #pragma unroll
-				for (int e = 0; e < 8; e++) acc[r] += wf[e] * xf[e];
+				for (int c = 0; c < C; c++)
+#pragma unroll
+					for (int e = 0; e < 8; e++) acc[c][r] += wf[c][e] * xf[e];
 			}
 		}
 	}
 #pragma unroll
-	for (int r = 0; r < GEMV_MAXM; r++) acc[r] = dec_warp_sum(acc[r]);
+	for (int c = 0; c < C; c++)
+#pragma unroll
+		for (int r = 0; r < GEMV_MAXM; r++) acc[c][r] = dec_warp_sum(acc[c][r]);
+}
+
+// gemv_dot adds row j of w times the m rows of x into acc (lane partials):
+// gemv_dot_rows of one row.
+template <bool CG = false, int U = GEMV_UNROLL>
+__device__ __forceinline__ void gemv_dot(float *acc, const unsigned short *__restrict__ x, const unsigned short *__restrict__ w, long long j, int m, int k) {
+	const unsigned short *wr[1] = {w + j * k};
+	gemv_dot_rows<CG, U, 1>((float(*)[GEMV_MAXM])acc, x, wr, m, k);
 }
 
 extern "C" __global__ void gemv_bf16(float *__restrict__ y, const unsigned short *__restrict__ x, const unsigned short *__restrict__ w, int m, int n, int k) {
@@ -530,21 +567,60 @@ extern "C" __global__ void gemv3_bf16(float *y0, const unsigned short *w0, int n
 // gemv_swiglu_bf16: the gate and up products and SwiGLU in one launch:
 // act16[r, j] = bf16(silu(x_r·wg_j)·(x_r·wu_j)), swiglu_f32's arithmetic on
 // the two sums.
+// dec_swiglu is swiglu_f32's arithmetic on a gate and an up sum.
+__device__ __forceinline__ float dec_swiglu(float g, float u) { return g / (1.f + expf(-g)) * u; }
+
+// swiglu_column is one warp's column j of gemv_swiglu_bf16 (the gate row,
+// then the up row).
+template <int U = GEMV_UNROLL>
+__device__ __forceinline__ void swiglu_column(int j, unsigned short *act16, const unsigned short *__restrict__ x, const unsigned short *__restrict__ wg,
+                                              const unsigned short *__restrict__ wu, int m, int n, int k) {
+	float a[2][GEMV_MAXM] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+	gemv_dot<false, U>(a[0], x, wg, j, m, k);
+	gemv_dot<false, U>(a[1], x, wu, j, m, k);
+	if ((threadIdx.x & 31) == 0)
+#pragma unroll
+		for (int r = 0; r < GEMV_MAXM; r++) {
+			if (r >= m) break;
+			act16[(long long)r * n + j] = dec_to_bf16(dec_swiglu(a[0][r], a[1][r]));
+		}
+}
+
+// swiglu_columns is one warp's NC columns js of gemv_swiglu_bf16, the
+// 2·NC gate and up rows' loads in flight together (the same sums; the
+// persistent step takes one column, two rows: two columns a warp, four
+// rows with half the pieces each in flight, measured slower).
+template <int U, int NC>
+__device__ __forceinline__ void swiglu_columns(const int *js, unsigned short *act16, const unsigned short *__restrict__ x,
+                                               const unsigned short *__restrict__ wg, const unsigned short *__restrict__ wu, int m, int n, int k) {
+	float a[2 * NC][GEMV_MAXM];
+	const unsigned short *rows[2 * NC];
+#pragma unroll
+	for (int c = 0; c < NC; c++) {
+		rows[2 * c] = wg + (long long)js[c] * k;
+		rows[2 * c + 1] = wu + (long long)js[c] * k;
+	}
+#pragma unroll
+	for (int c = 0; c < 2 * NC; c++)
+#pragma unroll
+		for (int r = 0; r < GEMV_MAXM; r++) a[c][r] = 0.f;
+	gemv_dot_rows<false, U, 2 * NC>(a, x, rows, m, k);
+	if ((threadIdx.x & 31) != 0) return;
+#pragma unroll
+	for (int c = 0; c < NC; c++)
+#pragma unroll
+		for (int r = 0; r < GEMV_MAXM; r++) {
+			if (r >= m) break;
+			act16[(long long)r * n + js[c]] = dec_to_bf16(dec_swiglu(a[2 * c][r], a[2 * c + 1][r]));
+		}
+}
+
 extern "C" __global__ void gemv_swiglu_bf16(unsigned short *act16, const unsigned short *__restrict__ x, const unsigned short *__restrict__ wg,
                                             const unsigned short *__restrict__ wu, int m, int n, int k) {
 	PDL_WAIT();
 	PDL_RELEASE();
 	const int j = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
-	if (j >= n) return;
-	float g[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f}, u[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
-	gemv_dot(g, x, wg, j, m, k);
-	gemv_dot(u, x, wu, j, m, k);
-	if ((threadIdx.x & 31) == 0)
-		for (int r = 0; r < m; r++) {
-			float xx = g[r];
-			float v = xx / (1.f + expf(-xx)) * u[r];
-			act16[(long long)r * n + j] = dec_to_bf16(v);
-		}
+	if (j < n) swiglu_column(j, act16, x, wg, wu, m, n, k);
 }
 
 // gemv_qkv_rope_bf16: gemv3_bf16 and dec_rope_kv in one launch, for models
@@ -554,14 +630,15 @@ extern "C" __global__ void gemv_swiglu_bf16(unsigned short *act16, const unsigne
 // rotation of position pos[r]), q written rotated in place of gemv3's
 // output, k rotated and v with its bias straight to cache row crow[r] (none
 // for a padding row, crow[r] < 0). Same values as the two kernels.
-extern "C" __global__ void gemv_qkv_rope_bf16(float *q, float *kc, float *vc, const unsigned short *wq, const unsigned short *wk,
-                                              const unsigned short *wv, const float *bq, const float *bk, const float *bv,
-                                              const unsigned short *__restrict__ x, int m, int k, const int *pos, const int *crow,
-                                              const float *cs, const float *sn, int heads, int kvheads, int hd) {
-	PDL_WAIT();
-	PDL_RELEASE();
+// qkv_rope_task is one warp's task t of gemv_qkv_rope_bf16; TOG: a
+// rotation pair's two rows' loads in flight together (the same sums).
+template <int U = GEMV_UNROLL, bool TOG = false>
+__device__ __forceinline__ void qkv_rope_task(int t, float *q, float *kc, float *vc, const unsigned short *__restrict__ wq,
+                                              const unsigned short *__restrict__ wk, const unsigned short *__restrict__ wv, const float *bq,
+                                              const float *bk, const float *bv, const unsigned short *__restrict__ x, int m, int k,
+                                              const int *pos, const int *crow, const float *cs, const float *sn, int heads, int kvheads,
+                                              int hd) {
 	const int half = hd / 2, nq = heads * half, nk = kvheads * half, qd = heads * hd, kvd = kvheads * hd;
-	int t = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
 	const bool lane0 = (threadIdx.x & 31) == 0;
 	if (t < nq + nk) {
 		const bool isq = t < nq;
@@ -569,12 +646,19 @@ extern "C" __global__ void gemv_qkv_rope_bf16(float *q, float *kc, float *vc, co
 		const int j1 = h * hd + i, j2 = j1 + half;
 		const unsigned short *w = isq ? wq : wk;
 		const float *bias = isq ? bq : bk;
-		float a1[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f}, a2[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
-		gemv_dot(a1, x, w, j1, m, k);
-		gemv_dot(a2, x, w, j2, m, k);
+		float a[2][GEMV_MAXM] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+		if (TOG) {
+			const unsigned short *rows[2] = {w + (long long)j1 * k, w + (long long)j2 * k};
+			gemv_dot_rows<false, U, 2>(a, x, rows, m, k);
+		} else {
+			gemv_dot<false, U>(a[0], x, w, j1, m, k);
+			gemv_dot<false, U>(a[1], x, w, j2, m, k);
+		}
 		if (!lane0) return;
-		for (int r = 0; r < m; r++) {
-			float x1 = a1[r], x2 = a2[r];
+#pragma unroll
+		for (int r = 0; r < GEMV_MAXM; r++) {
+			if (r >= m) break;
+			float x1 = a[0][r], x2 = a[1][r];
 			if (bias) {
 				x1 = x1 + bias[j1];
 				x2 = x2 + bias[j2];
@@ -595,12 +679,292 @@ extern "C" __global__ void gemv_qkv_rope_bf16(float *q, float *kc, float *vc, co
 	t -= nq + nk;
 	if (t >= kvd) return;
 	float a[GEMV_MAXM] = {0.f, 0.f, 0.f, 0.f};
-	gemv_dot(a, x, wv, t, m, k);
+	gemv_dot<false, U>(a, x, wv, t, m, k);
 	if (!lane0) return;
-	for (int r = 0; r < m; r++) {
+#pragma unroll
+	for (int r = 0; r < GEMV_MAXM; r++) {
+		if (r >= m) break;
 		if (crow[r] < 0) continue;
 		float v = a[r];
 		if (bv) v = v + bv[t];
 		vc[(long long)crow[r] * kvd + t] = v;
 	}
 }
+
+extern "C" __global__ void gemv_qkv_rope_bf16(float *q, float *kc, float *vc, const unsigned short *wq, const unsigned short *wk,
+                                              const unsigned short *wv, const float *bq, const float *bk, const float *bv,
+                                              const unsigned short *__restrict__ x, int m, int k, const int *pos, const int *crow,
+                                              const float *cs, const float *sn, int heads, int kvheads, int hd) {
+	PDL_WAIT();
+	PDL_RELEASE();
+	qkv_rope_task(blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), q, kc, vc, wq, wk, wv, bq, bk, bv, x, m, k, pos, crow, cs, sn, heads,
+	              kvheads, hd);
+}
+
+// ---- dec_persist: every layer of a small bf16 step in one launch ----
+//
+// A decoding step of one to four rows is a chain of about eight short
+// kernels a layer (0.5B: 190 in all, about 5 µs each, where a layer's
+// weights stream in about 10 µs at the memory's bound): the chain's
+// latency, not the bytes, bounds it. dec_persist runs the layers' kernels
+// as phases of one grid whose blocks all stay resident, with a grid-wide
+// barrier between phases. Five phases a layer, each the same arithmetic as
+// the separate launch it replaces, in the same order, so the step gives the
+// same bits:
+//   0  dec_add_rmsnorm (input norm) and gemv_qkv_rope_bf16: every block
+//      normalizes the rows itself (a few KB, from L2) into shared memory,
+//      then its warps take the q/k/v tasks;
+//   1  attn_split_sub: the (row, kv head, split) blocks over the grid;
+//   2  gemv_bf16 of the output product, its bias, and the residual add
+//      (x += o, the add dec_add_rmsnorm would do next);
+//   3  the post-attention norm (every block, as in 0) and gemv_swiglu_bf16;
+//   4  gemv_bf16 of the down product and the residual add.
+// The host then runs the final norm (no add), the LM head and the sampler.
+// Buffers written in the launch and read by other blocks (x, q, att16,
+// act16, the attention partials) are read through L2 (__ldcg); the KV
+// cache is read plainly, as attn_split_sub reads it: a layer's rows are
+// read only after the phase that writes them, so no multiprocessor can hold
+// a stale line of them. Phases [ph0, ph1) run (phase 5·l + p is phase p of
+// layer l); a launch of one phase needs no barrier, which is how the CPU
+// emulation runs it.
+struct DecLayer {
+	const unsigned short *wq, *wk, *wv, *wo, *wg, *wu, *wd;
+	const float *ln1, *ln2, *bq, *bk, *bv, *bo;
+	float *kc, *vc;
+};
+
+// dec_norm_block: every thread of the block writes its share of
+// xs[r·dim + j] = bf16(w[j]·(x[r,j]·rstd_r)) for the m rows (x read
+// through L2), with
+// dec_add_rmsnorm's sums: vt = normBlock(dim) virtual threads (thread t
+// plays t, t + blockDim, …), virtual thread i adding elements i, i + vt, …,
+// a warp sum per 32 of them, then a warp sum over those.
+__device__ void dec_norm_block(unsigned short *xs, const float *x, const float *w, int m, int dim, float eps, float *scratch) {
+	const int vt = min(1024, max(32, (dim + 31) / 32 * 32));
+	const int lane = threadIdx.x & 31, wp = threadIdx.x >> 5, nwp = blockDim.x >> 5, nvw = vt >> 5;
+	for (int r = 0; r < m; r++) {
+		const float *xr = x + (long long)r * dim;
+		__syncthreads(); // scratch is free again
+		for (int vw = wp; vw < nvw; vw += nwp) {
+			float ss = 0.f;
+			for (int j = vw * 32 + lane; j < dim; j += vt) {
+				float v = __ldcg(xr + j);
+				ss += v * v;
+			}
+			ss = dec_warp_sum(ss);
+			if (lane == 0) scratch[vw] = ss;
+		}
+		__syncthreads();
+		float ss = dec_warp_sum(lane < nvw ? scratch[lane] : 0.f);
+		float rs = 1.0f / sqrtf(ss / (float)dim + eps);
+		for (int j = threadIdx.x; j < dim; j += blockDim.x) xs[(long long)r * dim + j] = dec_to_bf16(w[j] * (__ldcg(xr + j) * rs));
+	}
+	__syncthreads();
+}
+
+// gemv_residual_columns is one warp's C columns js of gemv_bf16 over x16
+// (in shared memory; the C rows' loads in flight together), plus bias[j]
+// (when not null), added to the residual stream: xres[r, j] = o + xres[r,
+// j], dec_add_rmsnorm's add.
+template <int U, int C>
+__device__ __forceinline__ void gemv_residual_columns(const int *js, float *xres, const unsigned short *x16, const unsigned short *__restrict__ w,
+                                                      const float *bias, int m, int n, int k) {
+	float acc[C][GEMV_MAXM];
+	const unsigned short *rows[C];
+#pragma unroll
+	for (int c = 0; c < C; c++) {
+		rows[c] = w + (long long)js[c] * k;
+#pragma unroll
+		for (int r = 0; r < GEMV_MAXM; r++) acc[c][r] = 0.f;
+	}
+	gemv_dot_rows<false, U, C>(acc, x16, rows, m, k);
+	if ((threadIdx.x & 31) != 0) return;
+#pragma unroll
+	for (int c = 0; c < C; c++)
+#pragma unroll
+		for (int r = 0; r < GEMV_MAXM; r++) {
+			if (r >= m) break;
+			float o = acc[c][r];
+			if (bias) o = o + bias[js[c]];
+			const long long i = (long long)r * n + js[c];
+			xres[i] = o + __ldcg(xres + i);
+		}
+}
+
+#ifdef CUDA_EMU
+__device__ void dec_grid_sync(unsigned long long *cnt, unsigned long long target, unsigned *flag, unsigned long long timeout) {}
+__device__ unsigned long long dec_ld_acquire64(const unsigned long long *p) { return *p; }
+__device__ unsigned long long dec_clock_ns() { return 0; }
+#else
+__device__ __forceinline__ unsigned long long dec_ld_acquire64(const unsigned long long *p) {
+	unsigned long long v;
+	asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+	return v;
+}
+
+__device__ __forceinline__ unsigned long long dec_clock_ns() {
+	unsigned long long t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+// dec_grid_sync is a barrier of the whole grid on a counter that only
+// grows: each block adds one (a release), then waits until the count
+// reaches target, the count every block has added by this barrier (an
+// acquire). One memory round trip to arrive, one to see the last arrival.
+// A block that waits longer than timeout ns sets *flag and goes on, and so
+// does every later barrier once *flag is set: where the blocks are not all
+// resident (another process on the device) the launch then ends with wrong
+// values instead of hanging, and the host, which reads *flag back with the
+// sampled ids, runs the step again with separate launches.
+__device__ void dec_grid_sync(unsigned long long *cnt, unsigned long long target, unsigned *flag, unsigned long long timeout) {
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(cnt) : "memory");
+		if (!*(volatile unsigned *)flag) {
+			const unsigned long long t0 = dec_clock_ns();
+			for (unsigned i = 1; dec_ld_acquire64(cnt) < target; i++)
+				if ((i & 63) == 0 && (*(volatile unsigned *)flag || dec_clock_ns() - t0 > timeout)) {
+					atomicExch(flag, 1u);
+					break;
+				}
+		}
+	}
+	__syncthreads();
+}
+#endif
+
+// The phases of dec_persist_run.
+template <int U>
+__device__ __forceinline__ void dp_qkv(const DecLayer *L, unsigned short *xs, const float *x, float *q, const int *pos, const int *crow,
+                                    const float *cs, const float *sn, int m, int H, int heads, int kvheads, int hd, float eps, float *scratch) {
+	dec_norm_block(xs, x, L->ln1, m, H, eps, scratch);
+	const int nw = blockDim.x >> 5, gw = blockIdx.x * nw + (threadIdx.x >> 5), gws = gridDim.x * nw;
+	const int tasks = (heads + kvheads) * hd / 2 + kvheads * hd;
+	for (int t = gw; t < tasks; t += gws)
+		qkv_rope_task<U, true>(t, q, L->kc, L->vc, L->wq, L->wk, L->wv, L->bq, L->bk, L->bv, xs, m, H, pos, crow, cs, sn, heads, kvheads, hd);
+}
+
+template <int NT, int KU, int S>
+__device__ __forceinline__ void dp_attn(const DecLayer *L, float *sm, float *att, unsigned short *att16, float *lse, float *part, int *cnt,
+                                     const float *q, const int *rows, int m, int heads, int kvheads, int hd, float scale, int nsp,
+                                     int minchunk) {
+	const int nvb = m * kvheads * nsp;
+	for (int vb = blockIdx.x; vb < nvb; vb += gridDim.x) {
+		attn_split_sub_block<NT, KU, S, true>(sm, vb % m, vb / m % kvheads, vb / (m * kvheads), nsp, att, att16, lse, part, q, L->kc, L->vc,
+		                                      rows, heads, kvheads, hd, scale, minchunk, cnt);
+		__syncthreads(); // the block's partials in shared memory are free again
+	}
+}
+
+// dp_residual: the block first copies the product's m rows of x16 (written
+// in the phase before, by other blocks) to shared memory, xs, where every
+// warp then reads them: read piece by piece from L2 inside the products,
+// each piece was a round trip the warp waited for.
+template <int U>
+__device__ __forceinline__ void dp_residual(float *x, unsigned short *xs, const unsigned short *x16, const unsigned short *w, const float *bias,
+                                            int m, int n, int k) {
+	for (int i = threadIdx.x; i < m * k / 8; i += blockDim.x) ((uint4 *)xs)[i] = __ldcg((const uint4 *)x16 + i);
+	__syncthreads();
+	const int nw = blockDim.x >> 5, gw = blockIdx.x * nw + (threadIdx.x >> 5), gws = gridDim.x * nw;
+	for (int j = gw; j < n; j += 2 * gws) { // two columns a round where there are
+		const int js[2] = {j, j + gws};
+		if (js[1] < n) gemv_residual_columns<U, 2>(js, x, xs, w, bias, m, n, k);
+		else gemv_residual_columns<2 * U, 1>(js, x, xs, w, bias, m, n, k); // one row: twice the pieces in flight
+	}
+}
+
+template <int U>
+__device__ __forceinline__ void dp_swiglu(const DecLayer *L, unsigned short *xs, const float *x, unsigned short *act16, int m, int H, int I,
+                                       float eps, float *scratch) {
+	dec_norm_block(xs, x, L->ln2, m, H, eps, scratch);
+	const int nw = blockDim.x >> 5, gw = blockIdx.x * nw + (threadIdx.x >> 5), gws = gridDim.x * nw;
+	for (int j = gw; j < I; j += gws) swiglu_columns<U, 1>(&j, act16, xs, L->wg, L->wu, m, I, H);
+}
+
+// dp_trace records, when trace is not null, thread 0's clock at the end of
+// each phase, trace[ph·gridDim.x + block], and block 0's after each
+// barrier (and at the start), trace[nph·gridDim.x + ph + 1] (trace[nph·
+// gridDim.x] the start): the benchmarks' split of a step into the phases'
+// work and the barriers' waits.
+__device__ __forceinline__ void dp_trace(unsigned long long *trace, long long at) {
+	if (trace && threadIdx.x == 0) trace[at] = dec_clock_ns();
+}
+
+// dec_persist_run: phases [ph0, ph1) with attention's S warps a head (as
+// attn_split_sub<S>) and U pieces in flight a lane in the products.
+// blockDim = 32·g·S (the attention block); dynamic shared memory:
+// attention's S·g·(hd+2) floats, then the products' operand rows xs, m·max(H,
+// heads·hd, I) bf16 values.
+template <int NT, int KU, int S, int U>
+__device__ __forceinline__ void dec_persist_run(const DecLayer *tab, int ph0, int ph1, float *x, float *q, float *att, unsigned short *att16,
+                                                float *lse, float *part, int *cnt, unsigned short *act16, const int *pos, const int *crow,
+                                                const int *rows, const float *cs, const float *sn, int m, int H, int I, int heads,
+                                                int kvheads, int hd, float eps, float scale, int nsp, int minchunk, unsigned *bar,
+                                                unsigned long long timeout, unsigned long long *trace) {
+	extern __shared__ float dp_sm[];
+	__shared__ float scratch[32];
+	const int g = heads / kvheads;
+	unsigned short *xs = (unsigned short *)(dp_sm + (S * g * (hd + 2) + 3) / 4 * 4);
+	// The barrier count (bar[0..1]) grows by gridDim.x a barrier and by
+	// per = gridDim.x times the barriers a launch; this launch's starts at
+	// a multiple of per, which every block reads back (before it arrives
+	// at the first barrier, no block can pass it, so the count is then
+	// below base + gridDim.x).
+	unsigned long long *bcount = (unsigned long long *)bar, base = 0;
+	const unsigned long long per = (unsigned long long)max(1, ph1 - ph0 - 1) * gridDim.x;
+	if (threadIdx.x == 0 && ph1 - ph0 > 1) base = dec_ld_acquire64(bcount) / per * per;
+	const long long tr = (long long)ph1 * gridDim.x;
+	if (blockIdx.x == 0) dp_trace(trace, tr);
+	for (int ph = ph0; ph < ph1; ph++) {
+		if (ph > ph0) {
+			if (trace) __syncthreads();
+			dp_trace(trace, (long long)(ph - 1) * gridDim.x + blockIdx.x);
+			dec_grid_sync(bcount, base + (unsigned long long)(ph - ph0) * gridDim.x, bar + 2, timeout);
+			if (blockIdx.x == 0) dp_trace(trace, tr + ph);
+		}
+		const DecLayer *L = tab + ph / 5;
+		switch (ph % 5) {
+		case 0:
+			dp_qkv<U>(L, xs, x, q, pos, crow, cs, sn, m, H, heads, kvheads, hd, eps, scratch);
+			break;
+		case 1:
+			dp_attn<NT, KU, S>(L, dp_sm, att, att16, lse, part, cnt, q, rows, m, heads, kvheads, hd, scale, nsp, minchunk);
+			break;
+		case 2:
+			dp_residual<U>(x, xs, att16, L->wo, L->bo, m, H, heads * hd);
+			break;
+		case 3:
+			dp_swiglu<U>(L, xs, x, act16, m, H, I, eps, scratch);
+			break;
+		case 4:
+			dp_residual<U>(x, xs, act16, L->wd, nullptr, m, H, I);
+			break;
+		}
+	}
+	__syncthreads();
+	dp_trace(trace, (long long)(ph1 - 1) * gridDim.x + blockIdx.x);
+}
+
+// dec_persist_<S>_<hd>: dec_persist_run with attn_split_sub<S>'s head split
+// and launch bound, for head dims up to hd (lib/model's persistKernel picks
+// it; small steps take no attn_split_sub4, whose 64 registers a thread
+// would spill here), U pieces in flight a lane and row in the products.
+// One kernel per head-dim class: the three in one kernel spilled.
+#define DEC_PERSIST_ARGS                                                                                                                     \
+	const DecLayer *tab, int ph0, int ph1, float *x, float *q, float *att, unsigned short *att16, float *lse, float *part, int *cnt,      \
+	    unsigned short *act16, const int *pos, const int *crow, const int *rows, const float *cs, const float *sn, int m, int H, int I, \
+	    int heads, int kvheads, int hd, float eps, float scale, int nsp, int minchunk, unsigned *bar, unsigned long long timeout, \
+	    unsigned long long *trace
+#define DEC_PERSIST_PASS                                                                                                                  \
+	tab, ph0, ph1, x, q, att, att16, lse, part, cnt, act16, pos, crow, rows, cs, sn, m, H, I, heads, kvheads, hd, eps, scale, nsp, minchunk, \
+	    bar, timeout, trace
+#define DEC_PERSIST_KERNEL(name, bound, NT, KU, S, U)                                              \
+	extern "C" __global__ void __launch_bounds__(bound) name(DEC_PERSIST_ARGS) {            \
+		PDL_WAIT();                                                                       \
+		PDL_RELEASE();                                                                    \
+		dec_persist_run<NT, KU, S, U>(DEC_PERSIST_PASS);                                  \
+	}
+DEC_PERSIST_KERNEL(dec_persist_2_64, 512, 2, 8, 2, GEMV_UNROLL)
+DEC_PERSIST_KERNEL(dec_persist_2_128, 512, 4, 8, 2, GEMV_UNROLL)
+DEC_PERSIST_KERNEL(dec_persist_1_256, 256, 8, 4, 1, 4) // 4 pieces in flight: 8 spilled
