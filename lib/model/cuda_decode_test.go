@@ -201,6 +201,32 @@ func TestCUDADecodeStep(t *testing.T) {
 	}
 }
 
+// TestPersistBlocks: MEMPO_CUDA_PERSIST unset takes the persistent step
+// from a hidden size of 3072 (Qwen2.5-7B's 3584, not 1.5B's 1536); a number
+// decides for every model.
+func TestPersistBlocks(t *testing.T) {
+	for _, c := range []struct{ setting, hidden, want int }{
+		{persistAuto, 896, 0}, {persistAuto, 1536, 0}, {persistAuto, 3072, 1}, {persistAuto, 3584, 1},
+		{0, 3584, 0}, {1, 896, 1}, {2, 896, 2},
+	} {
+		if got := persistBlocksFor(c.setting, c.hidden); got != c.want {
+			t.Errorf("setting %d, hidden %d: %d blocks, want %d", c.setting, c.hidden, got, c.want)
+		}
+	}
+	t.Setenv("MEMPO_CUDA_PERSIST", "")
+	if got := persistBlocksFromEnv(); got != persistAuto {
+		t.Errorf("MEMPO_CUDA_PERSIST unset: %d, want persistAuto", got)
+	}
+	t.Setenv("MEMPO_CUDA_PERSIST", "0")
+	if got := persistBlocksFromEnv(); got != 0 {
+		t.Errorf("MEMPO_CUDA_PERSIST=0: %d", got)
+	}
+	t.Setenv("MEMPO_CUDA_PERSIST", "2")
+	if got := persistBlocksFromEnv(); got != 2 {
+		t.Errorf("MEMPO_CUDA_PERSIST=2: %d", got)
+	}
+}
+
 // persistAgainstSeparate holds the small bf16 steps with their layers in one
 // persistent launch (dec_persist) to the same steps as separate launches,
 // bit for bit, greedy and sampled; then the same with a grid too large to

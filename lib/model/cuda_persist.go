@@ -53,6 +53,18 @@ const (
 	persistAutoHidden = 3072
 )
 
+// persistBlocksFor is the blocks a multiprocessor dec_persist takes for a
+// model of hidden values under the setting blocks (persistAuto: by size).
+func persistBlocksFor(blocks, hidden int) int {
+	if blocks != persistAuto {
+		return max(0, blocks)
+	}
+	if hidden >= persistAutoHidden {
+		return 1
+	}
+	return 0
+}
+
 // persistTableWords is DecLayer's size in 8-byte words: wq, wk, wv, wo, wg,
 // wu, wd, ln1, ln2, bq, bk, bv, bo, kc, vc.
 const persistTableWords = 15
@@ -80,13 +92,7 @@ func (s *cudaStepper) persist(bk int, pos, crow, rows cuda.Ptr) bool {
 	b, A := s.b, s.a
 	H, I, hd := A.hidden, A.inter, A.headDim
 	qd, g := A.heads*hd, A.heads/A.kvHeads
-	blocks := b.persistBlocks
-	if blocks == persistAuto {
-		blocks = 0
-		if H >= persistAutoHidden {
-			blocks = 1
-		}
-	}
+	blocks := persistBlocksFor(b.persistBlocks, H)
 	if blocks <= 0 || s.tab == 0 || !s.gemv(bk, H) || !s.gemv(bk, qd) || !s.gemv(bk, I) || A.qkNorm || b.ropeApart || !b.useSplit() {
 		return false
 	}
