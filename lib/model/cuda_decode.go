@@ -263,8 +263,8 @@ func (b *CUDA) newStepper(m *Model, c *kvCache, rows int) stepper {
 	s.res = get(s.outBytes())
 	s.bar = s.res + cuda.Ptr(s.barOffset())
 	must(b.dev.Memset32(s.bar, 0, 4))
-	if s.bf16 {
-		s.tab = s.persistTable(get)
+	if s.bf16 && persistBlocksFor(b.persistBlocks, H) > 0 {
+		s.tab = s.persistTable(get) // only where dec_persist may run
 	}
 	s.rstd = get(4 * B * A.heads)
 	// attn_split's partials: rows × splits of the bucket that needs most

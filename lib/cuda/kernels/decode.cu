@@ -531,6 +531,21 @@ __device__ __forceinline__ void gemv_dot(float *acc, const unsigned short *__res
 	gemv_dot_rows<CG, U, 1>((float(*)[GEMV_MAXM])acc, x, wr, m, k);
 }
 
+// gemv_dot2 is gemv_dot of two weight rows, w0 into a[0] and w1 into a[1]:
+// with TOG their loads in flight together, else one row after the other
+// (the same sums either way).
+template <int U, bool TOG>
+__device__ __forceinline__ void gemv_dot2(float (*a)[GEMV_MAXM], const unsigned short *__restrict__ x, const unsigned short *w0,
+                                          const unsigned short *w1, int m, int k) {
+	const unsigned short *rows[2] = {w0, w1};
+	if (TOG) {
+		gemv_dot_rows<false, U, 2>(a, x, rows, m, k);
+		return;
+	}
+	gemv_dot_rows<false, U, 1>(a, x, rows, m, k);
+	gemv_dot_rows<false, U, 1>(a + 1, x, rows + 1, m, k);
+}
+
 extern "C" __global__ void gemv_bf16(float *__restrict__ y, const unsigned short *__restrict__ x, const unsigned short *__restrict__ w, int m, int n, int k) {
 	PDL_WAIT();
 	PDL_RELEASE();
@@ -564,20 +579,18 @@ extern "C" __global__ void gemv3_bf16(float *y0, const unsigned short *w0, int n
 		for (int r = 0; r < m; r++) y[(long long)r * n + j] = acc[r];
 }
 
-// gemv_swiglu_bf16: the gate and up products and SwiGLU in one launch:
-// act16[r, j] = bf16(silu(x_r·wg_j)·(x_r·wu_j)), swiglu_f32's arithmetic on
-// the two sums.
 // dec_swiglu is swiglu_f32's arithmetic on a gate and an up sum.
 __device__ __forceinline__ float dec_swiglu(float g, float u) { return g / (1.f + expf(-g)) * u; }
 
-// swiglu_column is one warp's column j of gemv_swiglu_bf16 (the gate row,
-// then the up row).
-template <int U = GEMV_UNROLL>
+// swiglu_column is one warp's column j of gemv_swiglu_bf16: the gate row,
+// then the up row, or with TOG both rows' loads in flight together (the
+// same sums; dec_persist's, where two columns a warp, four rows with half
+// the pieces each in flight, measured slower).
+template <int U = GEMV_UNROLL, bool TOG = false>
 __device__ __forceinline__ void swiglu_column(int j, unsigned short *act16, const unsigned short *__restrict__ x, const unsigned short *__restrict__ wg,
                                               const unsigned short *__restrict__ wu, int m, int n, int k) {
 	float a[2][GEMV_MAXM] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-	gemv_dot<false, U>(a[0], x, wg, j, m, k);
-	gemv_dot<false, U>(a[1], x, wu, j, m, k);
+	gemv_dot2<U, TOG>(a, x, wg + (long long)j * k, wu + (long long)j * k, m, k);
 	if ((threadIdx.x & 31) == 0)
 #pragma unroll
 		for (int r = 0; r < GEMV_MAXM; r++) {
@@ -586,35 +599,9 @@ __device__ __forceinline__ void swiglu_column(int j, unsigned short *act16, cons
 		}
 }
 
-// swiglu_columns is one warp's NC columns js of gemv_swiglu_bf16, the
-// 2·NC gate and up rows' loads in flight together (the same sums; the
-// persistent step takes one column, two rows: two columns a warp, four
-// rows with half the pieces each in flight, measured slower).
-template <int U, int NC>
-__device__ __forceinline__ void swiglu_columns(const int *js, unsigned short *act16, const unsigned short *__restrict__ x,
-                                               const unsigned short *__restrict__ wg, const unsigned short *__restrict__ wu, int m, int n, int k) {
-	float a[2 * NC][GEMV_MAXM];
-	const unsigned short *rows[2 * NC];
-#pragma unroll
-	for (int c = 0; c < NC; c++) {
-		rows[2 * c] = wg + (long long)js[c] * k;
-		rows[2 * c + 1] = wu + (long long)js[c] * k;
-	}
-#pragma unroll
-	for (int c = 0; c < 2 * NC; c++)
-#pragma unroll
-		for (int r = 0; r < GEMV_MAXM; r++) a[c][r] = 0.f;
-	gemv_dot_rows<false, U, 2 * NC>(a, x, rows, m, k);
-	if ((threadIdx.x & 31) != 0) return;
-#pragma unroll
-	for (int c = 0; c < NC; c++)
-#pragma unroll
-		for (int r = 0; r < GEMV_MAXM; r++) {
-			if (r >= m) break;
-			act16[(long long)r * n + js[c]] = dec_to_bf16(dec_swiglu(a[2 * c][r], a[2 * c + 1][r]));
-		}
-}
-
+// gemv_swiglu_bf16: the gate and up products and SwiGLU in one launch:
+// act16[r, j] = bf16(silu(x_r·wg_j)·(x_r·wu_j)), swiglu_f32's arithmetic on
+// the two sums.
 extern "C" __global__ void gemv_swiglu_bf16(unsigned short *act16, const unsigned short *__restrict__ x, const unsigned short *__restrict__ wg,
                                             const unsigned short *__restrict__ wu, int m, int n, int k) {
 	PDL_WAIT();
@@ -647,13 +634,7 @@ __device__ __forceinline__ void qkv_rope_task(int t, float *q, float *kc, float 
 		const unsigned short *w = isq ? wq : wk;
 		const float *bias = isq ? bq : bk;
 		float a[2][GEMV_MAXM] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-		if (TOG) {
-			const unsigned short *rows[2] = {w + (long long)j1 * k, w + (long long)j2 * k};
-			gemv_dot_rows<false, U, 2>(a, x, rows, m, k);
-		} else {
-			gemv_dot<false, U>(a[0], x, w, j1, m, k);
-			gemv_dot<false, U>(a[1], x, w, j2, m, k);
-		}
+		gemv_dot2<U, TOG>(a, x, w + (long long)j1 * k, w + (long long)j2 * k, m, k);
 		if (!lane0) return;
 #pragma unroll
 		for (int r = 0; r < GEMV_MAXM; r++) {
@@ -705,8 +686,9 @@ extern "C" __global__ void gemv_qkv_rope_bf16(float *q, float *kc, float *vc, co
 //
 // A decoding step of one to four rows is a chain of about eight short
 // kernels a layer (0.5B: 190 in all, about 5 µs each, where a layer's
-// weights stream in about 10 µs at the memory's bound): the chain's
-// latency, not the bytes, bounds it. dec_persist runs the layers' kernels
+// weights stream in about 7 µs at the memory's bound): the chain's latency,
+// not the bytes, bounds it (lib/model's cuda_persist.go says what the
+// persistent launch measured). dec_persist runs the layers' kernels
 // as phases of one grid whose blocks all stay resident, with a grid-wide
 // barrier between phases. Five phases a layer, each the same arithmetic as
 // the separate launch it replaces, in the same order, so the step gives the
@@ -879,14 +861,14 @@ __device__ __forceinline__ void dp_swiglu(const DecLayer *L, unsigned short *xs,
                                        float eps, float *scratch) {
 	dec_norm_block(xs, x, L->ln2, m, H, eps, scratch);
 	const int nw = blockDim.x >> 5, gw = blockIdx.x * nw + (threadIdx.x >> 5), gws = gridDim.x * nw;
-	for (int j = gw; j < I; j += gws) swiglu_columns<U, 1>(&j, act16, xs, L->wg, L->wu, m, I, H);
+	for (int j = gw; j < I; j += gws) swiglu_column<U, true>(j, act16, xs, L->wg, L->wu, m, I, H);
 }
 
 // dp_trace records, when trace is not null, thread 0's clock at the end of
-// each phase, trace[ph·gridDim.x + block], and block 0's after each
-// barrier (and at the start), trace[nph·gridDim.x + ph + 1] (trace[nph·
-// gridDim.x] the start): the benchmarks' split of a step into the phases'
-// work and the barriers' waits.
+// each phase, trace[ph·gridDim.x + block], and block 0's as each phase
+// begins (after its barrier; the first at the start), trace[ph1·gridDim.x
+// + ph]: the benchmarks' split of a step into the phases' work and the
+// barriers' waits.
 __device__ __forceinline__ void dp_trace(unsigned long long *trace, long long at) {
 	if (trace && threadIdx.x == 0) trace[at] = dec_clock_ns();
 }
@@ -947,8 +929,8 @@ __device__ __forceinline__ void dec_persist_run(const DecLayer *tab, int ph0, in
 }
 
 // dec_persist_<S>_<hd>: dec_persist_run with attn_split_sub<S>'s head split
-// and launch bound, for head dims up to hd (lib/model's persistKernel picks
-// it; small steps take no attn_split_sub4, whose 64 registers a thread
+// and launch bound, for head dims up to hd (lib/model's cudaStepper.persist
+// picks it; small steps take no attn_split_sub4, whose 64 registers a thread
 // would spill here), U pieces in flight a lane and row in the products.
 // One kernel per head-dim class: the three in one kernel spilled.
 #define DEC_PERSIST_ARGS                                                                                                                     \
