@@ -49,6 +49,7 @@ var rolloutFlags = slices.Concat([]ucli.Flag{
 	&ucli.Float64Flag{Name: "kv-gib", Usage: "most GiB the KV cache of one generation call may take; a turn over it is split into several calls, the tasks queueing (a task's samples stay in one call), so a large --batch does not run out of memory; sampling does not change (0: half of the memory free when the run starts, unless --max-batch-tokens is given; the smaller bound wins)"},
 	&ucli.IntFlag{Name: "force-search-turns", Usage: "benchmarks: force the first n steps of every trajectory to be searches, n drawn per task from 1..N (the sampled text becomes the memory; the query is the question and its first words), so that a policy that does not search by itself (random weights) drives retrieval and R^M; such rows are not samples of the policy"},
 	&ucli.BoolFlag{Name: "no-shared-prefixes", Usage: "run every memory-reward sequence from its first id (default: the beginning a step's history shares with the trajectory's longer ones is run once; the rewards differ by float rounding only)"},
+	&ucli.BoolFlag{Name: "no-shared-prefill", Usage: "prefill every prompt of a turn from its first id (default: a prompt that begins like another, as a task's trajectories begin with its prompt, runs only its own ids and continues the other's keys and values; the tokens are the same, the log-probs differ by float rounding only)"},
 	&ucli.BoolFlag{Name: "sync-retrieval", Usage: "wait for a turn's searches before the memory rewards of the tasks that ended in it (default: they run while the searcher works)"},
 	&ucli.StringFlag{Name: "policy", Usage: "policy checkpoint id stored in every row (default: the model directory's name @ a hash of its files' sizes and times)"},
 	&ucli.BoolFlag{Name: "no-memory-reward", Usage: "skip the teacher-forced P(gold | …) passes of R^M"},
@@ -358,6 +359,7 @@ func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
 		GenTokensPerCall: genTokens,
 		ForceSearchTurns: c.Int("force-search-turns"), Encode: r.tok.Encode, SyncRetrieval: c.Bool("sync-retrieval"),
 		NoSharedPrefixes: c.Bool("no-shared-prefixes"),
+		NoSharedPrefill:  c.Bool("no-shared-prefill"),
 		Sampling:         a.sampling,
 		Decode:           r.tok.Decode, Seed: c.Uint64("seed"), PolicyID: r.policyID,
 		MemoryReward: !c.Bool("no-memory-reward"), TaskReward: c.String("task-reward"),
@@ -441,8 +443,8 @@ func rates(st rollout.Stats) string {
 // shares is where the wall time went, for the summary line.
 func shares(st rollout.Stats) string {
 	g, s, m, h := st.Shares()
-	return fmt.Sprintf("wall in generation %.1f%%, retrieval wait %.1f%% (searches %.1fs in %d calls, %d queries), memory-reward passes %.1f%% (%d of their %d ids run), host %.1f%%; %d steps, %d generated and %d context tokens",
-		100*g, 100*s, st.Search.Seconds(), st.SearchCalls, st.SearchesRun, 100*m, st.MemIDsRun, st.MemIDs, 100*h, st.Steps, st.GeneratedTokens, st.ContextTokens)
+	return fmt.Sprintf("wall in generation %.1f%% (prefill %.1f%%: %d of the prompts' %d ids run), retrieval wait %.1f%% (searches %.1fs in %d calls, %d queries), memory-reward passes %.1f%% (%d of their %d ids run), host %.1f%%; %d steps, %d generated and %d context tokens",
+		100*g, 100*st.Prefill.Seconds()/max(st.Wall.Seconds(), 1e-9), st.PromptIDsRun, st.PromptIDs, 100*s, st.Search.Seconds(), st.SearchCalls, st.SearchesRun, 100*m, st.MemIDsRun, st.MemIDs, 100*h, st.Steps, st.GeneratedTokens, st.ContextTokens)
 }
 
 func containsID(ids []int, id int) bool {

@@ -643,7 +643,7 @@ func (b *CUDA) GatherRows(dst, src Tensor, rows []int) {
 	if len(rows) == 0 {
 		return
 	}
-	idx := b.uploadInts(rows)
+	idx := b.uploadIntsMemo("gather", rows) // the same rows for a layer's keys and values
 	b.launch("model", "gather_rows_f32", min(len(rows), 65535), 256, 0, d.ptr(), s.ptr(), idx, len(rows), d.c)
 }
 

@@ -30,14 +30,6 @@ func (c *kvCache) free(be Backend) {
 	}
 }
 
-// copySlot copies the first n cached positions of slot src to slot dst.
-func (c *kvCache) copySlot(be Backend, dst, src, n int) {
-	for l := range c.k {
-		be.Copy(be.View(c.k[l], dst*c.capacity, n), be.View(c.k[l], src*c.capacity, n))
-		be.Copy(be.View(c.v[l], dst*c.capacity, n), be.View(c.v[l], src*c.capacity, n))
-	}
-}
-
 // Request is one prompt to continue N times (N ≤ 0 means 1). Sample i of a
 // request draws its randomness from a generator seeded by (Seed, i) alone, so
 // its tokens do not depend on which other rows share the batch.
@@ -65,6 +57,13 @@ type GenerateOptions struct {
 	// OnTokens, when set, is called after every sampling step with the
 	// number of tokens just sampled (progress reporting).
 	OnTokens func(n int)
+	// NoSharedPrefixes prefills every request's prompt from its first id,
+	// even where it begins like another's (see Generate).
+	NoSharedPrefixes bool
+	// OnPrefill, when set, is called once the prompts are prefilled and
+	// every row's first token sampled (a point the device has reached), with
+	// the ids the prefill ran and the ids of the distinct requests' prompts.
+	OnPrefill func(ran, ids int)
 }
 
 // Generation is one continuation. LogProbs[i] is log p(IDs[i] | prompt,
@@ -91,7 +90,12 @@ type genRow struct {
 // Generate continues every request N times, all rows decoded together in one
 // batch with a KV cache. Each request's prompt is prefilled once (all prompts
 // packed into one forward) and its cache copied to the slots of its other
-// samples. The result has one Generation per row, request-major.
+// samples. A prompt that begins like a longer one (a task's trajectories
+// after their first turn share the task's prompt; every task shares the
+// system prompt) runs only its own ids and continues that prompt's keys and
+// values, copied in each layer (planSharing, as LogProbsShared), unless
+// opts.NoSharedPrefixes; what differs is float rounding only. The result has
+// one Generation per row, request-major.
 func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, error) {
 	if opts.MaxTokens < 0 {
 		return nil, fmt.Errorf("model: negative max tokens")
@@ -134,43 +138,51 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 	defer cache.free(be)
 
 	// Prefill: one packed forward over the distinct prompts, each written to
-	// the slot of its request's first row.
+	// the slot of its request's first row; a prompt that continues another
+	// has that prompt's first ids copied into its slot, and the slots of a
+	// request's other samples get its whole prompt, in each layer.
 	b := &batch{cache: cache}
-	first := map[int]*genRow{}
-	var lastRows []int
+	first := make([]*genRow, len(reqs))
 	for _, r := range rows {
-		if r.sample != 0 {
-			continue
+		if r.sample == 0 {
+			first[r.req] = r
 		}
-		first[r.req] = r
-		p := reqs[r.req].Prompt
-		b.seqs = append(b.seqs, AttnSeq{Q: len(b.ids), N: len(p), K: r.slot * capacity})
-		for t, id := range p {
-			b.ids = append(b.ids, id)
+	}
+	plan := prefillPlan(reqs, opts.NoSharedPrefixes)
+	lastRow := make([]int, len(reqs))
+	promptIDs := 0
+	for _, r := range plan.order {
+		p, pre, k := reqs[r].Prompt, plan.prefix[r], first[r].slot*capacity
+		if c := plan.source[r]; c >= 0 {
+			b.copies = append(b.copies, rowCopy{dst: k, src: first[c].slot * capacity, n: pre})
+		}
+		b.seqs = append(b.seqs, AttnSeq{Q: len(b.ids), N: len(p) - pre, K: k, Past: pre})
+		for t := pre; t < len(p); t++ {
+			b.ids = append(b.ids, p[t])
 			b.pos = append(b.pos, t)
 		}
-		lastRows = append(lastRows, len(b.ids)-1)
+		lastRow[r] = len(b.ids) - 1
+		promptIDs += len(p)
 	}
-	logits := m.lastLogits(b, lastRows)
+	for _, r := range rows {
+		if r.sample != 0 {
+			b.copies = append(b.copies, rowCopy{dst: r.slot * capacity, src: first[r.req].slot * capacity, n: r.promptLen})
+		}
+	}
+	logits := m.lastLogits(b, lastRow)
 	// Every row samples its first token from its request's prefill logits.
 	rowLogits := be.Zeros(len(rows), m.a.vocab)
 	src := make([]int, len(rows))
-	reqIndex := map[int]int{}
-	for _, r := range rows {
-		if r.sample == 0 {
-			reqIndex[r.req] = len(reqIndex)
-		}
-	}
 	for i, r := range rows {
-		src[i] = reqIndex[r.req]
-		if r.sample != 0 {
-			cache.copySlot(be, r.slot, first[r.req].slot, r.promptLen)
-		}
+		src[i] = r.req
 	}
 	be.GatherRows(rowLogits, logits, src)
 	m.free(logits)
 	m.sampleInto(rows, rowLogits, opts)
 	m.free(rowLogits)
+	if opts.OnPrefill != nil {
+		opts.OnPrefill(len(b.ids), promptIDs)
+	}
 	if opts.OnTokens != nil {
 		opts.OnTokens(len(rows))
 	}
@@ -216,6 +228,24 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 		}
 	}
 	return out, nil
+}
+
+// prefillPlan is how Generate prefills the requests' prompts: planSharing
+// with every prompt's last id run (its logits give the first token), or every
+// prompt whole.
+func prefillPlan(reqs []Request, unshared bool) sharePlan {
+	prompts, from := make([][]int, len(reqs)), make([]int, len(reqs))
+	for r, q := range reqs {
+		prompts[r], from[r] = q.Prompt, len(q.Prompt)
+	}
+	if !unshared {
+		return planSharing(prompts, from)
+	}
+	p := sharePlan{source: make([]int, len(reqs)), prefix: make([]int, len(reqs)), order: make([]int, len(reqs))}
+	for r := range reqs {
+		p.source[r], p.order[r] = -1, r
+	}
+	return p
 }
 
 // lastLogits runs the layers over b and returns the logits of the given rows.

@@ -1,7 +1,9 @@
 package model
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"sort"
 	"strings"
@@ -261,4 +263,123 @@ func referenceTopP(z []float32, temp, p, u float64) int {
 		}
 	}
 	return all[n-1].id
+}
+
+// sharedPromptCase builds the requests of a rollout turn: for each of 3
+// tasks a first turn (the prompt, 3 samples) and 2 later turns (the prompt ⊕
+// a trajectory's own ids), one of them asked twice, one continuing the other
+// (a chain); and two short prompts that share nothing.
+func sharedPromptCase(r *rand.Rand, vocab int) []Request {
+	randIDs := func(n int) []int {
+		s := make([]int, n)
+		for i := range s {
+			s[i] = r.IntN(vocab)
+		}
+		return s
+	}
+	var reqs []Request
+	seed := uint64(1)
+	add := func(p []int, n int) {
+		reqs = append(reqs, Request{Prompt: p, N: n, Seed: seed})
+		seed++
+	}
+	for task := 0; task < 3; task++ {
+		prompt := randIDs(40 + 10*task)
+		add(prompt, 3)
+		a := append(slices.Clone(prompt), randIDs(12+task)...)
+		b := append(slices.Clone(a), randIDs(7)...)
+		add(b, 1)
+		add(a, 1)
+		add(slices.Clone(a), 2)
+	}
+	add(randIDs(9), 1)
+	add(randIDs(3), 2)
+	return reqs
+}
+
+// checkSharedPrefill generates the same turn with shared prefixes and with
+// every prompt prefilled whole: the tokens must be the same and the
+// log-probs within tol (what differs is which forward computed a prefix's
+// keys and values), and sharing must have saved most of the prompts' ids.
+func checkSharedPrefill(t *testing.T, m *Model, tol float64) {
+	t.Helper()
+	reqs := sharedPromptCase(rand.New(rand.NewPCG(7, 8)), m.VocabSize())
+	for _, temp := range []float64{0, 1} {
+		opts := GenerateOptions{MaxTokens: 12, Sampling: SampleParams{Temperature: temp, TopP: 1}, IgnoreEOS: true}
+		var ran, ids int
+		opts.OnPrefill = func(r, n int) { ran, ids = r, n }
+		got, err := m.Generate(reqs, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids == 0 || 2*ran > ids {
+			t.Fatalf("temperature %g: the prefill ran %d of the prompts' %d ids", temp, ran, ids)
+		}
+		opts.NoSharedPrefixes = true
+		var ranWhole int
+		opts.OnPrefill = func(r, n int) { ranWhole = r }
+		want, err := m.Generate(reqs, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ranWhole != ids {
+			t.Fatalf("unshared prefill ran %d of %d ids", ranWhole, ids)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d generations, want %d", len(got), len(want))
+		}
+		worst := 0.0
+		for i := range want {
+			g, w := got[i], want[i]
+			if g.Request != w.Request || g.Sample != w.Sample || !slices.Equal(g.IDs, w.IDs) {
+				t.Fatalf("temperature %g row %d (request %d sample %d): ids %v, unshared %v", temp, i, w.Request, w.Sample, g.IDs, w.IDs)
+			}
+			for k := range w.LogProbs {
+				d := math.Abs(float64(g.LogProbs[k] - w.LogProbs[k]))
+				worst = max(worst, d)
+				if d > tol {
+					t.Fatalf("temperature %g row %d token %d: log-prob %g, unshared %g", temp, i, k, g.LogProbs[k], w.LogProbs[k])
+				}
+			}
+		}
+		if temp == 1 {
+			checkTeacherForced(t, m, reqs[1].Prompt, got[3])
+		}
+		t.Logf("temperature %g: prefill ran %d of %d ids; max |Δ log-prob| %.2g", temp, ran, ids, worst)
+	}
+}
+
+func TestGenerateSharedPrefixes(t *testing.T) {
+	for _, qwen3 := range []bool{false, true} {
+		cfg := tinyConfig(qwen3)
+		cfg.MaxPositions = 512
+		checkSharedPrefill(t, randomModel(t, cfg, 5), 2e-5)
+	}
+	checkSharedPrefill(t, loadFixture(t, "qwen2-untied-gqa4"), 2e-5)
+}
+
+// TestEmuGenerateSharedPrefixes runs the shared prefill on the CUDA
+// backend's op-by-op path over the kernel emulation (its gathers and
+// scatters of copied cache rows, the attention of continuations).
+func TestEmuGenerateSharedPrefixes(t *testing.T) {
+	checkSharedPrefill(t, loadFixtureOn(t, "qwen2-untied-gqa4", emuCUDA(t)), 1e-4)
+}
+
+// TestCUDAGenerateSharedPrefixes: the same on the GPU, in fp32 and bf16
+// mode, on every fixture, graphs and the decoding step included.
+func TestCUDAGenerateSharedPrefixes(t *testing.T) {
+	cudaOrSkip(t)
+	for _, name := range fixtureCases {
+		for _, bf16 := range []bool{false, true} {
+			be := cudaOrSkip(t)
+			be.SetBF16(bf16)
+			tol := 1e-4
+			if bf16 {
+				tol = 5e-2
+			}
+			t.Run(fmt.Sprintf("%s/bf16=%v", name, bf16), func(t *testing.T) {
+				checkSharedPrefill(t, loadFixtureOn(t, name, be), tol)
+			})
+		}
+	}
 }

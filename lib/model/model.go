@@ -346,6 +346,56 @@ type batch struct {
 
 	cacheRowsDone bool
 	cacheRowsMap  []int
+	copyDst       []int // b.copies as rows (copyRows)
+	copySrc       []int
+}
+
+// copyRows is b.copies as one list of destination rows and one of source
+// rows, each source resolved to the row its values were written to by the
+// layer (a row copied in and copied on within one layer is read where it
+// came from). No resolved source is a destination, so one gather and one
+// scatter a tensor do every copy of a layer, in any order; computed once per
+// batch. A copy may read rows an earlier copy wrote, never rows a later one
+// writes (a source comes before the sequences that continue it).
+func (b *batch) copyRows() (dst, src []int) {
+	if b.copyDst != nil {
+		return b.copyDst, b.copySrc
+	}
+	root := map[int]int{}
+	for _, c := range b.copies {
+		for j := 0; j < c.n; j++ {
+			s := c.src + j
+			if r, ok := root[s]; ok {
+				s = r
+			}
+			if _, ok := root[c.dst+j]; ok {
+				panic(fmt.Sprintf("model: KV-cache row %d is copied to twice", c.dst+j))
+			}
+			root[c.dst+j] = s
+			dst = append(dst, c.dst+j)
+			src = append(src, s)
+		}
+	}
+	b.copyDst, b.copySrc = dst, src
+	return dst, src
+}
+
+// copyRowBlock bounds the temporary of copyRowsWithin (rows a gather and
+// scatter move at once).
+const copyRowBlock = 1 << 16
+
+// copyRowsWithin sets row dst[i] of t to row src[i], no source being a
+// destination: a gather into a temporary, then a scatter, a block of rows
+// at a time (two launches where a copy per shared prefix was two per
+// sequence).
+func copyRowsWithin(be Backend, t Tensor, dst, src []int) {
+	for lo := 0; lo < len(dst); lo += copyRowBlock {
+		hi := min(lo+copyRowBlock, len(dst))
+		tmp := be.Empty(hi-lo, t.Cols())
+		be.GatherRows(tmp, t, src[lo:hi])
+		be.ScatterRows(t, tmp, dst[lo:hi])
+		be.Free(tmp)
+	}
 }
 
 // cacheRows maps each of the batch's R rows to its KV-cache row (one
@@ -463,9 +513,10 @@ func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
 				be.Copy(be.View(b.cache.v[l], s.K+s.Past, s.N), be.View(a.v, s.Q, s.N))
 			}
 		}
-		for _, c := range b.copies {
-			be.Copy(be.View(b.cache.k[l], c.dst, c.n), be.View(b.cache.k[l], c.src, c.n))
-			be.Copy(be.View(b.cache.v[l], c.dst, c.n), be.View(b.cache.v[l], c.src, c.n))
+		if len(b.copies) > 0 {
+			dst, src := b.copyRows()
+			copyRowsWithin(be, b.cache.k[l], dst, src)
+			copyRowsWithin(be, b.cache.v[l], dst, src)
 		}
 		keys, vals = b.cache.k[l], b.cache.v[l]
 	}

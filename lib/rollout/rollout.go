@@ -103,6 +103,11 @@ type Options struct {
 	// even when the policy can run shared beginnings once (benchmarks
 	// compare the two; the rewards differ by float rounding only).
 	NoSharedPrefixes bool
+	// NoSharedPrefill prefills every prompt of a generation call from its
+	// first id, even where it begins like another (a task's trajectories
+	// share its prompt, every task the system prompt); the default runs a
+	// shared beginning once (model.Generate). Benchmarks compare the two.
+	NoSharedPrefill bool
 	// GenTokensPerCall, when > 0, bounds the KV cache of one Generate call:
 	// lib/model gives every row of a call room for the longest prompt plus
 	// the agent's MaxStepTokens, so a turn whose rows × (longest context + MaxStepTokens)
@@ -148,6 +153,13 @@ type Stats struct {
 	SearchCalls          int           // Searcher calls (one per turn with searches)
 	MemSeqs, MemSeqsUniq int           // memory-reward sequences built, and run after dedup
 	MemIDs, MemIDsRun    int           // ids of those run, and how many of them went through the model (shared beginnings once)
+	// Prefill is the part of Generate until each call's first tokens were
+	// sampled: the prompts' forward (and the first sampling).
+	Prefill time.Duration
+	// PromptIDs are the ids of the distinct prompts the Generate calls
+	// prefilled, PromptIDsRun how many of them went through the model
+	// (a prompt that begins like another continues its keys and values).
+	PromptIDs, PromptIDsRun int64
 
 	// While a turn's Generate call runs (Progress is called during it, as
 	// tokens are sampled): the trajectories in flight and the tokens the
@@ -298,6 +310,8 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 		EOS:         acfg.EOSIDs,
 		StopStrings: e.Agent.StopStrings(),
 		Decode:      o.Decode,
+
+		NoSharedPrefixes: o.NoSharedPrefill,
 	}
 	stats := Stats{Tasks: len(jobs), GroupSize: o.GroupSize}
 	t0 := time.Now()
@@ -376,7 +390,7 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 					e.Progress(stats)
 				}
 			}
-			gens, err = e.generate(reqs, g)
+			gens, err = e.generate(reqs, g, &stats)
 			stats.PendingTokens = 0
 			stats.Generate += time.Since(tg)
 			stats.Turns++
@@ -544,11 +558,21 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 }
 
 // generate runs the turn's requests in one Generate call, or in several
-// when GenTokensPerCall bounds them, renumbering the rows' requests.
-func (e *Engine) generate(reqs []model.Request, opts model.GenerateOptions) ([]*model.Generation, error) {
+// when GenTokensPerCall bounds them, renumbering the rows' requests, and
+// adds each call's prefill to stats.
+func (e *Engine) generate(reqs []model.Request, opts model.GenerateOptions, stats *Stats) ([]*model.Generation, error) {
+	call := func(reqs []model.Request) ([]*model.Generation, error) {
+		start := time.Now()
+		opts.OnPrefill = func(ran, ids int) {
+			stats.Prefill += time.Since(start)
+			stats.PromptIDsRun += int64(ran)
+			stats.PromptIDs += int64(ids)
+		}
+		return e.Policy.Generate(reqs, opts)
+	}
 	limit := e.Opts.GenTokensPerCall
 	if limit <= 0 {
-		return e.Policy.Generate(reqs, opts)
+		return call(reqs)
 	}
 	var out []*model.Generation
 	for lo := 0; lo < len(reqs); {
@@ -561,7 +585,7 @@ func (e *Engine) generate(reqs []model.Request, opts model.GenerateOptions) ([]*
 			rows, longest = r, l
 			hi++
 		}
-		gens, err := e.Policy.Generate(reqs[lo:hi], opts)
+		gens, err := call(reqs[lo:hi])
 		if err != nil {
 			return nil, err
 		}

@@ -623,12 +623,21 @@ func TestTinyModelSamplingIsBatchIndependent(t *testing.T) {
 		Sampling: model.SampleParams{Temperature: 1, TopP: 0.95}, MemoryReward: true}
 	var results [][]records.Rollout
 	// Batch 2 (one task at a time), batch 4 in one Generate call per turn,
-	// and batch 4 with the turn split into calls of at most ~1 row.
-	for _, c := range []struct{ batch, genTokens int }{{2, 0}, {4, 0}, {4, 1}} {
+	// batch 4 with the turn split into calls of at most ~1 row, and batch 4
+	// with every prompt prefilled whole.
+	for _, c := range []struct {
+		batch, genTokens int
+		wholePrefill     bool
+	}{{2, 0, false}, {4, 0, false}, {4, 1, false}, {4, 0, true}} {
 		o := opts
-		o.Batch, o.GenTokensPerCall = c.batch, c.genTokens
+		o.Batch, o.GenTokensPerCall, o.NoSharedPrefill = c.batch, c.genTokens, c.wholePrefill
 		pol := &callLog{Policy: m}
-		rows, _ := run(t, &Engine{Agent: ag, Policy: pol, Searcher: local, Opts: o}, jobsOf(ts))
+		rows, st := run(t, &Engine{Agent: ag, Policy: pol, Searcher: local, Opts: o}, jobsOf(ts))
+		// The second turn's prompts begin with their task's prompt: with
+		// the turn in one call, each task's is run once.
+		if shared := st.PromptIDsRun < st.PromptIDs; shared != (c.genTokens == 0 && !c.wholePrefill) || st.PromptIDs == 0 {
+			t.Errorf("batch %d, %d tokens a call, whole prefill %v: the prefill ran %d of %d prompt ids", c.batch, c.genTokens, c.wholePrefill, st.PromptIDsRun, st.PromptIDs)
+		}
 		if c.genTokens > 0 {
 			for _, call := range pol.calls {
 				if len(call) != 1 {
