@@ -8,8 +8,10 @@
 # overlap (the turn's searches run while the tasks that ended get their
 # memory rewards; the default), unshared (--no-shared-prefixes: every
 # memory-reward sequence run from its first id), whole-prefill
-# (--no-shared-prefill: every prompt of a turn prefilled from its first id)
-# and sync (--sync-retrieval). mempo-rollout's
+# (--no-shared-prefill: every prompt of a turn prefilled from its first id),
+# mem16k (--mem-tokens-per-call 16384: the memory-reward forwards at the
+# size they had before it followed the free memory) and sync
+# (--sync-retrieval). mempo-rollout's
 # summary line gives trajectories/s, generated tokens/s and the shares of
 # wall time in generation, retrieval wait, R^M and host work.
 #
@@ -74,6 +76,7 @@ for mode in $MODES; do
 	[ "$mode" = sync ] && extra+=(--sync-retrieval)
 	[ "$mode" = unshared ] && extra+=(--no-shared-prefixes)
 	[ "$mode" = whole-prefill ] && extra+=(--no-shared-prefill)
+	[ "$mode" = mem16k ] && extra+=(--mem-tokens-per-call 16384)
 	echo "== mempo-rollout $mode: $CONFIG on $DEVICE, G = $G, $TASKS tasks, up to $TURNS turns ($FORCE forced searches), step $STEP tokens, batch $BATCH"
 	to=()
 	[ "$TIMEOUT" != 0 ] && to=(timeout "$TIMEOUT")

@@ -49,6 +49,7 @@ var rolloutFlags = slices.Concat([]ucli.Flag{
 	&ucli.Float64Flag{Name: "kv-gib", Usage: "most GiB the KV cache of one generation call may take; a turn over it is split into several calls, the tasks queueing (a task's samples stay in one call), so a large --batch does not run out of memory; sampling does not change (0: half of the memory free when the run starts, unless --max-batch-tokens is given; the smaller bound wins)"},
 	&ucli.IntFlag{Name: "force-search-turns", Usage: "benchmarks: force the first n steps of every trajectory to be searches, n drawn per task from 1..N (the sampled text becomes the memory; the query is the question and its first words), so that a policy that does not search by itself (random weights) drives retrieval and R^M; such rows are not samples of the policy"},
 	&ucli.BoolFlag{Name: "no-shared-prefixes", Usage: "run every memory-reward sequence from its first id (default: the beginning a step's history shares with the trajectory's longer ones is run once; the rewards differ by float rounding only)"},
+	&ucli.IntFlag{Name: "mem-tokens-per-call", Usage: "most ids one forward of the memory-reward passes runs (0: what a quarter of the memory free at the time holds, at most 262144)"},
 	&ucli.BoolFlag{Name: "no-shared-prefill", Usage: "prefill every prompt of a turn from its first id (default: a prompt that begins like another, as a task's trajectories begin with its prompt, runs only its own ids and continues the other's keys and values; the tokens are the same, the log-probs differ by float rounding only)"},
 	&ucli.BoolFlag{Name: "sync-retrieval", Usage: "wait for a turn's searches before the memory rewards of the tasks that ended in it (default: they run while the searcher works)"},
 	&ucli.StringFlag{Name: "policy", Usage: "policy checkpoint id stored in every row (default: the model directory's name @ a hash of its files' sizes and times)"},
@@ -160,6 +161,8 @@ func parseRollout(c *ucli.Context) (*rolloutArgs, error) {
 		return nil, fmt.Errorf("--kv-gib: %v, want a number of GiB ≥ 0", c.Float64("kv-gib"))
 	case c.Int("force-search-turns") < 0:
 		return nil, fmt.Errorf("--force-search-turns: must not be negative")
+	case c.Int("mem-tokens-per-call") < 0:
+		return nil, fmt.Errorf("--mem-tokens-per-call: must not be negative")
 	case !slices.Contains(records.TaskRewards, c.String("task-reward")):
 		return nil, fmt.Errorf("--task-reward: %q, want one of %s", c.String("task-reward"), strings.Join(records.TaskRewards, ", "))
 	}
@@ -360,6 +363,7 @@ func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
 		ForceSearchTurns: c.Int("force-search-turns"), Encode: r.tok.Encode, SyncRetrieval: c.Bool("sync-retrieval"),
 		NoSharedPrefixes: c.Bool("no-shared-prefixes"),
 		NoSharedPrefill:  c.Bool("no-shared-prefill"),
+		MemTokensPerCall: c.Int("mem-tokens-per-call"),
 		Sampling:         a.sampling,
 		Decode:           r.tok.Decode, Seed: c.Uint64("seed"), PolicyID: r.policyID,
 		MemoryReward: !c.Bool("no-memory-reward"), TaskReward: c.String("task-reward"),

@@ -22,6 +22,9 @@ func (m *Model) KVCacheBytes(rows, capacity int) float64 {
 // ok is false when it cannot be told.
 func (m *Model) AvailableMemory() (bytes int64, where string, ok bool) {
 	if c, isCUDA := m.be.(*CUDA); isCUDA {
+		if c.Device() == nil { // the kernel emulation of the tests
+			return 0, "", false
+		}
 		free, _, err := c.Device().MemInfo()
 		return free, "free GPU memory", err == nil
 	}
@@ -51,4 +54,34 @@ func FormatBytes(b float64) string {
 		i++
 	}
 	return fmt.Sprintf("%.1f %s", b, units[i])
+}
+
+// Bounds of ForwardBudget, in ids.
+const (
+	minForwardIDs = 2048
+	maxForwardIDs = 1 << 18
+)
+
+// activationBytesPerID is a generous estimate of what one id costs an
+// inference forward at its peak inside a layer: the residual stream and the
+// norms' outputs, q, k, v and the attention's output, gate, up and their
+// product, in fp32 with the bf16 copies the products read.
+func (m *Model) activationBytesPerID() float64 {
+	A := &m.a
+	qd, kvd := A.heads*A.headDim, A.kvHeads*A.headDim
+	return 4 * float64(8*A.hidden+3*qd+3*kvd+4*A.inter)
+}
+
+// ForwardBudget is the most ids one inference forward (a prefill, a scoring
+// pass) should run: what a quarter of the memory free now holds of the
+// forward's activations, within [2048, 262144] ids; 16384 where the free
+// memory cannot be told. Callers split larger work into several forwards,
+// so that a large batch queues instead of running out of memory.
+func (m *Model) ForwardBudget() int {
+	free, _, ok := m.AvailableMemory()
+	if !ok {
+		return 16384
+	}
+	n := float64(free) / 4 / m.activationBytesPerID()
+	return int(max(minForwardIDs, min(maxForwardIDs, n)))
 }

@@ -60,6 +60,9 @@ type GenerateOptions struct {
 	// NoSharedPrefixes prefills every request's prompt from its first id,
 	// even where it begins like another's (see Generate).
 	NoSharedPrefixes bool
+	// PrefillIDs bounds the ids of one prefill forward (0: the model's
+	// ForwardBudget); more prompts take several forwards.
+	PrefillIDs int
 	// OnPrefill, when set, is called once the prompts are prefilled and
 	// every row's first token sampled (a point the device has reached), with
 	// the ids the prefill ran and the ids of the distinct requests' prompts.
@@ -88,8 +91,8 @@ type genRow struct {
 }
 
 // Generate continues every request N times, all rows decoded together in one
-// batch with a KV cache. Each request's prompt is prefilled once (all prompts
-// packed into one forward) and its cache copied to the slots of its other
+// batch with a KV cache. Each request's prompt is prefilled once (the prompts
+// packed into forwards of at most opts.PrefillIDs ids) and its cache copied to the slots of its other
 // samples. A prompt that begins like a longer one (a task's trajectories
 // after their first turn share the task's prompt; every task shares the
 // system prompt) runs only its own ids and continues that prompt's keys and
@@ -137,51 +140,72 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 	cache := m.newCache(len(rows), capacity)
 	defer cache.free(be)
 
-	// Prefill: one packed forward over the distinct prompts, each written to
-	// the slot of its request's first row; a prompt that continues another
-	// has that prompt's first ids copied into its slot, and the slots of a
+	// Prefill: packed forwards of at most budget ids over the distinct
+	// prompts, each written to the slot of its request's first row; a prompt
+	// that continues another (in the same forward or an earlier one) has
+	// that prompt's first ids copied into its slot, and the slots of a
 	// request's other samples get its whole prompt, in each layer.
-	b := &batch{cache: cache}
 	first := make([]*genRow, len(reqs))
+	samples := make([][]*genRow, len(reqs))
 	for _, r := range rows {
 		if r.sample == 0 {
 			first[r.req] = r
+		} else {
+			samples[r.req] = append(samples[r.req], r)
 		}
 	}
+	budget := opts.PrefillIDs
+	if budget <= 0 {
+		budget = m.ForwardBudget()
+	}
 	plan := prefillPlan(reqs, opts.NoSharedPrefixes)
-	lastRow := make([]int, len(reqs))
-	promptIDs := 0
+	reqLogits := be.Empty(len(reqs), m.a.vocab)
+	ran, promptIDs := 0, 0
+	b := &batch{cache: cache}
+	var lastRows, chunkReqs []int
+	flush := func() {
+		if len(b.seqs) == 0 {
+			return
+		}
+		lg := m.lastLogits(b, lastRows)
+		be.ScatterRows(reqLogits, lg, chunkReqs)
+		m.free(lg)
+		ran += len(b.ids)
+		b, lastRows, chunkReqs = &batch{cache: cache}, nil, nil
+	}
 	for _, r := range plan.order {
 		p, pre, k := reqs[r].Prompt, plan.prefix[r], first[r].slot*capacity
+		if len(b.ids) > 0 && len(b.ids)+len(p)-pre > budget {
+			flush()
+		}
 		if c := plan.source[r]; c >= 0 {
 			b.copies = append(b.copies, rowCopy{dst: k, src: first[c].slot * capacity, n: pre})
+		}
+		for _, o := range samples[r] {
+			b.copies = append(b.copies, rowCopy{dst: o.slot * capacity, src: k, n: len(p)})
 		}
 		b.seqs = append(b.seqs, AttnSeq{Q: len(b.ids), N: len(p) - pre, K: k, Past: pre})
 		for t := pre; t < len(p); t++ {
 			b.ids = append(b.ids, p[t])
 			b.pos = append(b.pos, t)
 		}
-		lastRow[r] = len(b.ids) - 1
+		lastRows = append(lastRows, len(b.ids)-1)
+		chunkReqs = append(chunkReqs, r)
 		promptIDs += len(p)
 	}
-	for _, r := range rows {
-		if r.sample != 0 {
-			b.copies = append(b.copies, rowCopy{dst: r.slot * capacity, src: first[r.req].slot * capacity, n: r.promptLen})
-		}
-	}
-	logits := m.lastLogits(b, lastRow)
+	flush()
 	// Every row samples its first token from its request's prefill logits.
 	rowLogits := be.Zeros(len(rows), m.a.vocab)
 	src := make([]int, len(rows))
 	for i, r := range rows {
 		src[i] = r.req
 	}
-	be.GatherRows(rowLogits, logits, src)
-	m.free(logits)
+	be.GatherRows(rowLogits, reqLogits, src)
+	m.free(reqLogits)
 	m.sampleInto(rows, rowLogits, opts)
 	m.free(rowLogits)
 	if opts.OnPrefill != nil {
-		opts.OnPrefill(len(b.ids), promptIDs)
+		opts.OnPrefill(ran, promptIDs)
 	}
 	if opts.OnTokens != nil {
 		opts.OnTokens(len(rows))

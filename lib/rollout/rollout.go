@@ -96,8 +96,9 @@ type Options struct {
 	// "exact" (1 when every objective exact-matches, the paper's), "em" or
 	// "f1" (the mean over objectives: partial credit).
 	TaskReward string
-	// MemTokensPerCall bounds the tokens of one LogProbs call of the memory
-	// reward (default 16384).
+	// MemTokensPerCall bounds the tokens of one forward of the memory
+	// reward (default: the policy's ForwardBudget, what a quarter of the
+	// free memory holds; 16384 for a policy without one).
 	MemTokensPerCall int
 	// NoSharedPrefixes runs every memory-reward sequence from its first id
 	// even when the policy can run shared beginnings once (benchmarks
@@ -680,6 +681,9 @@ func (e *Engine) memoryRewards(done []*jobState, stats *Stats) error {
 		stats.MemIDs += len(q)
 	}
 	budget := e.Opts.MemTokensPerCall
+	if fb, ok := e.Policy.(interface{ ForwardBudget() int }); ok && budget <= 0 {
+		budget = fb.ForwardBudget()
+	}
 	if budget <= 0 {
 		budget = 16384
 	}
