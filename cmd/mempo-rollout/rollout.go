@@ -20,6 +20,7 @@ import (
 	"github.com/mempo/mempo/cmd/internal/flags"
 	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/cli"
+	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/fileio"
 	"github.com/mempo/mempo/lib/model"
 	"github.com/mempo/mempo/lib/records"
@@ -74,6 +75,9 @@ type policyInfo struct {
 	// may allocate (nil: unknown). kvBudget reads them.
 	KVBytesPerToken float64
 	Available       func() (bytes int64, where string, ok bool)
+	// StopKernelTimes, when set, ends the kernel timing MEMPO_CUDA_KERNEL_TIMES
+	// started at load and returns its totals (model.StopKernelTimes).
+	StopKernelTimes func() (ms map[string]float64, calls map[string]int)
 }
 
 // loadPolicy opens the policy. Tests replace it with a scripted policy.
@@ -86,8 +90,12 @@ var loadPolicy = func(dir, adapter, device string, tok agent.Tokenizer) (policyI
 	if err != nil {
 		return policyInfo{}, err
 	}
-	return policyInfo{Policy: m, EOS: m.EOS(), Vocab: m.VocabSize(), MaxPositions: m.Config().MaxPositions,
-		KVBytesPerToken: m.KVCacheBytes(1, 1), Available: m.AvailableMemory}, nil
+	info := policyInfo{Policy: m, EOS: m.EOS(), Vocab: m.VocabSize(), MaxPositions: m.Config().MaxPositions,
+		KVBytesPerToken: m.KVCacheBytes(1, 1), Available: m.AvailableMemory}
+	if envconfig.CUDAKernelTimes.On() && m.StartKernelTimes() {
+		info.StopKernelTimes = m.StopKernelTimes
+	}
+	return info, nil
 }
 
 // runRollout is the root command: parse the flags, open what the run needs,
@@ -405,6 +413,9 @@ func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
 	} else {
 		prog.Done("") // nothing in a log: the summary is the final line
 		fmt.Fprintln(os.Stderr, summary)
+	}
+	if r.pol.StopKernelTimes != nil {
+		fmt.Fprint(os.Stderr, kernelTimes(r.pol.StopKernelTimes()))
 	}
 	return tb.Add(int64(st.Turns), tbevent.Scalar{Tag: "rollout/final_reward_task_mean", Value: rt})
 }

@@ -520,7 +520,10 @@ func (b *CUDA) launch2(module, name string, grid cuda.Dim3, block int, shmem int
 
 // cudaProf records an event pair around every kernel and GEMM.
 type cudaProf struct {
-	recs []profRec
+	phase   string // what the model is doing (Model.setPhase): prefixes the names
+	pending []profRec
+	ms      map[string]float64
+	calls   map[string]int
 }
 
 type profRec struct {
@@ -528,41 +531,68 @@ type profRec struct {
 	a, b *cuda.Event
 }
 
+// profFold is how many timed launches wait for their events to be read:
+// a whole rollout times millions, and each holds two driver events.
+const profFold = 8192
+
 func (b *CUDA) timed(name string) func() {
-	if b.prof == nil {
+	p := b.prof
+	if p == nil {
 		return func() {}
+	}
+	if p.phase != "" {
+		name = p.phase + " " + name
 	}
 	e0, err := b.dev.Record()
 	must(err)
 	return func() {
 		e1, err := b.dev.Record()
 		must(err)
-		b.prof.recs = append(b.prof.recs, profRec{name, e0, e1})
+		p.pending = append(p.pending, profRec{name, e0, e1})
+		if len(p.pending) >= profFold {
+			b.foldProfile(p)
+		}
 	}
 }
 
-// StartProfile times every kernel and GEMM from now on (with events, so the
-// queue is not synchronized).
-func (b *CUDA) StartProfile() { b.prof = &cudaProf{} }
-
-// StopProfile stops timing and returns milliseconds and calls per kernel name
-// (GEMMs are "gemm").
-func (b *CUDA) StopProfile() (ms map[string]float64, calls map[string]int) {
-	p := b.prof
-	b.prof = nil
-	ms, calls = map[string]float64{}, map[string]int{}
-	if p == nil {
-		return
-	}
-	for _, r := range p.recs {
+// foldProfile waits for the pending launches and adds their times up.
+func (b *CUDA) foldProfile(p *cudaProf) {
+	must(b.dev.Sync())
+	for _, r := range p.pending {
 		t, err := b.dev.Elapsed(r.a, r.b)
 		must(err)
-		ms[r.name] += t
-		calls[r.name]++
+		p.ms[r.name] += t
+		p.calls[r.name]++
 		r.a.Destroy()
 		r.b.Destroy()
 	}
-	return
+	p.pending = p.pending[:0]
+}
+
+// StartProfile times every kernel and GEMM from now on (with events, so the
+// queue is synchronized only every few thousand launches).
+func (b *CUDA) StartProfile() {
+	b.prof = &cudaProf{ms: map[string]float64{}, calls: map[string]int{}}
+}
+
+// SetProfilePhase prefixes the names of the launches timed from now on
+// with phase ("" for none).
+func (b *CUDA) SetProfilePhase(phase string) {
+	if b.prof != nil {
+		b.prof.phase = phase
+	}
+}
+
+// StopProfile stops timing and returns milliseconds and calls per kernel name
+// (GEMMs are "gemm"), each prefixed with the phase it ran in, if any.
+func (b *CUDA) StopProfile() (ms map[string]float64, calls map[string]int) {
+	p := b.prof
+	b.prof = nil
+	if p == nil {
+		return map[string]float64{}, map[string]int{}
+	}
+	b.foldProfile(p)
+	return p.ms, p.calls
 }
 
 // gridFor is a grid-stride grid for n elements.
@@ -663,6 +693,39 @@ func (b *CUDA) ScatterRows(dst, src Tensor, rows []int) {
 	}
 	idx := b.uploadIntsMemo("scatter", rows)
 	b.launch("model", "scatter_rows_f32", min(len(rows), 65535), 256, 0, d.ptr(), s.ptr(), idx, len(rows), d.c)
+}
+
+// runLists uploads runs for model.cu's copy_runs_f32 and cast_runs_bf16:
+// [nrun][2] {first destination row, first source row} and the runs'
+// starting offsets (nrun + 1 entries, the last the rows in all), under key.
+func (b *CUDA) runLists(key string, runs []rowCopy) (rp, sp cuda.Ptr, total int) {
+	rv, sv := make([]int, 0, 2*len(runs)), make([]int, 0, len(runs)+1)
+	for _, r := range runs {
+		rv, sv = append(rv, r.dst, r.src), append(sv, total)
+		total += r.n
+	}
+	sv = append(sv, total)
+	return b.uploadIntsMemo(key+"-runs", rv), b.uploadIntsMemo(key+"-starts", sv), total
+}
+
+// runGrid is the grid of the row-run kernels: a warp a row, 8 a block.
+func (b *CUDA) runGrid(rows int) int { return max(1, min((rows+7)/8, b.sms*16)) }
+
+// CopyRuns moves runs of rows within t (model's resolved KV-cache copies:
+// no run reads rows another writes) in one launch.
+func (b *CUDA) CopyRuns(t Tensor, runs []rowCopy) {
+	d := gt(t)
+	b.wrote(d)
+	for _, r := range runs {
+		if r.n < 0 || r.dst < 0 || r.src < 0 || r.dst+r.n > d.r || r.src+r.n > d.r {
+			panic(fmt.Sprintf("model: CopyRuns run %+v outside %d rows", r, d.r))
+		}
+	}
+	rp, sp, total := b.runLists("copy", runs)
+	if total == 0 {
+		return
+	}
+	b.launch("model", "copy_runs_f32", b.runGrid(total), 256, 0, d.ptr(), rp, sp, len(runs), int64(total), d.c)
 }
 
 func (b *CUDA) MatMul(c, a, bb Tensor, transA, transB bool, alpha, beta float32) {

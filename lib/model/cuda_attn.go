@@ -118,11 +118,13 @@ func (b *CUDA) castAll(t *cudaTensor) bf16Copy {
 	return bf16Copy{p, size}
 }
 
-// castRows rounds the rows idx of t to bf16, packed in that order.
-func (b *CUDA) castRows(t *cudaTensor, idx []int) bf16Copy {
-	p, size := b.rawAlloc(2*len(idx)*t.c + 16)
-	if len(idx) > 0 {
-		b.launch("attnmma", "cast_bf16_rows", min(len(idx), 65535), 256, 0, p, t.ptr(), b.uploadInts(idx), len(idx), t.c)
+// castRuns rounds runs of rows of t to bf16 into a packed copy (run i's
+// rows at its dst), the row lists uploaded under key.
+func (b *CUDA) castRuns(t *cudaTensor, runs []rowCopy, key string) bf16Copy {
+	rp, sp, total := b.runLists(key, runs)
+	p, size := b.rawAlloc(2*total*t.c + 16)
+	if total > 0 {
+		b.launch("model", "cast_runs_bf16", b.runGrid(total), 256, 0, p, t.ptr(), rp, sp, len(runs), int64(total), t.c)
 	}
 	return bf16Copy{p, size}
 }
@@ -149,16 +151,16 @@ func (b *CUDA) freeCopies(cs ...bf16Copy) {
 // are rounded into a packed copy, and the sequence table points into it.
 func (b *CUDA) attentionMMA(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh AttnShape) {
 	packed := make([]AttnSeq, len(seqs))
-	var rows []int
+	runs := make([]rowCopy, len(seqs))
+	rows := 0
 	for i, s := range seqs {
 		packed[i] = s
-		packed[i].K = len(rows)
-		for r := s.K; r < s.K+s.Past+s.N; r++ {
-			rows = append(rows, r)
-		}
+		packed[i].K = rows
+		runs[i] = rowCopy{dst: rows, src: s.K, n: s.Past + s.N}
+		rows += s.Past + s.N
 	}
 	q16 := b.castAll(Q)
-	k16, v16 := b.castRows(K, rows), b.castRows(V, rows)
+	k16, v16 := b.castRuns(K, runs, "mma-kv"), b.castRuns(V, runs, "mma-kv")
 	defer b.freeCopies(q16, k16, v16)
 	hd := sh.HeadDim
 	tiles, st, n := b.attnWork(packed, mmaFwdRows, "mma-fwd")

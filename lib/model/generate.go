@@ -136,6 +136,7 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 		}
 		return out, nil
 	}
+	m.setPhase("prefill")
 	capacity := maxPrompt + opts.MaxTokens
 	cache := m.newCache(len(rows), capacity)
 	defer cache.free(be)
@@ -207,6 +208,7 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 	if opts.OnPrefill != nil {
 		opts.OnPrefill(ran, promptIDs)
 	}
+	m.setPhase("decode")
 	if opts.OnTokens != nil {
 		opts.OnTokens(len(rows))
 	}

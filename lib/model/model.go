@@ -13,6 +13,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/mempo/mempo/lib/checkpoint"
 )
@@ -346,55 +347,96 @@ type batch struct {
 
 	cacheRowsDone bool
 	cacheRowsMap  []int
-	copyDst       []int // b.copies as rows (copyRows)
-	copySrc       []int
+	runs          []rowCopy // b.copies resolved (copyRuns)
 }
 
-// copyRows is b.copies as one list of destination rows and one of source
-// rows, each source resolved to the row its values were written to by the
-// layer (a row copied in and copied on within one layer is read where it
-// came from). No resolved source is a destination, so one gather and one
-// scatter a tensor do every copy of a layer, in any order; computed once per
-// batch. A copy may read rows an earlier copy wrote, never rows a later one
-// writes (a source comes before the sequences that continue it).
-func (b *batch) copyRows() (dst, src []int) {
-	if b.copyDst != nil {
-		return b.copyDst, b.copySrc
+// copyRuns is b.copies resolved (resolveCopies), computed once per batch.
+func (b *batch) copyRuns() []rowCopy {
+	if b.runs == nil {
+		b.runs = resolveCopies(b.copies)
 	}
-	root := map[int]int{}
-	for _, c := range b.copies {
-		for j := 0; j < c.n; j++ {
-			s := c.src + j
-			if r, ok := root[s]; ok {
-				s = r
-			}
-			if _, ok := root[c.dst+j]; ok {
-				panic(fmt.Sprintf("model: KV-cache row %d is copied to twice", c.dst+j))
-			}
-			root[c.dst+j] = s
-			dst = append(dst, c.dst+j)
-			src = append(src, s)
+	return b.runs
+}
+
+// resolveCopies turns a forward's copies, which run in order (a copy may
+// read rows an earlier copy wrote, never rows a later one writes; no row is
+// written twice), into runs of rows whose sources no copy writes: the runs
+// can then move in any order, all in one launch. Each copy's source is
+// split where it crosses an earlier copy's destination and read through
+// that copy's own runs.
+func resolveCopies(copies []rowCopy) []rowCopy {
+	byDst := make([]int, len(copies))
+	for i := range byDst {
+		byDst[i] = i
+	}
+	slices.SortFunc(byDst, func(a, b int) int { return copies[a].dst - copies[b].dst })
+	for k := 1; k < len(byDst); k++ {
+		if p, c := copies[byDst[k-1]], copies[byDst[k]]; p.dst+p.n > c.dst {
+			panic(fmt.Sprintf("model: KV-cache rows [%d, %d) are copied to twice", c.dst, min(c.dst+c.n, p.dst+p.n)))
 		}
 	}
-	b.copyDst, b.copySrc = dst, src
-	return dst, src
+	pieces := make([][]rowCopy, len(copies))
+	var out []rowCopy
+	emit := func(r rowCopy, i int) {
+		if r.n <= 0 {
+			return
+		}
+		pieces[i] = append(pieces[i], r)
+		if l := len(out) - 1; l >= 0 && out[l].dst+out[l].n == r.dst && out[l].src+out[l].n == r.src {
+			out[l].n += r.n
+			return
+		}
+		out = append(out, r)
+	}
+	for i, c := range copies {
+		at, end := c.src, c.src+c.n
+		for at < end {
+			// The first destination that ends after at.
+			k, _ := slices.BinarySearchFunc(byDst, at, func(j, row int) int {
+				if copies[j].dst+copies[j].n <= row {
+					return -1
+				}
+				return 1
+			})
+			if k == len(byDst) || copies[byDst[k]].dst >= end {
+				emit(rowCopy{dst: c.dst + at - c.src, src: at, n: end - at}, i)
+				break
+			}
+			j := byDst[k]
+			d := copies[j]
+			if d.dst > at {
+				emit(rowCopy{dst: c.dst + at - c.src, src: at, n: d.dst - at}, i)
+				at = d.dst
+			}
+			if j >= i {
+				panic(fmt.Sprintf("model: a KV-cache copy reads rows [%d, %d) that copy %d writes after it", at, min(end, d.dst+d.n), j))
+			}
+			stop := min(end, d.dst+d.n)
+			for _, p := range pieces[j] {
+				if lo, hi := max(at, p.dst), min(stop, p.dst+p.n); lo < hi {
+					emit(rowCopy{dst: c.dst + lo - c.src, src: p.src + lo - p.dst, n: hi - lo}, i)
+				}
+			}
+			at = stop
+		}
+	}
+	return out
 }
 
-// copyRowBlock bounds the temporary of copyRowsWithin (rows a gather and
-// scatter move at once).
-const copyRowBlock = 1 << 16
+// runCopier is a backend that moves runs of rows within a tensor in one
+// launch (CUDA); the others copy run by run.
+type runCopier interface {
+	CopyRuns(t Tensor, runs []rowCopy)
+}
 
-// copyRowsWithin sets row dst[i] of t to row src[i], no source being a
-// destination: a gather into a temporary, then a scatter, a block of rows
-// at a time (two launches where a copy per shared prefix was two per
-// sequence).
-func copyRowsWithin(be Backend, t Tensor, dst, src []int) {
-	for lo := 0; lo < len(dst); lo += copyRowBlock {
-		hi := min(lo+copyRowBlock, len(dst))
-		tmp := be.Empty(hi-lo, t.Cols())
-		be.GatherRows(tmp, t, src[lo:hi])
-		be.ScatterRows(t, tmp, dst[lo:hi])
-		be.Free(tmp)
+// copyRuns moves resolved runs of rows within t.
+func copyRuns(be Backend, t Tensor, runs []rowCopy) {
+	if rc, ok := be.(runCopier); ok {
+		rc.CopyRuns(t, runs)
+		return
+	}
+	for _, r := range runs {
+		be.Copy(be.View(t, r.dst, r.n), be.View(t, r.src, r.n))
 	}
 }
 
@@ -514,9 +556,9 @@ func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
 			}
 		}
 		if len(b.copies) > 0 {
-			dst, src := b.copyRows()
-			copyRowsWithin(be, b.cache.k[l], dst, src)
-			copyRowsWithin(be, b.cache.v[l], dst, src)
+			runs := b.copyRuns()
+			copyRuns(be, b.cache.k[l], runs)
+			copyRuns(be, b.cache.v[l], runs)
 		}
 		keys, vals = b.cache.k[l], b.cache.v[l]
 	}
@@ -798,6 +840,7 @@ func (m *Model) normedTrunk(seqs [][]int) (*batch, Tensor, error) {
 // LogProbs returns, for each sequence, log p(ids[t] | ids[:t]) for t ≥ 1 and
 // 0 at t = 0 (no context), under the model at temperature 1.
 func (m *Model) LogProbs(seqs [][]int) ([][]float32, error) {
+	m.setPhase("score")
 	b, xn, err := m.normedTrunk(seqs)
 	if err != nil {
 		return nil, err
@@ -863,6 +906,7 @@ func (m *Model) rowLogProbs(xn Tensor, tg []int, idx []int, dlp []float32, dxn T
 // the log-probs of a step's output after its context, and the memory reward
 // those of a gold answer at the end of a long teacher-forced sequence.
 func (m *Model) LogProbsFrom(seqs [][]int, from []int) ([][]float32, error) {
+	m.setPhase("score")
 	if len(from) != len(seqs) {
 		return nil, fmt.Errorf("model: %d start positions for %d sequences", len(from), len(seqs))
 	}

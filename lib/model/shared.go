@@ -109,6 +109,7 @@ type sharedEntry struct {
 // only. ran is how many ids went through the layers (the sequences hold
 // Σ len(seqs[i])).
 func (m *Model) LogProbsShared(seqs [][]int, from []int, budget int) (lps [][]float32, ran int, err error) {
+	m.setPhase("score")
 	if len(from) != len(seqs) {
 		return nil, 0, fmt.Errorf("model: %d start positions for %d sequences", len(from), len(seqs))
 	}

@@ -3,6 +3,7 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -160,5 +161,49 @@ func TestCUDALogProbsShared(t *testing.T) {
 			t.Logf("%s bf16 %v: ran %d ids; max |Δ| %.2g", name, bf16, ran, worst)
 			m.Release()
 		}
+	}
+}
+
+// resolveCopies on hand-made plans: a chain (C continues B, which continues
+// A) whose second copy splits where B's own copied rows end, merged runs,
+// and the plans it refuses.
+func TestResolveCopies(t *testing.T) {
+	// Slots of 100 rows: A at 0 (run whole), B at 100 continues A for 40
+	// rows, C at 200 continues B for 60 rows (40 of them B's copy of A),
+	// D at 300 gets A's first 10 rows and then 10 more (two copies that
+	// merge into one run).
+	copies := []rowCopy{{dst: 100, src: 0, n: 40}, {dst: 200, src: 100, n: 60}, {dst: 300, src: 0, n: 10}, {dst: 310, src: 10, n: 10}}
+	want := []rowCopy{{dst: 100, src: 0, n: 40}, {dst: 200, src: 0, n: 40}, {dst: 240, src: 140, n: 20}, {dst: 300, src: 0, n: 20}}
+	if got := resolveCopies(copies); !slices.Equal(got, want) {
+		t.Fatalf("resolveCopies = %v, want %v", got, want)
+	}
+	// Run in order row by row, the copies give what the runs give at once.
+	rows := make([]int, 400)
+	for i := range rows {
+		rows[i] = i
+	}
+	seq := slices.Clone(rows)
+	for _, c := range copies {
+		copy(seq[c.dst:c.dst+c.n], seq[c.src:c.src+c.n])
+	}
+	at := slices.Clone(rows)
+	for _, r := range want {
+		copy(at[r.dst:r.dst+r.n], rows[r.src:r.src+r.n])
+	}
+	if !slices.Equal(seq, at) {
+		t.Fatal("the resolved runs differ from the copies run in order")
+	}
+	for _, bad := range [][]rowCopy{
+		{{dst: 100, src: 0, n: 40}, {dst: 120, src: 0, n: 5}},    // rows written twice
+		{{dst: 200, src: 100, n: 10}, {dst: 100, src: 0, n: 40}}, // reads rows a later copy writes
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("resolveCopies(%v) did not refuse", bad)
+				}
+			}()
+			resolveCopies(bad)
+		}()
 	}
 }

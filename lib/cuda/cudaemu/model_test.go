@@ -3,6 +3,7 @@ package cudaemu_test
 import (
 	"math"
 	"testing"
+	"unsafe"
 
 	"github.com/mempo/mempo/lib/cuda"
 )
@@ -98,4 +99,65 @@ func TestEmuSwiGLUVectorSameBits(t *testing.T) {
 			}
 		}
 	}
+}
+
+// copy_runs_f32 and cast_runs_bf16 move runs of rows (a KV cache's shared
+// prefixes; the rows an attention call reads, packed and rounded): every
+// destination row of every run, at widths that take the 16-byte path and
+// one that does not, with a grid smaller than the rows (the warps stride).
+func TestEmuRowRuns(t *testing.T) {
+	e := newEmuModule(t, "model", 9)
+	for _, cols := range []int{128, 12, 7} {
+		const rows = 40
+		src := e.rnd(rows*cols, 1)
+		// Runs of 1 to 6 rows; the copies' sources and destinations apart.
+		type run struct{ dst, src, n int }
+		runs := []run{{20, 0, 3}, {23, 5, 1}, {30, 9, 6}, {24, 16, 4}, {36, 0, 2}}
+		var rv, sv []int32
+		total := 0
+		for _, r := range runs {
+			rv, sv = append(rv, int32(r.dst), int32(r.src)), append(sv, int32(total))
+			total += r.n
+		}
+		sv = append(sv, int32(total))
+		tp := e.f32(src)
+		e.run("copy_runs_f32", cuda.Dim3{X: 2}, cuda.Dim3{X: 64}, tp, e.i32(rv), e.i32(sv), len(runs), int64(total), cols)
+		got := e.get(tp, rows*cols)
+		want := append([]float32(nil), src...)
+		for _, r := range runs {
+			copy(want[r.dst*cols:(r.dst+r.n)*cols], src[r.src*cols:(r.src+r.n)*cols])
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("copy_runs_f32, %d columns: element %d (row %d) = %v, want %v", cols, i, i/cols, got[i], want[i])
+			}
+		}
+		// Packed: run i's rows at its offset.
+		var pv []int32
+		for i, r := range runs {
+			pv = append(pv, sv[i], int32(r.src))
+		}
+		dp := e.empty(2*total*cols + 16)
+		e.run("cast_runs_bf16", cuda.Dim3{X: 3}, cuda.Dim3{X: 32}, dp, e.f32(src), e.i32(pv), e.i32(sv), len(runs), int64(total), cols)
+		bits := make([]uint16, total*cols)
+		if err := e.d.DtoH(unsafe.Pointer(&bits[0]), dp, 2*len(bits)); err != nil {
+			t.Fatal(err)
+		}
+		at := 0
+		for _, r := range runs {
+			for k := 0; k < r.n*cols; k++ {
+				if w := bf16Bits(src[r.src*cols+k]); bits[at] != w {
+					t.Fatalf("cast_runs_bf16, %d columns: packed element %d = %#x, want %#x", cols, at, bits[at], w)
+				}
+				at++
+			}
+		}
+	}
+}
+
+// bf16Bits is float32 → bfloat16, round to nearest even.
+func bf16Bits(f float32) uint16 {
+	u := math.Float32bits(f)
+	u += 0x7fff + (u>>16)&1
+	return uint16(u >> 16)
 }

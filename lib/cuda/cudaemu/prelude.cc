@@ -59,6 +59,9 @@ static inline float __fdiv_rn(float a, float b) { return a / b; }
 static inline float __fsqrt_rn(float a) { return sqrtf(a); }
 #define __expf(x) expf(x)
 #define __logf(x) logf(x)
+struct uint2 {
+	unsigned x, y;
+};
 struct uint4 {
 	unsigned x, y, z, w;
 };

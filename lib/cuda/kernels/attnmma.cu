@@ -586,16 +586,6 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *
 	}
 }
 
-// cast_bf16_rows: dst (bf16, cols wide) row i ← src row idx[i] (fp32), the
-// rows an attention call reads, rounded once.
-extern "C" __global__ void cast_bf16_rows(bf16 *dst, const float *src, const int *idx, int n, int cols) {
-	for (int i = blockIdx.x; i < n; i += gridDim.x) {
-		const float *s = src + (long long)idx[i] * cols;
-		bf16 *d = dst + (long long)i * cols;
-		for (int j = threadIdx.x; j < cols; j += blockDim.x) d[j] = f2bf(s[j]);
-	}
-}
-
 #define MMA_KERNELS(HD, MW, QT)                                                                                               \
 	extern "C" __global__ void __launch_bounds__(128) attn_mma_fwd_##HD(float *out, bf16 *o16, float *lse, const bf16 *q, const bf16 *k, \
 	                                                                    const bf16 *v, const int *tiles, const int *seqs,      \

@@ -93,6 +93,59 @@ extern "C" __global__ void scatter_rows_f32(float *dst, const float *src, const 
 	}
 }
 
+// Row runs: run i moves the starts[i+1] − starts[i] consecutive rows that
+// begin at source row runs[2i+1] to the rows that begin at runs[2i]
+// (starts[0] = 0, starts[nrun] = the rows in all). One warp a row, in
+// 16-byte pieces when cols is a multiple of 4. A KV cache's shared prefixes
+// (copy_runs_f32) and the rows an attention call reads, packed and rounded
+// (cast_runs_bf16), each in one launch whatever the number of runs.
+__device__ __forceinline__ int run_of(const int *starts, int nrun, long long r) {
+	int lo = 0, hi = nrun - 1; // the last run with starts[run] <= r
+	while (lo < hi) {
+		int mid = (lo + hi + 1) >> 1;
+		if (starts[mid] <= r) lo = mid; else hi = mid - 1;
+	}
+	return lo;
+}
+
+extern "C" __global__ void copy_runs_f32(float *t, const int *runs, const int *starts, int nrun, long long total, int cols) {
+	int lane = threadIdx.x & 31;
+	long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+	for (long long r = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < total; r += warps) {
+		int i = run_of(starts, nrun, r);
+		long long off = r - starts[i];
+		float *d = t + ((long long)runs[2 * i] + off) * cols;
+		const float *s = t + ((long long)runs[2 * i + 1] + off) * cols;
+		if ((cols & 3) == 0) {
+			for (int j = 4 * lane; j < cols; j += 128) *(float4 *)(d + j) = *(const float4 *)(s + j);
+		} else {
+			for (int j = lane; j < cols; j += 32) d[j] = s[j];
+		}
+	}
+}
+
+extern "C" __global__ void cast_runs_bf16(unsigned short *dst, const float *src, const int *runs, const int *starts, int nrun, long long total, int cols) {
+	int lane = threadIdx.x & 31;
+	long long warps = (long long)gridDim.x * (blockDim.x >> 5);
+	for (long long r = (long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < total; r += warps) {
+		int i = run_of(starts, nrun, r);
+		long long off = r - starts[i];
+		unsigned short *d = dst + ((long long)runs[2 * i] + off) * cols;
+		const float *s = src + ((long long)runs[2 * i + 1] + off) * cols;
+		if ((cols & 3) == 0) {
+			for (int j = 4 * lane; j < cols; j += 128) {
+				float4 v = *(const float4 *)(s + j);
+				uint2 o;
+				o.x = (unsigned)to_bf16(v.x) | ((unsigned)to_bf16(v.y) << 16);
+				o.y = (unsigned)to_bf16(v.z) | ((unsigned)to_bf16(v.w) << 16);
+				*(uint2 *)(d + j) = o;
+			}
+		} else {
+			for (int j = lane; j < cols; j += 32) d[j] = to_bf16(s[j]);
+		}
+	}
+}
+
 // embedding_bwd_f32: dT[ids[i]] += dO[i]; repeated ids add up (atomics).
 extern "C" __global__ void embedding_bwd_f32(float *dT, const float *dO, const int *ids, int n, int cols) {
 	for (int i = blockIdx.x; i < n; i += gridDim.x) {
