@@ -988,12 +988,27 @@ func (b *CUDA) SwiGLU(out, gate, up Tensor) {
 	b.wrote(o)
 	n := int64(o.n())
 	o16 := b.dual(o)
-	if out := b.f32Out(o, o16); out == 0 && g16 != 0 && u16 != 0 && n%8 == 0 {
+	o32 := b.f32Out(o, o16)
+	switch {
+	case o32 == 0 && g16 != 0 && u16 != 0 && n%8 == 0:
 		b.launch("model", "swiglu_bf16x8", b.gridFor(n/8, 256), 256, 0, o16, g16, u16, n/8)
-	} else {
-		b.launch("model", "swiglu_f32", b.gridFor(n, 256), 256, 0, out, g32, u32, n, o16, g16, u16)
+	case g16 == 0 && u16 == 0 && n%4 == 0 && aligned16(o32, o16, g32, u32):
+		b.launch("model", "swiglu_f32x4", b.gridFor(n/4, 256), 256, 0, o32, g32, u32, n/4, o16)
+	default:
+		b.launch("model", "swiglu_f32", b.gridFor(n, 256), 256, 0, o32, g32, u32, n, o16, g16, u16)
 	}
 	b.dualDone(o, o16)
+}
+
+// aligned16 says whether every pointer is 16-byte aligned (0 counts as
+// aligned): the vectorized kernels' condition.
+func aligned16(ps ...cuda.Ptr) bool {
+	for _, p := range ps {
+		if p%16 != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func (b *CUDA) SwiGLUBackward(dgate, dup, dout, gate, up Tensor) {

@@ -101,6 +101,35 @@ func TestEmuSwiGLUVectorSameBits(t *testing.T) {
 	}
 }
 
+// swiglu_f32x4 (fp32 gate and up, four elements a thread) gives the bits of
+// swiglu_f32 in both outputs, fp32 and its bf16 rounding, and writes only
+// the ones it is given.
+func TestEmuSwiGLUF32x4SameBits(t *testing.T) {
+	e := newEmuModule(t, "model", 10)
+	const n = 4 * 53
+	g, u := e.rnd(n, 3), e.rnd(n, 1)
+	gp, up := e.f32(g), e.f32(u)
+	null := cuda.Ptr(0)
+	o1, h1 := e.empty(4*n), e.empty(2*n)
+	e.run("swiglu_f32", cuda.Dim3{X: 2}, cuda.Dim3{X: 64}, o1, gp, up, int64(n), h1, null, null)
+	o2, h2, h3 := e.empty(4*n), e.empty(2*n), e.empty(2*n)
+	e.run("swiglu_f32x4", cuda.Dim3{X: 2}, cuda.Dim3{X: 32}, o2, gp, up, int64(n/4), h2)
+	e.run("swiglu_f32x4", cuda.Dim3{X: 1}, cuda.Dim3{X: 32}, null, gp, up, int64(n/4), h3)
+	for _, c := range []struct {
+		what           string
+		scalar, vector cuda.Ptr
+		words          int
+	}{{"fp32", o1, o2, n}, {"bf16", h1, h2, n / 2}, {"bf16 alone", h1, h3, n / 2}} {
+		a, b := e.get(c.scalar, c.words), e.get(c.vector, c.words)
+		for i := range a {
+			if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+				t.Errorf("%s: word %d = %#08x vectorized, %#08x scalar", c.what, i, math.Float32bits(b[i]), math.Float32bits(a[i]))
+				break
+			}
+		}
+	}
+}
+
 // copy_runs_f32 and cast_runs_bf16 move runs of rows (a KV cache's shared
 // prefixes; the rows an attention call reads, packed and rounded): every
 // destination row of every run, at widths that take the 16-byte path and

@@ -303,6 +303,28 @@ extern "C" __global__ void swiglu_f32(float *out, const float *g, const float *u
 	}
 }
 
+// swiglu_f32x4 is swiglu_f32 where gate and up are fp32 (the products of
+// passes that score and generate), four elements a thread in 16-byte loads:
+// the scalar kernel reached a fifth of the memory's bandwidth there. Same
+// arithmetic, same bits. n4 = n/4; the buffers are 16-byte aligned; out or
+// o16 may be null.
+extern "C" __global__ void swiglu_f32x4(float4 *out, const float4 *g, const float4 *u, long long n4, uint2 *o16) {
+	GRID_STRIDE(i, n4) {
+		float4 a = g[i], b = u[i], v;
+		v.x = swiglu(a.x, b.x);
+		v.y = swiglu(a.y, b.y);
+		v.z = swiglu(a.z, b.z);
+		v.w = swiglu(a.w, b.w);
+		if (out) out[i] = v;
+		if (o16) {
+			uint2 o;
+			o.x = (unsigned)to_bf16(v.x) | ((unsigned)to_bf16(v.y) << 16);
+			o.y = (unsigned)to_bf16(v.z) | ((unsigned)to_bf16(v.w) << 16);
+			o16[i] = o;
+		}
+	}
+}
+
 // swiglu_bwd_f32: dgate and dup from dout; the inputs in fp32 or bf16 as in
 // swiglu_f32.
 extern "C" __global__ void swiglu_bwd_f32(float *dg, float *du, const float *dout, const float *g, const float *u, long long n,
