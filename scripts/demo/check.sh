@@ -62,6 +62,9 @@ ci() { printf '%.1f [%.1f, %.1f]' "$(field "$1" "$2" "$3" "$4" value)" "$(field 
 num() { [[ $1 =~ ^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$ ]]; }
 gt() { num "$1" && num "$2" && awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 > b + 0) }'; }
 
+# iterations: the RL iterations of the first seed, in numeric order.
+iterations() { for f in "$OUT/seed${SEEDS%% *}/mempo"/rollouts-*.parquet; do i=${f##*/rollouts-}; echo "${i%.parquet}"; done | sort -n; }
+
 fail=0
 check() { # check DESCRIPTION A B: passes when A > B
 	if gt "$2" "$3"; then echo "ok    $1 ($2 > $3)"; else echo "FAIL  $1 ($2 vs $3)"; fail=1; fi
@@ -92,8 +95,7 @@ P=$OUT/pooled-scores.jsonl T=$OUT/pooled-train.jsonl
 	echo
 	echo "| iteration | MemPO P(gold\|mem) | GRPO P(gold\|mem) | MemPO R^M | GRPO R^M | MemPO turns | GRPO turns |"
 	echo "|---:|---:|---:|---:|---:|---:|---:|"
-	for f in "$OUT/seed${SEEDS%% *}/mempo"/rollouts-*.parquet; do
-		i=${f##*/rollouts-} i=${i%.parquet}
+	for i in $(iterations); do
 		printf '| %s | %.4f | %.4f | %.4f | %.4f | %.2f | %.2f |\n' "$i" "$(field "$T" "mempo-$i" 2 p_gold_mem value)" "$(field "$T" "grpo-$i" 2 p_gold_mem value)" \
 			"$(field "$T" "mempo-$i" 2 r_mem value)" "$(field "$T" "grpo-$i" 2 r_mem value)" \
 			"$(field "$T" "mempo-$i" 2 turns value)" "$(field "$T" "grpo-$i" 2 turns value)"
@@ -110,7 +112,7 @@ for k in 4 8; do
 	check "k=$k MemPO-RL F1 > GRPO-RL" "$(field "$P" mempo "$k" f1 value)" "$(field "$P" grpo "$k" f1 value)"
 done
 check "k=8 MemPO-RL's 95% interval above GRPO-RL's (low > high)" "$(field "$P" mempo 8 f1 ci_low)" "$(field "$P" grpo 8 f1 ci_high)"
-iters=$(for f in "$OUT/seed${SEEDS%% *}/mempo"/rollouts-*.parquet; do i=${f##*/rollouts-}; echo "${i%.parquet}"; done | sort -n)
+iters=$(iterations)
 first=$(echo "$iters" | head -n 1) last=$(echo "$iters" | tail -n 1)
 rise() { awk -v a="$(field "$T" "$1-$last" 2 p_gold_mem value)" -v b="$(field "$T" "$1-$first" 2 p_gold_mem value)" 'BEGIN { if (a == "nan" || b == "nan") print "nan"; else printf "%.4f", a - b }'; }
 check "MemPO's P(gold | mem) rises (iteration $last − $first)" "$(rise mempo)" 0
