@@ -18,15 +18,18 @@ func (m *Model) KVCacheBytes(rows, capacity int) float64 {
 }
 
 // AvailableMemory is what a generation may allocate on the model's backend:
-// the device's free memory on a GPU, the kernel's MemAvailable on the CPU;
-// ok is false when it cannot be told.
+// on a GPU the device's free memory plus the buffers the backend's pool
+// holds for reuse (it gives them back to the driver when an allocation
+// fails), the kernel's MemAvailable on the CPU; ok is false when it cannot
+// be told.
 func (m *Model) AvailableMemory() (bytes int64, where string, ok bool) {
 	if c, isCUDA := m.be.(*CUDA); isCUDA {
 		if c.Device() == nil { // the kernel emulation of the tests
 			return 0, "", false
 		}
 		free, _, err := c.Device().MemInfo()
-		return free, "free GPU memory", err == nil
+		_, _, pooled := c.PoolStats()
+		return free + pooled, "free GPU memory", err == nil
 	}
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
