@@ -697,15 +697,19 @@ func (b *CUDA) ScatterRows(dst, src Tensor, rows []int) {
 
 // runLists uploads runs for model.cu's copy_runs_f32 and cast_runs_bf16:
 // [nrun][2] {first destination row, first source row} and the runs'
-// starting offsets (nrun + 1 entries, the last the rows in all), under key.
+// starting offsets (nrun + 1 entries, the last the rows in all), as one
+// array under key (two memoized uploads could see the ring wrap between
+// them and the first be overwritten).
 func (b *CUDA) runLists(key string, runs []rowCopy) (rp, sp cuda.Ptr, total int) {
-	rv, sv := make([]int, 0, 2*len(runs)), make([]int, 0, len(runs)+1)
-	for _, r := range runs {
-		rv, sv = append(rv, r.dst, r.src), append(sv, total)
+	v := make([]int, 2*len(runs), 3*len(runs)+1)
+	for i, r := range runs {
+		v[2*i], v[2*i+1] = r.dst, r.src
+		v = append(v, total)
 		total += r.n
 	}
-	sv = append(sv, total)
-	return b.uploadIntsMemo(key+"-runs", rv), b.uploadIntsMemo(key+"-starts", sv), total
+	v = append(v, total)
+	p := b.uploadIntsMemo(key, v)
+	return p, p + cuda.Ptr(4*2*len(runs)), total
 }
 
 // runGrid is the grid of the row-run kernels: a warp a row, 8 a block.

@@ -164,6 +164,7 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 	ran, promptIDs := 0, 0
 	b := &batch{cache: cache}
 	var lastRows, chunkReqs []int
+	keys := 0 // the key rows the chunk's attention reads (its copied prefixes too)
 	flush := func() {
 		if len(b.seqs) == 0 {
 			return
@@ -172,13 +173,16 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 		be.ScatterRows(reqLogits, lg, chunkReqs)
 		m.free(lg)
 		ran += len(b.ids)
-		b, lastRows, chunkReqs = &batch{cache: cache}, nil, nil
+		b, lastRows, chunkReqs, keys = &batch{cache: cache}, nil, nil, 0
 	}
 	for _, r := range plan.order {
 		p, pre, k := reqs[r].Prompt, plan.prefix[r], first[r].slot*capacity
-		if len(b.ids) > 0 && len(b.ids)+len(p)-pre > budget {
+		// A chunk holds at most budget ids run and 8·budget key rows (bf16
+		// attention packs every key row a sequence reads, as LogProbsShared).
+		if len(b.ids) > 0 && (len(b.ids)+len(p)-pre > budget || keys+len(p) > 8*budget) {
 			flush()
 		}
+		keys += len(p)
 		if c := plan.source[r]; c >= 0 {
 			b.copies = append(b.copies, rowCopy{dst: k, src: first[c].slot * capacity, n: pre})
 		}

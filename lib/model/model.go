@@ -365,6 +365,7 @@ func (b *batch) copyRuns() []rowCopy {
 // split where it crosses an earlier copy's destination and read through
 // that copy's own runs.
 func resolveCopies(copies []rowCopy) []rowCopy {
+	copies = slices.DeleteFunc(slices.Clone(copies), func(c rowCopy) bool { return c.n <= 0 })
 	byDst := make([]int, len(copies))
 	for i := range byDst {
 		byDst[i] = i
