@@ -92,13 +92,13 @@ type genRow struct {
 
 // Generate continues every request N times, all rows decoded together in one
 // batch with a KV cache. Each request's prompt is prefilled once (the prompts
-// packed into forwards of at most opts.PrefillIDs ids) and its cache copied to the slots of its other
-// samples. A prompt that begins like a longer one (a task's trajectories
-// after their first turn share the task's prompt; every task shares the
-// system prompt) runs only its own ids and continues that prompt's keys and
-// values, copied in each layer (planSharing, as LogProbsShared), unless
-// opts.NoSharedPrefixes; what differs is float rounding only. The result has
-// one Generation per row, request-major.
+// packed into forwards of at most opts.PrefillIDs ids) and its cache copied
+// to the slots of its other samples. A prompt that begins like a longer one
+// (a task's trajectories after their first turn share the task's prompt;
+// every task shares the system prompt) runs only its own ids and continues
+// that prompt's keys and values, copied in each layer (planSharing, as
+// LogProbsShared), unless opts.NoSharedPrefixes; what differs is float
+// rounding only. The result has one Generation per row, request-major.
 func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, error) {
 	if opts.MaxTokens < 0 {
 		return nil, fmt.Errorf("model: negative max tokens")
@@ -177,9 +177,8 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 	}
 	for _, r := range plan.order {
 		p, pre, k := reqs[r].Prompt, plan.prefix[r], first[r].slot*capacity
-		// A chunk holds at most budget ids run and 8·budget key rows (bf16
-		// attention packs every key row a sequence reads, as LogProbsShared).
-		if len(b.ids) > 0 && (len(b.ids)+len(p)-pre > budget || keys+len(p) > 8*budget) {
+		// A chunk holds at most budget ids run and keyRowsPerID·budget key rows.
+		if len(b.ids) > 0 && (len(b.ids)+len(p)-pre > budget || keys+len(p) > keyRowsPerID*budget) {
 			flush()
 		}
 		keys += len(p)

@@ -20,6 +20,12 @@ import (
 // running the ids again costs about what copying their keys and values does.
 const minSharedPrefix = 32
 
+// keyRowsPerID bounds the KV-cache rows of a forward that continues shared
+// beginnings (LogProbsShared, Generate's prefill) at this many times the ids
+// it runs: bf16 attention packs every key row a sequence reads, copied
+// prefixes included.
+const keyRowsPerID = 8
+
 // prefixGrain is the granularity of the prefix index: sources are found by
 // hashes of their first prefixGrain·k ids.
 const prefixGrain = 32
@@ -149,10 +155,11 @@ func (m *Model) LogProbsShared(seqs [][]int, from []int, budget int) (lps [][]fl
 	}
 	// A forward holds about budget ids run and its KV cache at most maxRows
 	// rows (every entry's whole sequence: its prefix copied in, the rest
-	// run): 8 times the budget, or a quarter of the free memory if less.
+	// run): keyRowsPerID times the budget, or a quarter of the free memory
+	// if less.
 	// A sequence whose source went into an earlier forward has its chain of
 	// sources run again first, unscored.
-	maxRows := 8 * budget
+	maxRows := keyRowsPerID * budget
 	// At 7B a cache row is 112 KiB: keep one forward's cache within a
 	// quarter of what the backend has free.
 	if avail, _, ok := m.AvailableMemory(); ok {
