@@ -58,6 +58,19 @@ field() {
 		}
 		END { if (!found) print "nan" }' "$1"
 }
+# tfield FILE RUN METRIC: a training label's value pooled over its k (the RL
+# tasks may mix objective counts, RL_K): the mean of the rows' values weighted
+# by their trajectories ("nan" when absent).
+tfield() {
+	awk -v run="$2" -v metric="$3" '
+		index($0, "\"run\":\"" run "\",") && index($0, "\"metric\":\"" metric "\",") &&
+		match($0, "\"value\":[^,}]*") {
+			v = substr($0, RSTART + 8, RLENGTH - 8)
+			n = 1; if (match($0, "\"n\":[^,}]*")) n = substr($0, RSTART + 4, RLENGTH - 4)
+			if (v != "NaN" && v != "null") { s += v * n; w += n }
+		}
+		END { if (w > 0) printf "%.17g\n", s / w; else print "nan" }' "$1"
+}
 ci() { printf '%.1f [%.1f, %.1f]' "$(field "$1" "$2" "$3" "$4" value)" "$(field "$1" "$2" "$3" "$4" ci_low)" "$(field "$1" "$2" "$3" "$4" ci_high)"; }
 num() { [[ $1 =~ ^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$ ]]; }
 gt() { num "$1" && num "$2" && awk -v a="$1" -v b="$2" 'BEGIN { exit !(a + 0 > b + 0) }'; }
@@ -91,14 +104,14 @@ P=$OUT/pooled-scores.jsonl T=$OUT/pooled-train.jsonl
 		done
 	done
 	echo
-	echo "Training rollouts per iteration, pooled over seeds: mean P(gold | q, mem) and mean R^M"
+	echo "Training rollouts per iteration, pooled over seeds (and over the k of the RL tasks): mean P(gold | q, mem) and mean R^M"
 	echo
 	echo "| iteration | MemPO P(gold\|mem) | GRPO P(gold\|mem) | MemPO R^M | GRPO R^M | MemPO turns | GRPO turns |"
 	echo "|---:|---:|---:|---:|---:|---:|---:|"
 	for i in $(iterations); do
-		printf '| %s | %.4f | %.4f | %.4f | %.4f | %.2f | %.2f |\n' "$i" "$(field "$T" "mempo-$i" 2 p_gold_mem value)" "$(field "$T" "grpo-$i" 2 p_gold_mem value)" \
-			"$(field "$T" "mempo-$i" 2 r_mem value)" "$(field "$T" "grpo-$i" 2 r_mem value)" \
-			"$(field "$T" "mempo-$i" 2 turns value)" "$(field "$T" "grpo-$i" 2 turns value)"
+		printf '| %s | %.4f | %.4f | %.4f | %.4f | %.2f | %.2f |\n' "$i" "$(tfield "$T" "mempo-$i" p_gold_mem)" "$(tfield "$T" "grpo-$i" p_gold_mem)" \
+			"$(tfield "$T" "mempo-$i" r_mem)" "$(tfield "$T" "grpo-$i" r_mem)" \
+			"$(tfield "$T" "mempo-$i" turns)" "$(tfield "$T" "grpo-$i" turns)"
 	done
 } | tee "$OUT/pooled.md"
 echo
@@ -114,7 +127,7 @@ done
 check "k=8 MemPO-RL's 95% interval above GRPO-RL's (low > high)" "$(field "$P" mempo 8 f1 ci_low)" "$(field "$P" grpo 8 f1 ci_high)"
 iters=$(iterations)
 first=$(echo "$iters" | head -n 1) last=$(echo "$iters" | tail -n 1)
-rise() { awk -v a="$(field "$T" "$1-$last" 2 p_gold_mem value)" -v b="$(field "$T" "$1-$first" 2 p_gold_mem value)" 'BEGIN { if (a == "nan" || b == "nan") print "nan"; else printf "%.4f", a - b }'; }
+rise() { awk -v a="$(tfield "$T" "$1-$last" p_gold_mem)" -v b="$(tfield "$T" "$1-$first" p_gold_mem)" 'BEGIN { if (a == "nan" || b == "nan") print "nan"; else printf "%.4f", a - b }'; }
 check "MemPO's P(gold | mem) rises (iteration $last − $first)" "$(rise mempo)" 0
 check "MemPO's P(gold | mem) rises more than GRPO's" "$(rise mempo)" "$(rise grpo)"
 growth() { awk -v a="$(field "$P" "$1" "$kn" peak_tokens value)" -v b="$(field "$P" "$1" "$k0" peak_tokens value)" 'BEGIN { if (a == "nan" || b == "nan" || b == 0) print "nan"; else printf "%.2f", a / b }'; }

@@ -57,7 +57,11 @@ VARIANTS=${VARIANTS:-8}               # demonstrations from the world and VARIAN
                                       # (same names and tokenizer, facts drawn again): facts cannot be memorized
 # RL.
 ITERS=${ITERS:-$p_iters}              # MemPO iterations (rollout → update)
-RL_TASKS=${RL_TASKS:-$p_rl_tasks}     # training tasks per iteration (k = 2)
+RL_TASKS=${RL_TASKS:-$p_rl_tasks}     # training tasks per iteration
+RL_K=${RL_K:-2}                       # objective counts of the RL tasks (2: the world's train-rl-k2.jsonl; any other
+                                      # k's tasks are drawn for the same world, like SFT_K's; docs/DEMO.md)
+RL_ORDER=${RL_ORDER:-mix}             # mix: each iteration's tasks cycle through RL_K task by task; curriculum: the
+                                      # iterations go through RL_K in order, ITERS / (number of k) iterations each
 GROUP=${GROUP:-8}                     # G, trajectories per task
 RL_LR=${RL_LR:-$p_rl_lr}
 RL_MINI_BATCH=${RL_MINI_BATCH:-16}    # trajectories per optimizer step (an iteration takes RL_TASKS*GROUP/RL_MINI_BATCH steps)
@@ -213,6 +217,47 @@ rollout() {
 
 # 6. RL: ITERS iterations of rollout → update from the SFT checkpoint, for
 #    MemPO (memory reward on <mem> tokens) and plain GRPO (no memory reward).
+#    The RL tasks: the world's train-rl-k2.jsonl, or with RL_K another list
+#    of k, ITERS × RL_TASKS tasks in the order the iterations take them (the
+#    tasks of a k the world has no file for are drawn for the same world:
+#    corpus and tokenizer byte-identical, checked).
+rl_tasks=$WORLD/train-rl-k2.jsonl
+if [ "$RL_K" != 2 ]; then
+	read -r -a rl_ks <<< "$RL_K"
+	case $RL_ORDER in mix|curriculum) ;; *) echo "RL_ORDER=$RL_ORDER: want mix or curriculum" >&2; exit 2 ;; esac
+	n_rl=$(( ITERS * RL_TASKS ))
+	rl_files=()
+	for k in "${rl_ks[@]}"; do
+		f=$WORLD/train-rl-k$k.jsonl
+		if [ ! -f "$f" ] || [ "$(wc -l < "$f")" -lt "$n_rl" ]; then
+			seed=$(sed -n 's/^ *"Seed": *\([0-9]*\),*$/\1/p' "$WORLD/world.json")
+			[ -n "$seed" ] || { echo "RL_K=$RL_K: no seed in $WORLD/world.json" >&2; exit 1; }
+			say "RL tasks, k = $k → $OUT/rl-world-k$k"
+			"$BIN/mempo-rollout" world --seed "$seed" --out "$OUT/rl-world-k$k" --rl-k "$k" --rl-tasks "$n_rl" \
+				--sft-tasks 0 --test-tasks 0
+			cmp -s "$WORLD/corpus.jsonl" "$OUT/rl-world-k$k/corpus.jsonl" && cmp -s "$WORLD/tokenizer.json" "$OUT/rl-world-k$k/tokenizer.json" ||
+				{ echo "RL_K: seed $seed does not regenerate $WORLD's corpus and tokenizer (a world written with other sizes?)" >&2; exit 1; }
+			f=$OUT/rl-world-k$k/train-rl-k$k.jsonl
+		fi
+		rl_files+=("$f")
+	done
+	# order: for each task slot, in turn, the position of its k in RL_K
+	# (1-based); each k's tasks are taken from its file in order.
+	order=()
+	for i in $(seq 1 "$ITERS"); do
+		for j in $(seq 0 $(( RL_TASKS - 1 ))); do
+			if [ "$RL_ORDER" = mix ]; then
+				order+=($(( ((i - 1) * RL_TASKS + j) % ${#rl_ks[@]} + 1 )))
+			else
+				order+=($(( (i - 1) * ${#rl_ks[@]} / ITERS + 1 )))
+			fi
+		done
+	done
+	rl_tasks=$OUT/rl-tasks.jsonl
+	awk -v order="${order[*]}" 'FNR == 1 { f++ } { line[f, FNR] = $0 }
+		END { n = split(order, o, " "); for (i = 1; i <= n; i++) print line[o[i], ++c[o[i]]] }' "${rl_files[@]}" > "$rl_tasks"
+	say "RL tasks: $n_rl, k in $RL_K ($RL_ORDER) → $rl_tasks"
+fi
 rl() {
 	local variant=$1; shift
 	local dir=$OUT/$variant ckpt
@@ -223,7 +268,7 @@ rl() {
 	: > "$dir/$variant-train.jsonl"
 	for i in $(seq 1 "$ITERS"); do
 		# Iteration i takes the next RL_TASKS tasks of the training set.
-		sed -n "$(( (i - 1) * RL_TASKS + 1 )),$(( i * RL_TASKS ))p" "$WORLD/train-rl-k2.jsonl" > "$dir/tasks-$i.jsonl"
+		sed -n "$(( (i - 1) * RL_TASKS + 1 )),$(( i * RL_TASKS ))p" "$rl_tasks" > "$dir/tasks-$i.jsonl"
 		say "$variant iteration $i/$ITERS: rollout ($RL_TASKS tasks × $GROUP)"
 		# GRPO's rollouts score R^M too when GRPO_RM=1, only to be plotted
 		# beside MemPO's: its updates never read it (--no-mem-adv).
