@@ -13,6 +13,7 @@ import (
 	"github.com/mempo/mempo/lib/checkpoint"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/rollout"
+	"github.com/mempo/mempo/lib/tasks"
 	"github.com/mempo/mempo/lib/testenv"
 	"github.com/mempo/mempo/lib/tokenizer"
 )
@@ -253,6 +254,43 @@ func TestShortDemo(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(out2, "sft", "model.safetensors"))
 	if len(a) == 0 || string(a) != string(b) {
 		t.Fatal("FROM_SFT run's sft/ differs from the run it names")
+	}
+	// Without RL_K the RL tasks are the world's train-rl-k2.jsonl, in order.
+	rl2, err := os.ReadFile(filepath.Join(root, "data", "world", "train-rl-k2.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(out2, "mempo", "tasks-1.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.SplitAfter(string(rl2), "\n"); string(got) != lines[0]+lines[1] {
+		t.Fatalf("RL tasks without RL_K: not the first two of train-rl-k2.jsonl:\n%s", got)
+	}
+	// RL_K mixes objective counts in each iteration's tasks, task by task,
+	// the k the world has no file for drawn for the same world.
+	out3 := filepath.Join(tmp, "rl-k")
+	cmd = exec.CommandContext(ctx, "bash", "scripts/demo/run.sh")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "SHORT=1", "BIN="+bin, "OUT="+out3, "FROM_SFT="+out, "RL_K=2 8")
+	if log, err = cmd.CombinedOutput(); err != nil {
+		t.Fatalf("RL_K run: %v\n%s", err, log)
+	}
+	world2, err := tasks.ReadTasks(filepath.Join(root, "data", "world", "train-rl-k2.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"mempo", "grpo"} {
+		ts, err := tasks.ReadTasks(filepath.Join(out3, v, "tasks-1.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ts) != 2 || ts[0].K != 2 || ts[1].K != 8 || len(ts[1].Questions) != 8 {
+			t.Fatalf("RL_K=\"2 8\": %s's tasks of iteration 1 are not k = 2, then 8: %+v", v, ts)
+		}
+		if ts[0].TaskID != world2[0].TaskID {
+			t.Fatalf("RL_K=\"2 8\": the k = 2 task %s is not train-rl-k2.jsonl's first", ts[0].TaskID)
+		}
 	}
 	// A preset that does not exist is one clear line and exit status 2.
 	cmd = exec.CommandContext(ctx, "bash", "scripts/demo/run.sh")
