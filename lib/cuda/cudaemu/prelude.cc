@@ -68,6 +68,10 @@ struct uint4 {
 struct alignas(16) float4 {
 	float x, y, z, w;
 };
+static inline float4 make_float4(float x, float y, float z, float w) {
+	float4 v = {x, y, z, w};
+	return v;
+}
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
 static inline long long min(long long a, long long b) { return a < b ? a : b; }
