@@ -63,6 +63,7 @@ var (
 	CUDAAttn        = add("MEMPO_CUDA_ATTN", "attention kernels for A/B runs: kernel (attention2.cu for everything: no decode kernel, no tensor cores), gemm (cuBLAS attention instead of attnmma.cu in bf16 mode)")
 	CUDADecode      = add("MEMPO_CUDA_DECODE", "decoding steps after the prefill: graph (default: the fused step replayed from a CUDA graph per batch bucket), direct (the same launches without graphs), generic (the model's op-by-op path)")
 	CUDAPersist     = add("MEMPO_CUDA_PERSIST", "the layers of small bf16 decoding steps (one to four rows): 0 as separate launches, N ≥ 1 in one persistent launch of at most N blocks a multiprocessor (default: one launch of 1 block a multiprocessor for models with a hidden size of 3072 or more, where it was measured faster, separate launches below)")
+	CUDASkinny      = add("MEMPO_CUDA_SKINNY", "0: bf16 decoding steps of 5 to 32 rows take cuBLAS for their q, k and v products (default: one launch of lib/cuda/kernels/skinny.cu, which streams the three weights through the tensor cores with k split over the chip)")
 	CUDAPDL         = add("MEMPO_CUDA_PDL", "0: launch the decoding step's kernels one after another (default: overlapped by programmatic dependent launch where the GPU has it, sm_90 and later)")
 	HostOptimizer   = add("MEMPO_HOST_OPTIMIZER", "1: mempo-update keeps the AdamW step on the host even when the model is on the GPU")
 	SkipMemCheck    = add("MEMPO_SKIP_MEMORY_CHECK", "1: mempo-update and sft start a GPU run even when their memory estimate exceeds the free device memory")
@@ -82,6 +83,7 @@ var (
 	CUDABenchBatch  = addTest("MEMPO_CUDA_BENCH_BATCH", "training batch of the CUDA benchmark, in sequences of 2048 tokens (default 8)")
 	DecodeBenchMods = addTest("MEMPO_CUDA_DECODE_BENCH_MODELS", "models of the decoding benchmark (default qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-7b)")
 	DecodeBenchMode = addTest("MEMPO_CUDA_DECODE_BENCH_MODES", "decoding modes the decoding benchmark compares (default generic,direct,graph)")
+	DecodeBenchRows = addTest("MEMPO_CUDA_DECODE_BENCH_BATCHES", "batch sizes of the decoding benchmark (default 1,32,256)")
 
 	BenchEncoderBatches  = addTest("MEMPO_BENCH_ENCODER_BATCHES", "document batches of the GPU encoder benchmark (default 64,128,256)")
 	BenchEncoderCPUBatch = addTest("MEMPO_BENCH_ENCODER_CPU_BATCH", "CPU batch of the GPU encoder benchmark's comparison (default 16)")

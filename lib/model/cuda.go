@@ -66,6 +66,8 @@ type CUDA struct {
 	perRowAttn   bool // decoding takes attndecode.cu's per-row kernel instead of attn_split (tests, benchmarks)
 	ropeApart    bool // small decoding steps run q/k/v and RoPE as separate launches (tests, benchmarks)
 	attnNoSub    bool // decoding's split attention without the in-block split (attn_split_merged; tests, benchmarks)
+	skinnyOff    bool // steps of 5 to 32 bf16 rows take cuBLAS products, not skinny.cu (MEMPO_CUDA_SKINNY=0; benchmarks)
+	skinnyAll    bool // steps of 5 to 32 bf16 rows take skinny.cu for every product, not only q, k and v (benchmarks, tests)
 
 	// The small decoding steps' layers in one persistent launch
 	// (dec_persist; cuda_persist.go): at most persistBlocks blocks a
@@ -225,6 +227,7 @@ func NewCUDA() (*CUDA, error) {
 	be.attnNoMMA = envconfig.CUDAAttn.Get() == "gemm"
 	be.decode = decodeModeFromEnv()
 	be.overlap = envconfig.CUDAPDL.Get() != "0"
+	be.skinnyOff = envconfig.CUDASkinny.Get() == "0"
 	be.persistBlocks, be.persistTimeout = persistBlocksFromEnv(), time.Second
 	return be, nil
 }

@@ -173,6 +173,7 @@ type cudaStepper struct {
 	spart                              cuda.Ptr // the split sampler's chunk records
 	gate, up, act, logits, res, rstd   cuda.Ptr
 	part                               cuda.Ptr // attn_split's partials
+	skPart, skCnt                      cuda.Ptr // skinny.cu's partial products and column-tile counters
 	in                                 cuda.Ptr // input block (layout in stepInput)
 	tab                                cuda.Ptr // dec_persist's per-layer operands (DecLayer, 15 pointers a layer)
 	bar                                cuda.Ptr // dec_persist's grid barrier: a 64-bit count, the timed-out flag (in res, at barOffset)
@@ -280,6 +281,10 @@ func (b *CUDA) newStepper(m *Model, c *kvCache, rows int) stepper {
 		s.spart = get(8 * 4 * B * nc)
 	}
 	must(b.dev.Memset32(s.cnt, 0, B*A.heads)) // attn_split_merged leaves them at zero
+	if parts, tiles := s.skinnyScratch(); tiles > 0 {
+		s.skPart, s.skCnt = get(4*parts), get(4*tiles)
+		must(b.dev.Memset32(s.skCnt, 0, tiles)) // skinny.cu leaves them at zero
+	}
 	var err error
 	if s.host, err = b.dev.PinnedAlloc(s.inBytes()); err == nil {
 		s.out, err = b.dev.PinnedAlloc(s.outBytes())
@@ -411,7 +416,7 @@ func (s *cudaStepper) launch(module, name string, grid cuda.Dim3, block, shmem i
 	if !b.dev.Capturing() {
 		defer b.timed(name)()
 	}
-	if b.overlap && (module == "decode" || module == "sample") {
+	if b.overlap && (module == "decode" || module == "sample" || module == "skinny") {
 		// The step's own kernels begin with PDL_WAIT (kernels/pdl.cuh).
 		must(b.dev.LaunchOverlap(f, grid, cuda.Dim3{X: block}, shmem, args...))
 		return
@@ -430,6 +435,10 @@ func (s *cudaStepper) gemm(c, a, w cuda.Ptr, m, n, k int) {
 		s.launch("decode", "gemv_bf16", cuda.Dim3{X: (n + 3) / 4}, 128, 0, c, a, w, m, n, k)
 		return
 	}
+	if s.skinny(m, k) && s.b.skinnyAll {
+		s.skinnyGemm(a, m, k, []cuda.Ptr{c}, []cuda.Ptr{w}, []int{n})
+		return
+	}
 	dt, name := cuda.F32, "gemm"
 	if s.bf16 {
 		dt, name = cuda.BF16, "gemm_bf16"
@@ -442,6 +451,79 @@ func (s *cudaStepper) gemm(c, a, w cuda.Ptr, m, n, k int) {
 
 // gemv says whether products of m rows over k take decode.cu's gemv kernels.
 func (s *cudaStepper) gemv(m, k int) bool { return s.bf16 && m <= gemvMaxRows && k%8 == 0 }
+
+// skinny.cu's kernels, by 16-row tiles, and the shape of their blocks
+// (SK_COLS, SK_LD there).
+var skinnyKernels = [...]string{"skinny_bf16_m16", "skinny_bf16_m32"}
+
+const (
+	skinnyMaxRows = 16 * len(skinnyKernels)
+	skinnyCols    = 64       // columns a tile (SK_COLS)
+	skinnyKC      = 128      // k a chunk (SK_KC)
+	skinnyLD      = skinnyKC // halves a staged row (SK_LD)
+	skinnyStages  = 4        // chunks staged at once (SK_STAGES)
+	skinnyThreads = 256      // SK_THREADS
+)
+
+// skinnyShared is the dynamic shared memory of skinny.cu's kernel of mt
+// 16-row tiles: its stages of 64 weight rows and mt·16 rows of A, and the
+// sums one half of its warps hands the other.
+func skinnyShared(mt int) int { return skinnyStages*(skinnyCols+16*mt)*skinnyLD*2 + mt*4096 }
+
+// skinny says whether products of m rows over k may take skinny.cu (bf16
+// steps of gemvMaxRows+1 to 32 rows; MEMPO_CUDA_SKINNY=0 or the cublas
+// benchmark variant keep cuBLAS). The step takes it for q, k and v, in one
+// launch where cuBLAS took three; the other products stay on cuBLAS unless
+// skinnyAll (the skinnyall benchmark variant): in the step's graph at 32
+// rows skinny.cu was slower than cuBLAS on the large products (7B gate and
+// up, down and the LM head: 55–63% of the copy bandwidth against cuBLAS's
+// 80–96%; docs/BENCHMARKS.md).
+func (s *cudaStepper) skinny(m, k int) bool {
+	return s.bf16 && !s.b.skinnyOff && m > gemvMaxRows && m <= skinnyMaxRows && k%32 == 0
+}
+
+// skinnyGrid is the blocks of a skinny.cu launch over tiles column tiles
+// and k: two a multiprocessor (what fits of the kernels of up to 48 rows),
+// fewer where there are fewer than two iterations (tiles × chunks of 128 k)
+// a block (each split of a tile costs a merge). The
+// blocks share the iterations evenly (stream-K), so no wave is left partly
+// idle whatever the shape; where a tile's iterations span blocks, their
+// partial sums are added in block order. The grid depends on the product's
+// shape only, not on its rows, so a row's sums are the same in every batch
+// that takes the kernel.
+func skinnyGrid(tiles, k, sms int) int {
+	return max(1, min(2*sms, tiles*((k+skinnyKC-1)/skinnyKC)/2))
+}
+
+// skinnyGemm queues c_p = a·w_pᵀ (m rows, k, n_p columns, fp32 out) for up
+// to three products sharing a, in one skinny.cu launch.
+func (s *cudaStepper) skinnyGemm(a cuda.Ptr, m, k int, cs, ws []cuda.Ptr, ns []int) {
+	var c, w [3]cuda.Ptr
+	var n [3]int
+	tiles := 0
+	for i := range cs {
+		c[i], w[i], n[i] = cs[i], ws[i], ns[i]
+		tiles += (ns[i] + skinnyCols - 1) / skinnyCols
+	}
+	mt := (m + 15) / 16
+	s.launch("skinny", skinnyKernels[mt-1], cuda.Dim3{X: skinnyGrid(tiles, k, s.b.dev.SMs)}, skinnyThreads, skinnyShared(mt),
+		c[0], c[1], c[2], w[0], w[1], w[2], n[0], n[1], n[2], s.skPart, s.skCnt, a, m, k)
+}
+
+// skinnyScratch is the floats of partial sums and the column-tile counters
+// the step's skinny products need at most (0, 0 where none runs): two
+// slots of m × 64 a block.
+func (s *cudaStepper) skinnyScratch() (parts, tiles int) {
+	A := s.a
+	m := min(s.maxB, skinnyMaxRows)
+	if !s.bf16 || s.b.skinnyOff || m <= gemvMaxRows {
+		return 0, 0
+	}
+	t := func(n int) int { return (n + skinnyCols - 1) / skinnyCols }
+	qd, kvd := A.heads*A.headDim, A.kvHeads*A.headDim
+	tiles = max(t(qd)+2*t(kvd), t(A.hidden), 2*t(A.inter), t(A.vocab))
+	return 2 * 2 * s.b.dev.SMs * m * skinnyCols, tiles
+}
 
 // norm is dec_add_rmsnorm: x += d (when d ≠ 0), xn = RMSNorm(x)·w, written
 // in the products' precision.
@@ -518,8 +600,12 @@ func (s *cudaStepper) launchStep(bk int) {
 		if s.gemv(bk, H) {
 			s.launch("decode", "gemv_swiglu_bf16", cuda.Dim3{X: (I + 7) / 8}, 256, 0, s.act, s.xn, W.wg, W.wu, bk, I, H)
 		} else {
-			s.gemm(s.gate, s.xn, W.wg, bk, I, H)
-			s.gemm(s.up, s.xn, W.wu, bk, I, H)
+			if s.skinny(bk, H) && s.b.skinnyAll {
+				s.skinnyGemm(s.xn, bk, H, []cuda.Ptr{s.gate, s.up}, []cuda.Ptr{W.wg, W.wu}, []int{I, I})
+			} else {
+				s.gemm(s.gate, s.xn, W.wg, bk, I, H)
+				s.gemm(s.up, s.xn, W.wu, bk, I, H)
+			}
 			var a32, a16 cuda.Ptr = s.act, 0
 			if s.bf16 {
 				a32, a16 = 0, s.act
@@ -565,6 +651,8 @@ func (s *cudaStepper) qkvApart(bk int, W *stepLayerW, pos, crow cuda.Ptr) {
 	if s.gemv(bk, H) {
 		s.launch("decode", "gemv3_bf16", cuda.Dim3{X: (qd + 2*kvd + 7) / 8}, 256, 0,
 			s.q, W.wq, qd, s.k, W.wk, kvd, s.v, W.wv, kvd, s.xn, bk, H)
+	} else if s.skinny(bk, H) {
+		s.skinnyGemm(s.xn, bk, H, []cuda.Ptr{s.q, s.k, s.v}, []cuda.Ptr{W.wq, W.wk, W.wv}, []int{qd, kvd, kvd})
 	} else {
 		s.gemm(s.q, s.xn, W.wq, bk, qd, H)
 		s.gemm(s.k, s.xn, W.wk, bk, kvd, H)

@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -26,7 +27,8 @@ func TestStepBucket(t *testing.T) {
 // different steps (so the step runs several buckets, padded rows included),
 // with the step run directly and replayed from CUDA graphs (with launches
 // overlapped and fused, and not), with split-key attention and with the
-// per-row decode kernel (useSplit). Graph replays must equal the direct step
+// per-row decode kernel (useSplit), with skinny.cu's products (q, k and v;
+// all) and with cuBLAS's. Graph replays must equal the direct step
 // bit for bit (the same launches), overlapped and fused or not; both must give
 // the op-by-op path's tokens, and log-probs within 1e-4 (fp32) or 2e-2
 // (bf16): the step's attention splits the keys and its small-batch products
@@ -105,13 +107,17 @@ func TestCUDADecodeStep(t *testing.T) {
 					perRow := run(decodeGraph, c.opts)
 					be.perRowAttn, be.attnNoSub = false, true
 					merged := run(decodeGraph, c.opts)
-					be.attnNoSub = false
+					be.attnNoSub, be.skinnyOff = false, true
+					cublas := run(decodeGraph, c.opts)
+					be.skinnyOff, be.skinnyAll = false, true
+					skinnyAll := run(decodeGraph, c.opts)
+					be.skinnyAll = false
 					var worst float64
 					for i := range gen {
 						for _, v := range []struct {
 							what string
 							gen  *Generation
-						}{{"per-row attention", perRow[i]}, {"attn_split_merged", merged[i]}} {
+						}{{"per-row attention", perRow[i]}, {"attn_split_merged", merged[i]}, {"cuBLAS products", cublas[i]}, {"skinny.cu products", skinnyAll[i]}} {
 							if !slices.Equal(v.gen.IDs, gen[i].IDs) || v.gen.Finish != gen[i].Finish {
 								t.Errorf("%s row %d, %s: tokens differ from the op-by-op path\n graph   %v (%s)\n generic %v (%s)",
 									c.what, i, v.what, v.gen.IDs, v.gen.Finish, gen[i].IDs, gen[i].Finish)
@@ -348,6 +354,63 @@ func TestCUDADecodeKernels(t *testing.T) {
 		if e := maxRelErr(got, want); !(e <= 1e-5) {
 			t.Errorf("gemv_bf16 %d×%d×%d: relative error %.3g against cuBLAS", m, n, k, e)
 		}
+	}
+	// skinny.cu: steps of 5 to 32 rows, the 0.5B and 7B shapes and ragged
+	// ones, one product and three in a launch; twice, for the counters.
+	for _, sh := range []struct {
+		m, k int
+		ns   []int
+	}{{5, 896, []int{896}}, {32, 896, []int{4864}}, {31, 4864, []int{896}}, {32, 96, []int{200}}, {8, 896, []int{151936}},
+		{32, 18944, []int{3584}}, {17, 3584, []int{3584, 512, 512}}, {24, 896, []int{4864, 4864}}, {9, 64, []int{24, 40, 8}}} {
+		m, k := sh.m, sh.k
+		x := p.rnd(m, k, 1)
+		x16 := b.activationBF16(gt(x.g))
+		var cs, ws []cuda.Ptr
+		var refs, ys []Tensor
+		var keep []pair // the weights' device buffers live while their raw bf16 pointers are used
+		for _, n := range sh.ns {
+			w := p.rnd(n, k, 0.05)
+			keep = append(keep, w)
+			b.MarkWeight(w.g)
+			ref := b.Zeros(m, n)
+			b.MatMul(ref, x.g, w.g, false, true, 1, 0)
+			y := b.Zeros(m, n)
+			refs, ys = append(refs, ref), append(ys, y)
+			cs, ws = append(cs, gt(y).ptr()), append(ws, b.bf16Operand(gt(w.g)))
+		}
+		st := &cudaStepper{b: b, a: &arch{hidden: k, inter: k, heads: 1, kvHeads: 1, headDim: 64, vocab: 64}, maxB: m, bf16: true}
+		parts, tiles := st.skinnyScratch()
+		tiles = 0
+		for _, n := range sh.ns {
+			tiles += (n + skinnyCols - 1) / skinnyCols
+		}
+		part, psize := b.rawAlloc(4*parts + 16)
+		cnt, csize := b.rawAlloc(4 * tiles)
+		must(b.dev.Memset32(cnt, 0, tiles))
+		st.skPart, st.skCnt = part, cnt
+		what := fmt.Sprintf("skinny m=%d k=%d n=%v", m, k, sh.ns)
+		var first [][]float32
+		for run := 0; run < 2; run++ {
+			for _, y := range ys {
+				b.Fill(y, float32(math.NaN()))
+			}
+			st.skinnyGemm(x16, m, k, cs, ws, sh.ns)
+			for i, y := range ys {
+				got := b.ToHost(y, nil)
+				if e := maxRelErr(got, b.ToHost(refs[i], nil)); !(e <= 1e-5) {
+					t.Errorf("%s product %d: relative error %.3g against cuBLAS", what, i, e)
+				}
+				if run == 0 {
+					first = append(first, got)
+				} else if !slices.Equal(first[i], got) {
+					t.Errorf("%s product %d: a second launch gave other bits", what, i)
+				}
+			}
+		}
+		b.rawFree(part, psize, false)
+		b.rawFree(cnt, csize, false)
+		runtime.KeepAlive(keep)
+		runtime.KeepAlive(x)
 	}
 	// q, k, v in one launch; gate, up and SwiGLU in one launch.
 	for m := 1; m <= gemvMaxRows; m++ {
