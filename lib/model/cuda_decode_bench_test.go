@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,12 +13,13 @@ import (
 	"github.com/mempo/mempo/lib/checkpoint"
 	"github.com/mempo/mempo/lib/cuda"
 	"github.com/mempo/mempo/lib/envconfig"
+	"github.com/mempo/mempo/lib/tensor/half"
 )
 
 // TestCUDADecodeBenchmarks measures greedy batched decoding (prompts of
 // 128 tokens, 128 new tokens, random weights, bf16 mode) on the Qwen2.5
-// shapes of MEMPO_CUDA_DECODE_BENCH_MODELS (default 0.5B, 1.5B, 7B) at batch
-// 1, 32 and 256, for each decoding path (MEMPO_CUDA_DECODE_BENCH_MODES,
+// shapes of MEMPO_CUDA_DECODE_BENCH_MODELS (default 0.5B, 1.5B, 7B) at the
+// batches of MEMPO_CUDA_DECODE_BENCH_BATCHES (default 1, 32 and 256), for each decoding path (MEMPO_CUDA_DECODE_BENCH_MODES,
 // default generic,direct,graph: the op-by-op path, the fused step launched
 // directly, the fused step replayed from CUDA graphs; suffixes run
 // variants, setDecodeVariant), next to the HBM bound
@@ -48,7 +50,11 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 			}
 		}
 		fmt.Printf("BENCH %s loaded in %.1fs; a step reads %.3f GB of bf16 weights\n", name, time.Since(t0).Seconds(), wBytes/1e9)
-		for _, B := range []int{1, 32, 256} {
+		for _, f := range strings.Split(envconfig.DecodeBenchRows.Or("1,32,256"), ",") {
+			B, err := strconv.Atoi(f)
+			if err != nil || B < 1 {
+				t.Fatalf("%s: batch %q", envconfig.DecodeBenchRows.Name, f)
+			}
 			reqs := benchPrompts(m, B)
 			kvBytes := float64(2*m.a.layers*m.a.kvHeads*m.a.headDim*4) * float64(B) * 192
 			bound := float64(B) * bw / (wBytes + kvBytes)
@@ -82,7 +88,7 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 					persistTraceReport(t, be, fmt.Sprintf("%s decode B=%d %s", name, B, mode), func() { gen(128) })
 				}
 			}
-			if B == 1 || B == 256 {
+			if B == 1 || B == 32 || B == 256 {
 				setDecodeVariant(t, be, decodeGraph) // profiling runs the fused step directly, with events
 				be.StartProfile()
 				d := gen(128)
@@ -100,7 +106,9 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 // a path (graph, direct, generic) and "-"-separated variants: serial (no
 // overlapped launches), perrow (attndecode.cu's per-row attention kernel),
 // rope (q/k/v and RoPE as separate launches), attn1 (split attention
-// without the in-block split, attn_split_merged), sep (small steps' layers
+// without the in-block split, attn_split_merged), cublas (steps of 5 to 32
+// rows with cuBLAS products, not skinny.cu), skinnyall (skinny.cu for every
+// product of those steps, not only q, k and v), sep (small steps' layers
 // as separate launches, not dec_persist), persist (dec_persist, with
 // MEMPO_CUDA_PERSIST's blocks a multiprocessor or 1), p2 and p4 (dec_persist
 // with up to 2 or 4 blocks a multiprocessor).
@@ -109,6 +117,7 @@ func setDecodeVariant(t *testing.T, be *CUDA, mode string) {
 	be.decode = parts[0]
 	be.overlap = envconfig.CUDAPDL.Get() != "0"
 	be.perRowAttn, be.ropeApart, be.attnNoSub = false, false, false
+	be.skinnyOff, be.skinnyAll = envconfig.CUDASkinny.Get() == "0", false
 	be.persistBlocks = persistBlocksFromEnv()
 	for _, v := range parts[1:] {
 		switch v {
@@ -126,6 +135,10 @@ func setDecodeVariant(t *testing.T, be *CUDA, mode string) {
 			be.ropeApart = true
 		case "attn1":
 			be.attnNoSub = true
+		case "cublas":
+			be.skinnyOff = true
+		case "skinnyall":
+			be.skinnyAll = true
 		default:
 			t.Fatalf("decoding benchmark mode %q: unknown variant %q", mode, v)
 		}
@@ -194,21 +207,28 @@ func copyBandwidth(t *testing.T, d *cuda.Device) float64 {
 	must(d.Memset32(a, 0x3f800000, n/4))
 	var ts []float64
 	for i := 0; i < 21; i++ {
-		e0, err := d.Record()
-		must(err)
-		must(d.DtoD(b, a, n))
-		e1, err := d.Record()
-		must(err)
-		ms, err := d.Elapsed(e0, e1)
-		must(err)
-		e0.Destroy()
-		e1.Destroy()
+		ms := eventMillis(d, func() { must(d.DtoD(b, a, n)) })
 		if i > 0 {
 			ts = append(ts, ms)
 		}
 	}
 	sort.Float64s(ts)
 	return 2 * n / (ts[len(ts)/2] / 1e3)
+}
+
+// eventMillis is the device time of the work queued by queue, between two
+// events on the stream.
+func eventMillis(d *cuda.Device, queue func()) float64 {
+	e0, err := d.Record()
+	must(err)
+	queue()
+	e1, err := d.Record()
+	must(err)
+	ms, err := d.Elapsed(e0, e1)
+	must(err)
+	e0.Destroy()
+	e1.Destroy()
+	return ms
 }
 
 // randomPresetModel is the preset's shape with checkpoint.RandomInit's
@@ -237,4 +257,121 @@ func benchPrompts(m *Model, B int) []Request {
 		reqs[i] = Request{Prompt: p}
 	}
 	return reqs
+}
+
+// TestCUDASkinnyBenchmarks times the products of decoding steps of 8 to 32
+// rows on the Qwen2.5-0.5B and 7B shapes (bf16 operands, fp32 out), as the
+// step groups them: the step's own kernel (skinny.cu; q, k and v in one
+// launch, gate and up in one) against cuBLAS (cublasGemmEx, one call a
+// product: what the step ran before), over enough copies of the weights
+// that none is read from L2, next to the floor: the weights read once at the
+// device-to-device copy bandwidth (bytes read + written), as the decoding
+// benchmark's HBM bound. scripts/gpu/bench_skinny.py times PyTorch on the
+// same products. Runs when MEMPO_CUDA_BENCH=1.
+func TestCUDASkinnyBenchmarks(t *testing.T) {
+	if envconfig.CUDABench.Or("") != "1" {
+		t.Skip("set MEMPO_CUDA_BENCH=1 to run the CUDA benchmarks")
+	}
+	be := cudaOrSkip(t)
+	be.SetBF16(true)
+	d := be.Device()
+	bw := copyBandwidth(t, d)
+	fmt.Printf("BENCH device %s, copy bandwidth %.2f TB/s (read + write)\n", d, bw/1e12)
+	for mt, name := range skinnyKernels {
+		f, err := d.Func("skinny", name)
+		must(err)
+		must(d.SetMaxDynamicShared(f, skinnyShared(mt+1)))
+		r, err := d.ResidentBlocks(f, skinnyThreads, skinnyShared(mt+1))
+		must(err)
+		fmt.Printf("BENCH skinny %s: %d blocks a multiprocessor resident (%d bytes of shared memory a block)\n", name, r, skinnyShared(mt+1))
+	}
+	const chunk = 1 << 26 // bf16 values of the host pattern the copies are filled from
+	pattern := make([]uint16, chunk)
+	for i := range pattern {
+		pattern[i] = half.F32ToBF16(float32((i*7919)%2003-1001) / 1e4)
+	}
+	fill := func(p cuda.Ptr, n int) {
+		for off := 0; off < n; off += chunk {
+			must(d.HtoD(p+cuda.Ptr(2*off), unsafe.Pointer(&pattern[0]), 2*min(chunk, n-off)))
+		}
+	}
+	alloc := func(bytes int) cuda.Ptr {
+		p, err := d.Alloc(bytes)
+		must(err)
+		return p
+	}
+	for _, sh := range []struct {
+		model                string
+		hidden, inter, q, kv int
+		vocab                int
+	}{{"qwen2.5-0.5b", 896, 4864, 896, 128, 151936}, {"qwen2.5-7b", 3584, 18944, 3584, 512, 152064}} {
+		for _, gr := range []struct {
+			name string
+			ns   []int
+			k    int
+		}{{"qkv", []int{sh.q, sh.kv, sh.kv}, sh.hidden}, {"o", []int{sh.hidden}, sh.q}, {"gate+up", []int{sh.inter, sh.inter}, sh.hidden},
+			{"down", []int{sh.hidden}, sh.inter}, {"head", []int{sh.vocab}, sh.hidden}} {
+			k, bytes, tiles := gr.k, 0, 0
+			for _, n := range gr.ns {
+				bytes += 2 * n * k
+				tiles += (n + skinnyCols - 1) / skinnyCols
+			}
+			copies := min(16, max(1, (400<<20)/bytes+1))
+			ws := make([][]cuda.Ptr, copies) // [copy][product]
+			for i := range ws {
+				for _, n := range gr.ns {
+					p := alloc(2 * n * k)
+					fill(p, n*k)
+					ws[i] = append(ws[i], p)
+				}
+			}
+			for _, m := range []int{8, 16, 32} {
+				a := alloc(2 * m * k)
+				fill(a, m*k)
+				var cs []cuda.Ptr
+				for _, n := range gr.ns {
+					cs = append(cs, alloc(4*m*n))
+				}
+				st := &cudaStepper{b: be, a: &arch{hidden: k, inter: k, heads: 1, kvHeads: 1, headDim: 64, vocab: 64}, maxB: m, bf16: true}
+				parts, _ := st.skinnyScratch()
+				st.skPart, st.skCnt = alloc(4*parts+16), alloc(4*tiles)
+				must(d.Memset32(st.skCnt, 0, tiles))
+				run := func(i int, cublas bool) {
+					w := ws[i%copies]
+					if !cublas {
+						st.skinnyGemm(a, m, k, cs, w, gr.ns)
+						return
+					}
+					for p, n := range gr.ns {
+						must(d.Gemm(false, true, m, n, k, 1, a, cuda.BF16, k, w[p], cuda.BF16, k, 0, cs[p], cuda.F32, n))
+					}
+				}
+				timeIt := func(cublas bool) float64 {
+					const reps = 48
+					for i := 0; i < 4; i++ {
+						run(i, cublas)
+					}
+					ms := eventMillis(d, func() {
+						for i := 0; i < reps; i++ {
+							run(i, cublas)
+						}
+					})
+					return 1e3 * ms / reps
+				}
+				sk, cb := timeIt(false), timeIt(true)
+				sk = min(sk, timeIt(false))
+				floor := float64(bytes) / bw * 1e6
+				fmt.Printf("BENCH skinny %s %-7s %v×%d m=%2d: skinny %8.2f µs (%5.1f%% of the floor %.2f µs; %d blocks) cuBLAS %8.2f µs (%5.1f%%) speedup %.2f×\n",
+					sh.model, gr.name, gr.ns, k, m, sk, 100*floor/sk, floor, skinnyGrid(tiles, k, d.SMs), cb, 100*floor/cb, cb/sk)
+				for _, p := range append(cs, a, st.skPart, st.skCnt) {
+					must(d.Free(p))
+				}
+			}
+			for _, w := range ws {
+				for _, p := range w {
+					must(d.Free(p))
+				}
+			}
+		}
+	}
 }
