@@ -292,6 +292,61 @@ func TestShortDemo(t *testing.T) {
 			t.Fatalf("RL_K=\"2 8\": the k = 2 task %s is not train-rl-k2.jsonl's first", ts[0].TaskID)
 		}
 	}
+	// make demo-check's comparisons (scripts/demo/check.sh, REUSE=1) over
+	// the first run and the RL_K one as two seeds: the pooled and per-seed
+	// tables, the training rows pooled over the RL tasks' k, one verdict a
+	// comparison, and a failing status exactly when one fails (these
+	// barely trained models fail most).
+	check := filepath.Join(tmp, "check")
+	if err := os.MkdirAll(check, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for s, dir := range map[string]string{"seed1": out, "seed2": out3} {
+		if err := os.Symlink(dir, filepath.Join(check, s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd = exec.CommandContext(ctx, "bash", "scripts/demo/check.sh")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "REUSE=1", "SEEDS=1 2", "EVAL_K=2", "BIN="+bin, "OUT="+check)
+	log, err = cmd.CombinedOutput()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("scripts/demo/check.sh: %v\n%s", err, log)
+	}
+	var verdicts, failed int
+	for _, line := range strings.Split(string(log), "\n") {
+		switch {
+		case strings.HasPrefix(line, "ok    "):
+			verdicts++
+		case strings.HasPrefix(line, "FAIL  "):
+			verdicts++
+			failed++
+		}
+	}
+	if verdicts != 8 || (failed > 0) != (err != nil) {
+		t.Fatalf("check.sh: %d verdicts (want 8), %d failing, exit error %v:\n%s", verdicts, failed, err, log)
+	}
+	pooled, rerr := os.ReadFile(filepath.Join(check, "pooled.md"))
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	for _, want := range []string{"## Pooled over seeds 1 2", "Seed 1 (F1", "Seed 2 (F1", "| iteration | MemPO P(gold"} {
+		if !strings.Contains(string(pooled), want) {
+			t.Fatalf("pooled.md lacks %q:\n%s", want, pooled)
+		}
+	}
+	var row string
+	for _, line := range strings.Split(string(pooled), "\n") {
+		if strings.HasPrefix(line, "| 1 | ") {
+			row = line
+		}
+	}
+	if row == "" || strings.Count(row, "|") != 8 {
+		t.Fatalf("pooled.md: no training row for iteration 1 with its six values:\n%s", pooled)
+	}
+	if f := strings.Fields(strings.NewReplacer("|", " ").Replace(row)); f[5] == "nan" || f[6] == "nan" {
+		t.Fatalf("pooled.md: MemPO's or GRPO's turns missing at iteration 1: %q", row)
+	}
 	// A preset that does not exist is one clear line and exit status 2.
 	cmd = exec.CommandContext(ctx, "bash", "scripts/demo/run.sh")
 	cmd.Dir = root
