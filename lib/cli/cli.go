@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"strings"
 
 	ucli "github.com/urfave/cli/v2"
@@ -45,7 +46,36 @@ var Version = "dev"
 // Every command gets the env subcommand, which lists the MEMPO_* variables.
 func Main(app *ucli.App) {
 	app.Commands = append(app.Commands, EnvCommand())
-	os.Exit(run(app, os.Args, os.Stderr))
+	stop := startProfile(app.Name, os.Stderr)
+	code := run(app, os.Args, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// startProfile starts the Go CPU profile MEMPO_CPUPROFILE names, if any, and
+// returns what stops it; a profile that cannot start is one line on stderr,
+// and the command runs without it.
+func startProfile(name string, stderr io.Writer) (stop func()) {
+	path := envconfig.CPUProfile.Get()
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		if err = pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %s: no CPU profile: %v\n", name, envconfig.CPUProfile.Name, err)
+		return func() {}
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintf(stderr, "%s: %s: %v\n", name, envconfig.CPUProfile.Name, err)
+		}
+	}
 }
 
 // EnvCommand is the env subcommand every command has: the MEMPO_*

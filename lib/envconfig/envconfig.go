@@ -69,6 +69,7 @@ var (
 	SkipMemCheck    = add("MEMPO_SKIP_MEMORY_CHECK", "1: mempo-update and sft start a GPU run even when their memory estimate exceeds the free device memory")
 	DistFile        = add("MEMPO_DIST_FILE", "data-parallel rendezvous through a file on shared storage: rank 0 writes its address there, the other ranks read it (instead of MASTER_ADDR/MASTER_PORT); use a fresh path per run")
 	NCCLLib         = add("MEMPO_NCCL_LIB", "path of libnccl.so.2, tried before the CUDA library folders and the pip nvidia/nccl/lib folders")
+	CPUProfile      = add("MEMPO_CPUPROFILE", "FILE: every command writes a Go CPU profile of its run to FILE (go tool pprof FILE), for the host side of a run: tokenizing, scheduling, retrieval, file I/O")
 )
 
 // Read only by tests, benchmarks and scripts (Test).
