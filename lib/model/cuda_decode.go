@@ -483,10 +483,10 @@ func (s *cudaStepper) skinny(m, k int) bool {
 }
 
 // skinnyGrid is the blocks of a skinny.cu launch over tiles column tiles
-// and k: two a multiprocessor (what fits of the kernels of up to 48 rows),
+// and k: two a multiprocessor (what fits of its kernels' shared memory),
 // fewer where there are fewer than two iterations (tiles × chunks of 128 k)
-// a block (each split of a tile costs a merge). The
-// blocks share the iterations evenly (stream-K), so no wave is left partly
+// a block (each split of a tile costs a merge). The blocks share the
+// iterations evenly (stream-K), so no wave is left partly
 // idle whatever the shape; where a tile's iterations span blocks, their
 // partial sums are added in block order. The grid depends on the product's
 // shape only, not on its rows, so a row's sums are the same in every batch

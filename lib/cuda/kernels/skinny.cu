@@ -3,15 +3,16 @@
 // (lib/model/cuda_decode.go): there the weights are read once and the rows
 // are few, so the product is a stream of the weights through the tensor
 // cores. cuBLAS tiles such products by the output (at 7B, 3,584 columns of
-// 32 rows make 28 to 56 tiles for 132 multiprocessors); here a block takes
-// 64 columns and one slice of k, so every product fills the chip.
+// 32 rows make 28 to 56 tiles for 132 multiprocessors); here the iterations
+// (a column tile of 64 × a chunk of 128 k) are shared evenly by the blocks
+// (stream-K), so every product fills the chip.
 //
 // Block: 8 warps, 16 columns a warp (two m16n8k16 n-tiles) and half of each
 // chunk's k (the two halves' sums added at the end of a tile, first half
-// first), all m rows (MT tiles of 16, rows past m zero). Chunks of 128 k of the block's 64 weight
-// rows and of A's rows are copied to shared memory asynchronously
-// (cp.async), SK_STAGES chunks deep, so a block keeps three chunks of weights
-// in flight while it multiplies a fourth. Lane (gr, t) reads k 8t … 8t+7 of
+// first), all m rows (MT tiles of 16, rows past m zero). Chunks of 128 k of
+// the tile's 64 weight rows and of A's rows are copied to shared memory
+// asynchronously (cp.async), SK_STAGES chunks deep, so a block keeps three
+// chunks of weights in flight while it multiplies a fourth. Lane (gr, t) reads k 8t … 8t+7 of
 // each 32 of its columns gr and 8+gr, 16 bytes at a time. The mma's k order
 // inside 16 is a convention, not a constraint (a dot product does not care
 // how k is numbered, as long as A and W agree), so those 8 values are the B
@@ -21,10 +22,12 @@
 // before PDL_WAIT (they depend on no earlier kernel), so they stream in while
 // the kernel before it drains.
 //
-// Slices of k (grid y) write partial tiles to part[s][m][n]; the last block
-// of a column tile to finish (a counter per tile, reset by that block) adds
-// them in slice order, so the result does not depend on which block ends
-// last, and a row's sums do not depend on m.
+// A block's range of iterations may begin and end inside a tile: there it
+// writes its partial sums to its slot in part (0 for its first tile, 1 for
+// its last), and the last block of the tile to finish (a counter per tile,
+// reset by that block) adds the slots in block order, so the result does
+// not depend on which block ends last; the ranges depend on the product's
+// shape and the grid only, so a row's sums do not depend on m.
 //
 // Under CUDA_EMU (lib/cuda/cudaemu) the mma is emulated with warp shuffles
 // of the same fragments, sums in k order.
