@@ -996,15 +996,25 @@ func (b *CUDA) SwiGLU(out, gate, up Tensor) {
 	n := int64(o.n())
 	o16 := b.dual(o)
 	o32 := b.f32Out(o, o16)
-	switch {
-	case o32 == 0 && g16 != 0 && u16 != 0 && n%8 == 0:
+	if o32 == 0 && g16 != 0 && u16 != 0 && n%8 == 0 {
 		b.launch("model", "swiglu_bf16x8", b.gridFor(n/8, 256), 256, 0, o16, g16, u16, n/8)
-	case g16 == 0 && u16 == 0 && n%4 == 0 && aligned16(o32, o16, g32, u32):
-		b.launch("model", "swiglu_f32x4", b.gridFor(n/4, 256), 256, 0, o32, g32, u32, n/4, o16)
-	default:
-		b.launch("model", "swiglu_f32", b.gridFor(n, 256), 256, 0, o32, g32, u32, n, o16, g16, u16)
+	} else {
+		name, items, args := swigluLaunch(o32, g32, u32, n, o16, g16, u16)
+		b.launch("model", name, b.gridFor(items, 256), 256, 0, args...)
 	}
 	b.dualDone(o, o16)
+}
+
+// swigluLaunch is model.cu's SwiGLU over n elements from fp32 gate and up
+// (or their bf16 roundings g16, u16) into o32 and/or o16 (0: not written):
+// swiglu_f32x4 where the inputs are fp32 and n and every pointer allow
+// 16-byte vectors (the same bits), swiglu_f32 otherwise. It returns the
+// kernel, the items its grid covers and its arguments.
+func swigluLaunch(o32, g32, u32 cuda.Ptr, n int64, o16, g16, u16 cuda.Ptr) (name string, items int64, args []any) {
+	if g16 == 0 && u16 == 0 && n%4 == 0 && aligned16(o32, o16, g32, u32) {
+		return "swiglu_f32x4", n / 4, []any{o32, g32, u32, n / 4, o16}
+	}
+	return "swiglu_f32", n, []any{o32, g32, u32, n, o16, g16, u16}
 }
 
 // aligned16 says whether every pointer is 16-byte aligned (0 counts as

@@ -610,11 +610,8 @@ func (s *cudaStepper) launchStep(bk int) {
 			if s.bf16 {
 				a32, a16 = 0, s.act
 			}
-			if n := bk * I; n%4 == 0 { // the step's buffers are 16-byte aligned
-				s.launch("model", "swiglu_f32x4", gridFor(n/4), 256, 0, a32, s.gate, s.up, int64(n/4), a16)
-			} else {
-				s.launch("model", "swiglu_f32", gridFor(n), 256, 0, a32, s.gate, s.up, int64(n), a16, cuda.Ptr(0), cuda.Ptr(0))
-			}
+			name, items, args := swigluLaunch(a32, s.gate, s.up, int64(bk*I), a16, 0, 0)
+			s.launch("model", name, gridFor(int(items)), 256, 0, args...)
 		}
 		s.gemm(s.o, s.act, W.wd, bk, H, I)
 	}
