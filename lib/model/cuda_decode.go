@@ -522,8 +522,12 @@ func (s *cudaStepper) skinnyScratch() (parts, tiles int) {
 	t := func(n int) int { return (n + skinnyCols - 1) / skinnyCols }
 	qd, kvd := A.heads*A.headDim, A.kvHeads*A.headDim
 	tiles = max(t(qd)+2*t(kvd), t(A.hidden), 2*t(A.inter), t(A.vocab))
-	return 2 * 2 * s.b.dev.SMs * m * skinnyCols, tiles
+	return skinnyParts(s.b.dev.SMs, m), tiles
 }
+
+// skinnyParts is the floats of partial sums a skinny.cu launch of m rows
+// may write: two slots of m × 64 for each of skinnyGrid's blocks at most.
+func skinnyParts(sms, m int) int { return 2 * 2 * sms * m * skinnyCols }
 
 // norm is dec_add_rmsnorm: x += d (when d ≠ 0), xn = RMSNorm(x)·w, written
 // in the products' precision.

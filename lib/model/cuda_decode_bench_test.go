@@ -332,9 +332,8 @@ func TestCUDASkinnyBenchmarks(t *testing.T) {
 				for _, n := range gr.ns {
 					cs = append(cs, alloc(4*m*n))
 				}
-				st := &cudaStepper{b: be, a: &arch{hidden: k, inter: k, heads: 1, kvHeads: 1, headDim: 64, vocab: 64}, maxB: m, bf16: true}
-				parts, _ := st.skinnyScratch()
-				st.skPart, st.skCnt = alloc(4*parts+16), alloc(4*tiles)
+				st := &cudaStepper{b: be, maxB: m, bf16: true}
+				st.skPart, st.skCnt = alloc(4*skinnyParts(d.SMs, m)), alloc(4*tiles)
 				must(d.Memset32(st.skCnt, 0, tiles))
 				run := func(i int, cublas bool) {
 					w := ws[i%copies]

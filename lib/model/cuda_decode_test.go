@@ -378,9 +378,8 @@ func TestCUDADecodeKernels(t *testing.T) {
 			refs, ys = append(refs, ref), append(ys, y)
 			cs, ws = append(cs, gt(y).ptr()), append(ws, b.bf16Operand(gt(w.g)))
 		}
-		st := &cudaStepper{b: b, a: &arch{hidden: k, inter: k, heads: 1, kvHeads: 1, headDim: 64, vocab: 64}, maxB: m, bf16: true}
-		parts, tiles := st.skinnyScratch()
-		tiles = 0
+		st := &cudaStepper{b: b, maxB: m, bf16: true}
+		parts, tiles := skinnyParts(b.dev.SMs, m), 0
 		for _, n := range sh.ns {
 			tiles += (n + skinnyCols - 1) / skinnyCols
 		}
