@@ -49,6 +49,9 @@ func runGrad(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
+	if cfg.TargetKL != 0 {
+		return fmt.Errorf("--target-kl: grad computes one shard of one step, and the early stop needs the whole mini-batch; it is the one-process update's (apply's rows carry each step's approx_kl)")
+	}
 	m, err := loadModel(c.String("model"), "model", c.Bool("recompute"), c.String("device"))
 	if err != nil {
 		return err

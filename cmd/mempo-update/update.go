@@ -354,8 +354,8 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 	// A partial --out of this very run (--stop-after, or a killed run that
 	// had written one) is continued rather than redone.
 	if _, ors, err := update.ReadOptimizerMeta(filepath.Join(j.out, update.OptimizerFile)); err == nil && ors.Fingerprint == fp {
-		if ors.PlanStep >= ors.PlanSteps {
-			fmt.Fprintf(c.App.Writer, "%s: already holds the result of this run (%d steps); nothing to do\n", j.out, ors.PlanSteps)
+		if ors.Done() {
+			fmt.Fprintf(c.App.Writer, "%s: already holds the result of this run (%d steps); nothing to do\n", j.out, ors.PlanStep)
 			return j.finish(nil, nil)
 		}
 		pm, err := j.reload(m, m.Recompute)
@@ -444,24 +444,26 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 		prog.Printf("step %d/%d: %s micro-batch %d/%d, %s", cur+1, total, phase, done+1, n, cli.ETA(prog.Elapsed(), frac))
 	}
 	// save writes the run state after done steps: at the end, at
-	// --stop-after, and every --checkpoint-every in between.
-	save := func(done int) error {
+	// --stop-after, and every --checkpoint-every in between; stopped: the
+	// end came early (--target-kl), and the run is finished.
+	save := func(done int, stopped bool) error {
 		nrs := update.RunState{GlobalStep: t.StepCount(), Seed: j.plan.Seed, PlanStep: done, PlanSteps: total,
-			Fingerprint: fp, Schedule: j.cfg.Schedule, AdamW: j.cfg.AdamW, Iteration: iteration}
-		if done == total {
+			Fingerprint: fp, Schedule: j.cfg.Schedule, AdamW: j.cfg.AdamW, Iteration: iteration, Stopped: stopped}
+		if nrs.Done() {
 			nrs.Iteration++
 		}
 		switch {
 		case j.lora != nil:
 			return update.SaveAdapterCheckpoint(j.out, t.Model, j.modelD, t.OptimizerState(), nrs, rows)
 		case j.cfg.Lean:
-			return j.saveLean(t, nrs, rows, done == total)
+			return j.saveLean(t, nrs, rows, nrs.Done())
 		case dp != nil:
 			return dp.SaveCheckpoint(j.out, j.modelD, nrs, rows)
 		}
 		return update.SaveCheckpoint(j.out, t.Model, j.modelD, t.OptimizerState(), nrs, rows)
 	}
 	ck := newCheckpointer(c.Duration("checkpoint-every"))
+	done, stopped := stop, false
 	for k := from; k < stop; k++ {
 		cur = k
 		var res *update.StepResult
@@ -473,6 +475,13 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 		if err != nil {
 			return fmt.Errorf("step %d: %w", k, err)
 		}
+		if res.Stopped {
+			done, stopped = k, true
+			if err := j.recordStop(res.ApproxKL, k, total, rows, tb, t.StepCount()); err != nil {
+				return err
+			}
+			break
+		}
 		res.Row.Policy = fmt.Sprintf("%s@%d", base, res.Row.Step)
 		rows = append(rows, res.Row)
 		if err := tb.Add(res.Row.Step, tbevent.Fields("update", res.Row, "step")...); err != nil {
@@ -480,27 +489,46 @@ func (j *job) run(m *model.Model, extraKnobs string) error {
 		}
 		prog.Printf("step %d/%d loss %.4g clipfrac %.3f kl %s grad-norm %.3g", k+1, total, res.Row.Loss, res.Row.PGClipfrac, optG(res.Row.KL), res.GradNorm)
 		if k+1 < stop && ck.due() {
-			if err := ck.save(c.App.ErrWriter, j.out, k+1, total, save); err != nil {
+			if err := ck.save(c.App.ErrWriter, j.out, k+1, total, func(done int) error { return save(done, false) }); err != nil {
 				return err
 			}
 		}
 	}
-	prog.Done("%d steps", stop-from)
+	prog.Done("%d steps", done-from)
 	j.times.mark("steps")
 	printPeak(c, t.Model)
-	if err := save(stop); err != nil {
+	if err := save(done, stopped); err != nil {
 		return err
 	}
 	j.times.mark("write")
 	if j.times != nil {
 		fmt.Fprintf(c.App.ErrWriter, "mempo-update: %s\n", j.times)
 	}
-	if stop < total {
+	switch {
+	case stopped:
+		fmt.Fprintf(c.App.Writer, "wrote %s: %d of %d steps (stopped by --target-kl), global step %d\n", j.out, done, total, t.StepCount())
+	case stop < total:
 		fmt.Fprintf(c.App.Writer, "wrote %s after step %d of %d; rerun the same command to continue\n", j.out, stop, total)
 		return nil
+	default:
+		fmt.Fprintf(c.App.Writer, "wrote %s: %d steps, global step %d\n", j.out, total, t.StepCount())
 	}
-	fmt.Fprintf(c.App.Writer, "wrote %s: %d steps, global step %d\n", j.out, total, t.StepCount())
 	return j.finish(t.Model, rows)
+}
+
+// recordStop reports an update that --target-kl stopped before plan step k
+// (0-based) of total: one stderr line, the KL on the last row taken
+// (StopApproxKL; with no step taken there is no row, and the line and the
+// checkpoint's run state tell it), and TensorBoard scalars at the global
+// step reached.
+func (j *job) recordStop(kl float64, k, total int, rows []records.Update, tb *tbevent.Writer, global int64) error {
+	bound := update.KLStopFactor * j.cfg.TargetKL
+	fmt.Fprintf(j.c.App.ErrWriter, "mempo-update: step %d/%d: approx KL to the rollout policy %.4g > %g × --target-kl %g = %.4g; stopped after %d of %d steps\n",
+		k+1, total, kl, update.KLStopFactor, j.cfg.TargetKL, bound, k, total)
+	if n := len(rows); n > 0 && k > 0 {
+		rows[n-1].StopApproxKL = &kl
+	}
+	return tb.Add(global, tbevent.Scalar{Tag: "update/stop_approx_kl", Value: kl}, tbevent.Scalar{Tag: "update/steps_taken", Value: float64(k)})
 }
 
 // finish writes --metrics and --golden from the finished --out.

@@ -95,6 +95,15 @@ type Update struct {
 	PGClipfrac      float64 `parquet:"pg_clipfrac" json:"pg_clipfrac"`
 	PGClipfracLower float64 `parquet:"pg_clipfrac_lower" json:"pg_clipfrac_lower"` // verl's name: dual clip active
 	PPOKL           float64 `parquet:"ppo_kl" json:"ppo_kl"`                       // verl's name: mean old_logp − logp
+	// ApproxKL is the k3 estimate of KL(rollout policy ‖ policy) on the
+	// step's mini-batch before the step: the mean over loss tokens of
+	// r − 1 − log r, r = π/π_old (what mempo-update --target-kl bounds).
+	ApproxKL float64 `parquet:"approx_kl" json:"approx_kl"`
+	// StopApproxKL is set on the last row of an update that --target-kl
+	// stopped early: the approximate KL of the next mini-batch, which
+	// passed 1.5 × the target, so that neither it nor any later step of
+	// the plan was taken. Null otherwise.
+	StopApproxKL *float64 `parquet:"stop_approx_kl,optional" json:"stop_approx_kl"`
 	// Metrics a run may not compute are null there, not 0: KL without a
 	// reference (--kl-coef 0), entropy without --entropy-metric, the memory
 	// reward and advantage without memory blocks (GRPO).

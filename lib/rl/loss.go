@@ -176,12 +176,19 @@ type Metrics struct {
 	PGClipFrac      float64 // fraction of loss tokens with L2 > L1
 	PGClipFracLower float64 // fraction of loss tokens with A < 0 and the dual clip active
 	PPOKL           float64 // mean of old_logp − logp over loss tokens
-	MaxAbsLogRatio  float64 // max |logp − old_logp| (clamped at 20): drift of the recomputed log-probs from the rollout's
+	// ApproxKL is the mean over loss tokens of the k3 estimate of
+	// KL(π_old ‖ π) from the rollout's samples: r − 1 − log r with
+	// r = π/π_old, i.e. KLToken's low_var_kl with the rollout policy as the
+	// reference (the same clamps). It is stable-baselines3's approx_kl and
+	// what Config.TargetKL in lib/update bounds.
+	ApproxKL       float64
+	MaxAbsLogRatio float64 // max |logp − old_logp| (clamped at 20): drift of the recomputed log-probs from the rollout's
 
 	Tokens         int     // loss tokens
 	ClipTokens     int     // tokens counted in PGClipFrac
 	LowerTokens    int     // tokens counted in PGClipFracLower
 	SumNegLogRatio float64 // Σ(old_logp − logp), clamped, for PPOKL
+	SumApproxKL    float64 // Σ of the per-token k3 terms, for ApproxKL
 
 	// Advantage side, filled by SetAdvantageStats.
 	AdvTaskMean, AdvTaskStd float64
@@ -201,19 +208,21 @@ func (m *Metrics) Merge(o Metrics) {
 	m.ClipTokens += o.ClipTokens
 	m.LowerTokens += o.LowerTokens
 	m.SumNegLogRatio += o.SumNegLogRatio
+	m.SumApproxKL += o.SumApproxKL
 	m.MaxAbsLogRatio = math.Max(m.MaxAbsLogRatio, o.MaxAbsLogRatio)
 	m.fractions()
 }
 
 func (m *Metrics) fractions() {
 	if m.Tokens == 0 {
-		m.PGClipFrac, m.PGClipFracLower, m.PPOKL = 0, 0, 0
+		m.PGClipFrac, m.PGClipFracLower, m.PPOKL, m.ApproxKL = 0, 0, 0, 0
 		return
 	}
 	n := float64(m.Tokens)
 	m.PGClipFrac = float64(m.ClipTokens) / n
 	m.PGClipFracLower = float64(m.LowerTokens) / n
 	m.PPOKL = m.SumNegLogRatio / n
+	m.ApproxKL = m.SumApproxKL / n
 }
 
 // SetAdvantageStats copies the advantage summary into m.
@@ -357,6 +366,8 @@ func (cfg LossConfig) Loss(batch []TrajInput, d *Denoms) (*LossOutput, error) {
 					met.LowerTokens++
 				}
 				met.SumNegLogRatio += pt.NegLogRatio
+				approx, _ := KLToken(KLLowVar, old, lp) // the rollout policy as the reference
+				met.SumApproxKL += approx
 				met.MaxAbsLogRatio = math.Max(met.MaxAbsLogRatio, math.Abs(pt.NegLogRatio))
 			}
 		}

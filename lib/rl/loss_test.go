@@ -78,7 +78,9 @@ func TestClipFracCounted(t *testing.T) {
 	// Tokens (r, A): (1.5, 1) clipped; (0.5, −1) clipped; (4, −1) dual
 	// clipped; (1, 1) neither; (0.5, 1) neither → clipfrac 2/5, lower 1/5.
 	// ppo_kl = mean(−Δ) = −(ln1.5 + ln0.5 + ln4 + 0 + ln0.5)/5 = −ln(1.5·0.5·4·0.5)/5
-	// = −ln(1.5)/5 = −0.0810930.
+	// = −ln(1.5)/5 = −0.0810930. approx_kl = mean(r − 1 − ln r)
+	// = (1.5 + 0.5 + 4 + 1 + 0.5 − 5 − ln(1.5·0.5·4·1·0.5))/5 = (2.5 − ln 1.5)/5
+	// = 0.4189070.
 	st := StepInput{
 		Logp:    []float32{ln(1.5), ln(0.5), ln(4), 0, ln(0.5)},
 		OldLogp: []float32{0, 0, 0, 0, 0},
@@ -93,6 +95,9 @@ func TestClipFracCounted(t *testing.T) {
 	m := out.Metrics
 	if m.PGClipFrac != 0.4 || m.PGClipFracLower != 0.2 || !near(m.PPOKL, -0.0810930, 1e-6) || !near(m.MaxAbsLogRatio, math.Log(4), 1e-6) {
 		t.Errorf("clipfrac %v lower %v ppo_kl %v", m.PGClipFrac, m.PGClipFracLower, m.PPOKL)
+	}
+	if !near(m.ApproxKL, (2.5-math.Log(1.5))/5, 1e-6) {
+		t.Errorf("approx_kl %v, want (2.5 − ln 1.5)/5 = %v", m.ApproxKL, (2.5-math.Log(1.5))/5)
 	}
 }
 
@@ -260,7 +265,8 @@ func TestShardsCombine(t *testing.T) {
 		f := full.Metrics
 		if !near(m.Loss, f.Loss, 1e-12) || !near(m.PGLoss, f.PGLoss, 1e-12) || !near(m.KL, f.KL, 1e-12) ||
 			!near(m.Entropy, f.Entropy, 1e-12) || m.Tokens != f.Tokens || m.PGClipFrac != f.PGClipFrac ||
-			m.PGClipFracLower != f.PGClipFracLower || !near(m.PPOKL, f.PPOKL, 1e-12) || m.MaxAbsLogRatio != f.MaxAbsLogRatio {
+			m.PGClipFracLower != f.PGClipFracLower || !near(m.PPOKL, f.PPOKL, 1e-12) || m.MaxAbsLogRatio != f.MaxAbsLogRatio ||
+			!near(m.ApproxKL, f.ApproxKL, 1e-12) || !(f.ApproxKL > 0) {
 			t.Errorf("%v: merged metrics %+v\nunsplit %+v", mode, m, f)
 		}
 		// Without the global denominators a shard would be normalized on

@@ -115,6 +115,10 @@ func (d *DataParallel) Step(p Plan, k int) (*StepResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every rank holds the same merged metrics, so all of them stop here.
+	if t.Cfg.klStop(sum.Metrics) {
+		return t.stopped(sum), nil
+	}
 	res, err := d.apply(sum)
 	if err != nil {
 		return nil, err

@@ -35,7 +35,14 @@ type RunState struct {
 	Schedule    optim.Schedule
 	AdamW       optim.AdamWConfig
 	Iteration   int64 // updates finished in this chain of checkpoints (--optimizer-every reads it)
+	// Stopped: the plan ended after PlanStep of its PlanSteps steps because
+	// Config.TargetKL stopped it; the run is finished, not partial.
+	Stopped bool
 }
+
+// Done reports whether the plan of this state is finished: every step
+// taken, or stopped early.
+func (r RunState) Done() bool { return r.Stopped || r.PlanStep >= r.PlanSteps }
 
 func (r RunState) meta() (map[string]string, error) {
 	sched, err := json.Marshal(r.Schedule)
@@ -46,7 +53,7 @@ func (r RunState) meta() (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return map[string]string{
+	meta := map[string]string{
 		"mempo.global_step": strconv.FormatInt(r.GlobalStep, 10),
 		"mempo.seed":        strconv.FormatInt(r.Seed, 10),
 		"mempo.plan_step":   strconv.Itoa(r.PlanStep),
@@ -55,7 +62,11 @@ func (r RunState) meta() (map[string]string, error) {
 		"mempo.schedule":    string(sched),
 		"mempo.adamw":       string(adam),
 		"mempo.iteration":   strconv.FormatInt(r.Iteration, 10),
-	}, nil
+	}
+	if r.Stopped { // only then: the files of runs without the early stop stay as they were
+		meta["mempo.stopped"] = "true"
+	}
+	return meta, nil
 }
 
 func runStateFrom(path string, meta map[string]string) (RunState, error) {
@@ -77,6 +88,11 @@ func runStateFrom(path string, meta map[string]string) (RunState, error) {
 	if it := get("iteration"); it != "" { // absent in files from before it was kept
 		if r.Iteration, err = strconv.ParseInt(it, 10, 64); err != nil {
 			return r, fmt.Errorf("%s: metadata mempo.iteration: %v", path, err)
+		}
+	}
+	if st := get("stopped"); st != "" {
+		if r.Stopped, err = strconv.ParseBool(st); err != nil {
+			return r, fmt.Errorf("%s: metadata mempo.stopped: %v", path, err)
 		}
 	}
 	r.Fingerprint = get("fingerprint")

@@ -28,7 +28,18 @@ type Config struct {
 	// Lean keeps AdamW's moments in 8 bits (optim.AdamW8) and, on the GPU
 	// in bf16 mode, the weights as bf16 + 16-bit remainders (lean.go).
 	Lean bool
+	// TargetKL turns on PPO's early stop (stable-baselines3's target_kl):
+	// before each optimizer step, the approximate KL of the current policy
+	// to the rollout policy on the step's mini-batch (rl.Metrics.ApproxKL,
+	// k3) is compared with KLStopFactor·TargetKL; past it, Step takes no
+	// step and reports Stopped, and the caller skips the rest of the plan
+	// (every remaining mini-batch and epoch). 0 = off.
+	TargetKL float64
 }
+
+// KLStopFactor is how far past TargetKL a mini-batch's approximate KL may
+// go before the update stops (stable-baselines3's 1.5).
+const KLStopFactor = 1.5
 
 // DefaultConfig returns the defaults docs/ARCHITECTURE.md lists: rl.DefaultLossConfig (ε 0.2,
 // dual clip 3, k3 KL with β = 0.001, trajectory aggregation), AdamW with
@@ -63,7 +74,16 @@ func (c Config) Validate() error {
 	if c.MicroTokens < 0 {
 		return fmt.Errorf("update: micro-batch tokens %d < 0", c.MicroTokens)
 	}
+	if !(c.TargetKL >= 0) || math.IsInf(c.TargetKL, 1) {
+		return fmt.Errorf("update: target KL must be finite and ≥ 0 (0 = off), got %v", c.TargetKL)
+	}
 	return nil
+}
+
+// klStop reports whether the early stop refuses a mini-batch whose summed
+// metrics are met (always false when TargetKL is 0).
+func (c Config) klStop(met rl.Metrics) bool {
+	return c.TargetKL > 0 && met.ApproxKL > KLStopFactor*c.TargetKL
 }
 
 func (c Config) micro() int {
@@ -501,6 +521,19 @@ func (r *ShardResult) takeGrads(m *model.Model, onDevice bool) {
 type StepResult struct {
 	Row      records.Update
 	GradNorm float64
+	// Stopped: the mini-batch's approximate KL to the rollout policy,
+	// ApproxKL, exceeded KLStopFactor·Cfg.TargetKL, so no step was taken
+	// (the model and the optimizer are as before; Row is empty).
+	Stopped  bool
+	ApproxKL float64
+}
+
+// stopped is the result of a mini-batch the early stop refused. Its
+// gradient was computed (the forward that measured the KL is part of it)
+// and is dropped, on the device too.
+func (t *Trainer) stopped(g *ShardResult) *StepResult {
+	t.Model.ZeroGrads()
+	return &StepResult{Stopped: true, ApproxKL: g.Metrics.ApproxKL}
 }
 
 // Apply clips the summed gradient, takes the AdamW step on the model's
@@ -570,7 +603,7 @@ func (t *Trainer) result(g *ShardResult, norm, lr float64) *StepResult {
 	met := g.Metrics // the advantage statistics came with the shards
 	row := records.Update{
 		Step: t.StepCount(), Loss: met.Loss, PGLoss: met.PGLoss, PGClipfrac: met.PGClipFrac,
-		PGClipfracLower: met.PGClipFracLower, PPOKL: met.PPOKL, GradNorm: norm, LR: lr,
+		PGClipfracLower: met.PGClipFracLower, PPOKL: met.PPOKL, ApproxKL: met.ApproxKL, GradNorm: norm, LR: lr,
 		AdvTaskMean: met.AdvTaskMean, AdvTaskStd: met.AdvTaskStd, RewardTaskMean: met.RewardTaskMean,
 		Tokens: int64(met.Tokens), Trajectories: int64(g.Trajs), LogprobDriftMax: g.DriftMax,
 	}
@@ -598,7 +631,8 @@ func (t *Trainer) result(g *ShardResult, norm, lr float64) *StepResult {
 
 // Step runs optimizer step k of the plan: the gradient of its mini-batch as
 // `shards` shards summed in order, then Apply. The row's Epoch and WallS are
-// filled; Policy is the caller's.
+// filled; Policy is the caller's. With Cfg.TargetKL set, a mini-batch too
+// far from the rollout policy is not applied: the result is Stopped.
 func (t *Trainer) Step(p Plan, k, shards int) (*StepResult, error) {
 	if shards < 1 {
 		shards = 1
@@ -617,6 +651,9 @@ func (t *Trainer) Step(p Plan, k, shards int) (*StepResult, error) {
 		} else if err := sum.Add(r); err != nil {
 			return nil, err
 		}
+	}
+	if t.Cfg.klStop(sum.Metrics) {
+		return t.stopped(sum), nil
 	}
 	res, err := t.Apply(sum)
 	if err != nil {

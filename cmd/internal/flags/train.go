@@ -7,6 +7,7 @@ package flags
 
 import (
 	"fmt"
+	"math"
 
 	ucli "github.com/urfave/cli/v2"
 
@@ -42,6 +43,7 @@ func RL() []ucli.Flag {
 		&ucli.Float64Flag{Name: "kl-coef", Value: loss.KLCoef, Usage: "β of the KL term (0 = no KL, --ref not needed)"},
 		&ucli.StringFlag{Name: "agg", Value: loss.Agg.String(), Usage: "loss aggregation: trajectory (paper Eq. 10), token-mean, seq-mean-token-sum or seq-mean-token-mean"},
 		&ucli.BoolFlag{Name: "entropy-metric", Usage: "report the policy entropy (one more forward with full logits: small vocabularies only)"},
+		&ucli.Float64Flag{Name: "target-kl", Value: update.DefaultConfig().TargetKL, Usage: "early stop: before each optimizer step, the approximate KL (k3) of the policy to the rollout policy on the step's mini-batch (the approx_kl column); past 1.5 × this, that step and every later one of the update are skipped (0 = off)"},
 	}
 }
 
@@ -89,6 +91,9 @@ func Train(c *ucli.Context, withRL bool) (update.Config, rl.AdvConfig, error) {
 			return cfg, acfg, err
 		}
 		cfg.EntropyMetric = c.Bool("entropy-metric")
+		if cfg.TargetKL = c.Float64("target-kl"); !(cfg.TargetKL >= 0) || math.IsInf(cfg.TargetKL, 1) {
+			return cfg, acfg, fmt.Errorf("--target-kl must be a finite number ≥ 0 (0 = off), got %v", cfg.TargetKL)
+		}
 	}
 	cfg.AdamW = optim.AdamWConfig{Beta1: c.Float64("beta1"), Beta2: c.Float64("beta2"), Eps: c.Float64("adam-eps"), WeightDecay: c.Float64("weight-decay")}
 	cfg.Schedule = optim.Schedule{PeakLR: c.Float64("lr"), WarmupSteps: c.Int64("warmup"), TotalSteps: c.Int64("total-steps"), MinRatio: c.Float64("min-lr-ratio")}
