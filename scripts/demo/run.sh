@@ -71,6 +71,8 @@ GRPO_RM=${GRPO_RM:-0}                 # 1: score R^M on GRPO's rollouts too, to 
 MEM_FLAGS=${MEM_FLAGS:-}              # extra mempo-update flags of MemPO's updates only (--alpha, --mem-pool step)
 SCORE_LAYOUT=${SCORE_LAYOUT:-turn}    # where R^M reads the memory (mempo-rollout --score-layout): turn, next-step
 KL_COEF=${KL_COEF:-0.001}
+TARGET_KL=${TARGET_KL:-}              # PPO early stop of every RL update (MemPO's and GRPO's): mempo-update --target-kl;
+                                      # empty: not passed (off); docs/DEMO.md
 TASK_REWARD=${TASK_REWARD:-f1}        # R^T of the RL rollouts: f1 (mean over objectives, partial credit) or exact
 # Evaluation.
 EVAL_K=${EVAL_K:-"2 4 8"}
@@ -90,6 +92,8 @@ T0=$(date +%s)
 mkdir -p "$OUT"
 dev=()
 [ -n "$DEVICE" ] && dev=(--device "$DEVICE")
+guard=()
+[ -n "$TARGET_KL" ] && guard=(--target-kl "$TARGET_KL")
 proto=(--topk "$TOPK" --hint="$HINT")
 # R^M's teacher-forced sequences (the rollouts score them, the expert's
 # answer rows teach them). The expert (and so the policy) ends with
@@ -281,7 +285,7 @@ rl() {
 		[ "$variant" = mempo ] && adv=($MEM_FLAGS)
 		"$BIN/mempo-update" --model "$ckpt" --ref "$OUT/sft" --rollouts "$dir/rollouts-$i.parquet" \
 			--out "$dir/iter$i" --lr "$RL_LR" --kl-coef "$KL_COEF" --mini-batch "$RL_MINI_BATCH" --seed "$SEED" "${adv[@]}" \
-			--metrics "$dir/metrics-$i.jsonl" "${dev[@]}"
+			"${guard[@]}" --metrics "$dir/metrics-$i.jsonl" "${dev[@]}"
 		cat "$dir/metrics-$i.jsonl" >> "$dir/$variant-train.jsonl"
 		ckpt=$dir/iter$i
 	done
