@@ -66,6 +66,7 @@ static CUresult (*p_cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
 static CUresult (*p_cuModuleLoadData)(CUmodule *, const void *);
 static CUresult (*p_cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
 static CUresult (*p_cuFuncSetAttribute)(CUfunction, int, int);
+static CUresult (*p_cuFuncGetAttribute)(int *, int, CUfunction);
 static CUresult (*p_cuOccupancyMaxActiveBlocksPerMultiprocessor)(int *, CUfunction, int, size_t);
 static CUresult (*p_cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                                     unsigned, unsigned, CUstream, void **, void **);
@@ -127,6 +128,7 @@ const char *mempo_load_driver(const char *path) {
 	SYM(h, p_cuModuleLoadData, "cuModuleLoadData");
 	SYM(h, p_cuModuleGetFunction, "cuModuleGetFunction");
 	SYM(h, p_cuFuncSetAttribute, "cuFuncSetAttribute");
+	SYM(h, p_cuFuncGetAttribute, "cuFuncGetAttribute");
 	OPTSYM(h, p_cuOccupancyMaxActiveBlocksPerMultiprocessor, "cuOccupancyMaxActiveBlocksPerMultiprocessor");
 	SYM(h, p_cuLaunchKernel, "cuLaunchKernel");
 	OPTSYM(h, p_cuLaunchKernelEx, "cuLaunchKernelEx");
@@ -215,6 +217,10 @@ CUresult mcuModuleGetFunction(CUfunction *f, CUmodule m, const char *n) {
 CUresult mcuFuncSetAttribute(CUfunction f, int a, int v) {
 	CTX();
 	return p_cuFuncSetAttribute(f, a, v);
+}
+CUresult mcuFuncGetAttribute(int *v, int a, CUfunction f) {
+	CTX();
+	return p_cuFuncGetAttribute(v, a, f);
 }
 CUresult mcuOccupancy(int *blocks, CUfunction f, int block, size_t shmem) {
 	CTX();

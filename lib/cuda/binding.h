@@ -66,6 +66,7 @@ CUresult mcuMemsetD32Async(CUdeviceptr p, unsigned v, size_t n, CUstream s);
 CUresult mcuModuleLoadData(CUmodule *m, const void *image);
 CUresult mcuModuleGetFunction(CUfunction *f, CUmodule m, const char *name);
 CUresult mcuFuncSetAttribute(CUfunction f, int attr, int value);
+CUresult mcuFuncGetAttribute(int *value, int attr, CUfunction f);
 CUresult mcuOccupancy(int *blocks, CUfunction f, int block, size_t shmem);
 CUresult mcuLaunch(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                    unsigned bz, unsigned shmem, CUstream s, int nargs, uint64_t *args);

@@ -183,6 +183,23 @@ func (d *Device) SetMaxDynamicShared(f *Function, bytes int) error {
 	return check("cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES)", C.mcuFuncSetAttribute(f.f, 8, C.int(bytes)))
 }
 
+// FuncResources is what ptxas gave f: registers a thread, bytes of local
+// memory a thread (spilled registers and stack; 0 for a kernel that keeps
+// everything in registers) and bytes of static shared memory a block.
+func (d *Device) FuncResources(f *Function) (regs, local, static int, err error) {
+	if err := d.cur(); err != nil {
+		return 0, 0, 0, err
+	}
+	// CU_FUNC_ATTRIBUTE_NUM_REGS 4, LOCAL_SIZE_BYTES 3, SHARED_SIZE_BYTES 1.
+	var v [3]C.int
+	for i, a := range []int{4, 3, 1} {
+		if err := check("cuFuncGetAttribute("+f.name+")", C.mcuFuncGetAttribute(&v[i], C.int(a), f.f)); err != nil {
+			return 0, 0, 0, err
+		}
+	}
+	return int(v[0]), int(v[1]), int(v[2]), nil
+}
+
 // ResidentBlocks is how many blocks of f, of block threads and shmem bytes
 // of dynamic shared memory, a multiprocessor holds at once
 // (cuOccupancyMaxActiveBlocksPerMultiprocessor): a grid of at most SMs

@@ -37,6 +37,15 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 	be := cudaOrSkip(t)
 	bw := copyBandwidth(t, be.Device())
 	fmt.Printf("BENCH device %s, copy bandwidth %.2f TB/s (read + write, 1 GiB device to device, median of 20)\n", be.Device(), bw/1e12)
+	// What ptxas gave the step's GEMV kernels and the persistent launch (a
+	// kernel at its launch bound's registers with local memory spills).
+	for _, k := range []string{"dec_persist_2_64", "dec_persist_2_128", "dec_persist_1_256", "gemv_bf16", "gemv_swiglu_bf16", "gemv_qkv_rope_bf16"} {
+		regs, local, static, err := be.dev.FuncResources(be.fn("decode", k))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("BENCH kernel resources decode/%s: %d registers, %d bytes of local memory, %d bytes of static shared memory\n", k, regs, local, static)
+	}
 	models := strings.Split(envconfig.DecodeBenchMods.Or("qwen2.5-0.5b,qwen2.5-1.5b,qwen2.5-7b"), ",")
 	modes := strings.Split(envconfig.DecodeBenchMode.Or("generic,direct,graph"), ",")
 	be.SetBF16(true)
@@ -127,6 +136,7 @@ func setDecodeVariant(t *testing.T, be *CUDA, mode string) {
 			be.persistBlocks = max(1, be.persistBlocks)
 		case "p2", "p4":
 			be.persistBlocks = int(v[1] - '0')
+
 		case "serial":
 			be.overlap = false
 		case "perrow":
