@@ -16,10 +16,11 @@ import (
 // add_bias_f32 adds it), dec_add_rmsnorm, gemv_swiglu_bf16 and gemv_bf16 of
 // the down product. The emulation runs blocks one after another, so the
 // persistent kernel runs one phase a launch (its grid barriers are the GPU
-// runs' part: lib/model's TestCUDADecodeStep); grids of one and of several
-// blocks, head dims of each kernel (32 and 128 with two warps a head, 160
-// with one), three rows with one padding row, a row whose keys span several
-// splits.
+// runs' part: lib/model's TestCUDADecodeStep), except with a grid of one
+// block, which also runs every phase in one launch (the barrier is then the
+// block's); grids of one and of several blocks, head dims of each kernel
+// (32 and 128 with two warps a head, 160 with one), three rows with one
+// padding row, a row whose keys span several splits.
 func TestEmuDecodePersist(t *testing.T) {
 	e := newDecEmu(t)
 	for _, c := range []struct {
@@ -32,14 +33,19 @@ func TestEmuDecodePersist(t *testing.T) {
 		{160, 1, "attn_split_sub1", "dec_persist_1_256", 4, 2},
 	} {
 		for _, grid := range []int{1, 3} {
-			t.Run(fmt.Sprintf("%s/grid=%d", c.persist, grid), func(t *testing.T) {
-				emuPersist(t, e, c.hd, c.S, c.heads, c.kvHeads, c.attn, c.persist, grid)
-			})
+			for _, whole := range []bool{false, true} {
+				if whole && grid != 1 {
+					continue
+				}
+				t.Run(fmt.Sprintf("%s/grid=%d/one-launch=%v", c.persist, grid, whole), func(t *testing.T) {
+					emuPersist(t, e, c.hd, c.S, c.heads, c.kvHeads, c.attn, c.persist, grid, whole)
+				})
+			}
 		}
 	}
 }
 
-func emuPersist(t *testing.T, e *decEmu, hd, S, heads, kvh int, attnKernel, persistKernel string, grid int) {
+func emuPersist(t *testing.T, e *decEmu, hd, S, heads, kvh int, attnKernel, persistKernel string, grid int, oneLaunch bool) {
 	const H, I, layers, m, slotRows, nsp, minChunk = 64, 104, 2, 3, 64, 4, 16
 	const eps = float32(1e-6)
 	g, qd, kvd := heads/kvh, heads*hd, kvh*hd
@@ -153,9 +159,13 @@ func emuPersist(t *testing.T, e *decEmu, hd, S, heads, kvh int, attnKernel, pers
 	tp := e.put(unsafe.Pointer(&tab[0]), 8*len(tab))
 	attnFloats := (S*g*(hd+2) + 3) / 4 * 4
 	opRows := m * max(H, qd, I)
-	for ph := 0; ph < 5*layers; ph++ {
+	step := 1
+	if oneLaunch {
+		step = 5 * layers
+	}
+	for ph := 0; ph < 5*layers; ph += step {
 		e.runShared(persistKernel, cuda.Dim3{X: grid}, cuda.Dim3{X: 32 * g * S}, 4*attnFloats+2*opRows,
-			tp, ph, ph+1, px, pq, patt, patt16, plse, ppart, pcnt, pact, pp, cp, rp, csp, snp, m, H, I, heads, kvh, hd, eps, scale, nsp,
+			tp, ph, ph+step, px, pq, patt, patt16, plse, ppart, pcnt, pact, pp, cp, rp, csp, snp, m, H, I, heads, kvh, hd, eps, scale, nsp,
 			minChunk, bar, uint64(1e9), cuda.Ptr(0))
 	}
 

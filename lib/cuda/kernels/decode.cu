@@ -774,7 +774,9 @@ __device__ __forceinline__ void gemv_residual_columns(const int *js, float *xres
 }
 
 #ifdef CUDA_EMU
-__device__ void dec_grid_sync(unsigned long long *cnt, unsigned long long target, unsigned *flag, unsigned long long timeout) {}
+// The emulation runs a launch of several phases only with one block, whose
+// barrier is the block's.
+__device__ void dec_grid_sync(unsigned long long *cnt, unsigned long long target, unsigned *flag, unsigned long long timeout) { __syncthreads(); }
 __device__ unsigned long long dec_ld_acquire64(const unsigned long long *p) { return *p; }
 __device__ unsigned long long dec_clock_ns() { return 0; }
 #else
