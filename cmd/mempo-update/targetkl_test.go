@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/mempo/mempo/lib/records"
-	"github.com/mempo/mempo/lib/tbevent"
 	"github.com/mempo/mempo/lib/update"
 )
 
@@ -43,14 +42,7 @@ func TestTargetKLStopsTheUpdate(t *testing.T) {
 	if msg, err := runUpdateCmd(t, args...); err != nil || !strings.Contains(msg, "nothing to do") {
 		t.Errorf("rerun of a stopped run: %q %v", msg, err)
 	}
-	files, _ := filepath.Glob(filepath.Join(tb, "events.out.tfevents.*"))
-	if len(files) != 1 {
-		t.Fatalf("event files %v", files)
-	}
-	evs, err := tbevent.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs, _ := readEventFile(t, tb)
 	got := map[string]float64{}
 	for _, ev := range evs {
 		for _, s := range ev.Scalars {

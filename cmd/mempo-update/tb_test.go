@@ -27,14 +27,7 @@ func TestTensorBoardScalars(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, _ := filepath.Glob(filepath.Join(tb, "events.out.tfevents.*"))
-	if len(files) != 1 {
-		t.Fatalf("event files %v", files)
-	}
-	evs, err := tbevent.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs, file := readEventFile(t, tb)
 	if len(evs) != 1+len(rows) || evs[0].FileVersion != "brain.Event:2" {
 		t.Fatalf("%d events for %d rows", len(evs), len(rows))
 	}
@@ -55,13 +48,28 @@ func TestTensorBoardScalars(t *testing.T) {
 		}
 	}
 	if dst := envconfig.TBOut.Get(); dst != "" {
-		raw, _ := os.ReadFile(files[0])
+		raw, _ := os.ReadFile(file)
 		os.MkdirAll(filepath.Join(dst, "update"), 0o755)
-		if err := os.WriteFile(filepath.Join(dst, "update", filepath.Base(files[0])), raw, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dst, "update", filepath.Base(file)), raw, 0o644); err != nil {
 			t.Fatal(err)
 		}
 		if err := records.WriteFile(filepath.Join(dst, "update", "metrics.jsonl"), rows); err != nil {
 			t.Fatal(err)
 		}
 	}
+}
+
+// readEventFile reads the one TensorBoard event file an update wrote to dir
+// and says which file it was.
+func readEventFile(t *testing.T, dir string) ([]tbevent.Event, string) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
+	if len(files) != 1 {
+		t.Fatalf("event files %v", files)
+	}
+	evs, err := tbevent.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return evs, files[0]
 }
