@@ -23,10 +23,15 @@ import (
 var kernelFS embed.FS
 
 // devicePrelude is prepended to every module NVRTC compiles: the PDL_WAIT
-// and PDL_RELEASE macros of programmatic dependent launch.
-//
+// and PDL_RELEASE macros of programmatic dependent launch (pdl.cuh), and
+// shared-memory addresses and asynchronous copies (async.cuh).
+var devicePrelude = pdlPrelude + asyncPrelude
+
 //go:embed kernels/pdl.cuh
-var devicePrelude string
+var pdlPrelude string
+
+//go:embed kernels/async.cuh
+var asyncPrelude string
 
 // Source returns the embedded CUDA C source of a module ("model" for
 // kernels/model.cu).

@@ -26,6 +26,15 @@
 #define PDL_RELEASE()
 #define __shared__ static
 #define DYN_SMEM(type, name) type *name = (type *)emu_dyn
+// Asynchronous copies to shared memory (kernels/async.cuh) land at once.
+static inline void cp_async16(void *dst, const void *src, bool valid) {
+	if (valid)
+		memcpy(dst, src, 16);
+	else
+		memset(dst, 0, 16);
+}
+static inline void cp_async_commit() {}
+template <int N> static inline void cp_async_wait() {}
 
 struct emu_dim3 {
 	unsigned x, y, z;

@@ -65,12 +65,6 @@ __device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b
 	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ unsigned smem_addr(const void *p) {
-	unsigned a;
-	asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-	return a;
-}
-
 // ldsm4 reads four 8×8 bf16 matrices with one ldmatrix: the A fragment of
 // rows [r0, r0+16) and columns [c0, c0+16) of a row-major matrix in shared
 // memory (row stride ld), or, for B = Mᵀ with M row-major [n][k], the B
@@ -79,7 +73,7 @@ __device__ __forceinline__ void ldsm4(unsigned *r, const bf16 *m, int ld, int r0
 	const bf16 *p = m + (r0 + (lane & 15)) * ld + c0 + (lane >> 4) * 8;
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
 	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-	             : "r"(smem_addr(p)));
+	             : "r"(smem_u32(p)));
 }
 
 // ldsm4B: b[0], b[1] are the B fragment of n columns [n0, n0+8) and b[2],
@@ -89,7 +83,7 @@ __device__ __forceinline__ void ldsm4B(unsigned *b, const bf16 *m, int ld, int n
 	const bf16 *p = m + (n0 + (lane & 7) + ((lane >> 4) << 3)) * ld + k0 + ((lane >> 3) & 1) * 8;
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
 	             : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
-	             : "r"(smem_addr(p)));
+	             : "r"(smem_u32(p)));
 }
 
 // ldsm4T: like ldsm4B for B = M with M row-major [k][n] (transposing
@@ -98,18 +92,8 @@ __device__ __forceinline__ void ldsm4T(unsigned *b, const bf16 *m, int ld, int k
 	const bf16 *p = m + (k0 + (lane & 15)) * ld + n0 + (lane >> 4) * 8;
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
 	             : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
-	             : "r"(smem_addr(p)));
+	             : "r"(smem_u32(p)));
 }
-
-// cp16 copies 16 bytes from global to shared memory asynchronously, or
-// writes 16 zero bytes when valid is false (src is not read then).
-__device__ __forceinline__ void cp16(bf16 *dst, const bf16 *src, bool valid) {
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
-}
-
-__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
-__device__ __forceinline__ void cp_wait_prev() { asm volatile("cp.async.wait_group 1;\n" ::); }
 
 // stage queues the copy of rows [0, ROWS) of a bf16 matrix (row stride lds
 // elements, HD columns) into shared memory (row stride ldd); rows ≥ valid
@@ -120,7 +104,7 @@ __device__ __forceinline__ void stage(bf16 *dst, int ldd, const bf16 *src, long 
 	for (int i = threadIdx.x; i < ROWS * CPR; i += blockDim.x) {
 		int r = i / CPR, c = (i - r * CPR) * 8;
 		bool ok = r < valid;
-		cp16(dst + r * ldd + c, src + (ok ? r : 0) * lds + c, ok);
+		cp_async16(dst + r * ldd + c, src + (ok ? r : 0) * lds + c, ok);
 	}
 }
 
@@ -161,7 +145,7 @@ __device__ void mma_fwd(float *out, bf16 *o16, float *lse, const bf16 *q, const 
 	stage<HD, BM>(Qs, LQ, q + (long long)(Q0 + r0) * qld + h * HD, qld, nq);
 	stage<HD, TILE>(KV, LQ, kbase, kld, min(TILE, keys));
 	stage<HD, TILE>(KV + 2 * TILE * LQ, LQ, vbase, kld, min(TILE, keys));
-	cp_commit();
+	cp_async_commit();
 
 	// The warp's q fragments stay in registers where they fit (head dim
 	// 64); at 128 they are read from shared memory for every key tile.
@@ -182,10 +166,10 @@ __device__ void mma_fwd(float *out, bf16 *o16, float *lse, const bf16 *q, const 
 			int nxt = kt0 + TILE;
 			stage<HD, TILE>(KV + (1 - buf) * TILE * LQ, LQ, kbase + nxt * kld, kld, min(TILE, keys - nxt));
 			stage<HD, TILE>(KV + (3 - buf) * TILE * LQ, LQ, vbase + nxt * kld, kld, min(TILE, keys - nxt));
-			cp_commit();
-			cp_wait_prev();
+			cp_async_commit();
+			cp_async_wait<1>();
 		} else {
-			cp_wait_all();
+			cp_async_wait<0>();
 		}
 		__syncthreads();
 		if (QREG && it == 0) {
@@ -337,7 +321,7 @@ __device__ void mma_bwd_dq(float *dq, const bf16 *dout, const bf16 *q, const bf1
 	stage<HD, TILE>(dOs, LQ, dout + (long long)(Q0 + r0) * qld + h * HD, qld, nq);
 	stage<HD, TILE>(sm + 2 * TILE * LQ, LQ, kbase, kld, min(TILE, N));
 	stage<HD, TILE>(sm + 4 * TILE * LQ, LQ, vbase, kld, min(TILE, N));
-	cp_commit();
+	cp_async_commit();
 	float lr[2], dr[2]; // lse in base 2, D
 #pragma unroll
 	for (int r = 0; r < 2; r++) {
@@ -358,10 +342,10 @@ __device__ void mma_bwd_dq(float *dq, const bf16 *dout, const bf16 *q, const bf1
 			int nxt = kt0 + TILE;
 			stage<HD, TILE>(sm + (3 - buf) * TILE * LQ, LQ, kbase + nxt * kld, kld, min(TILE, N - nxt));
 			stage<HD, TILE>(sm + (5 - buf) * TILE * LQ, LQ, vbase + nxt * kld, kld, min(TILE, N - nxt));
-			cp_commit();
-			cp_wait_prev();
+			cp_async_commit();
+			cp_async_wait<1>();
 		} else {
-			cp_wait_all();
+			cp_async_wait<0>();
 		}
 		__syncthreads();
 		if (QREG && it == 0) {
@@ -477,7 +461,7 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *
 		}
 	};
 	fill(0);
-	cp_commit();
+	cp_async_commit();
 	float adk[HD / 8][4], adv[HD / 8][4];
 #pragma unroll
 	for (int i = 0; i < HD / 8; i++)
@@ -491,10 +475,10 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *
 		const float *ls = fl + buf * QT, *ds_ = fl + (2 + buf) * QT;
 		if (j + 1 < nsteps) {
 			fill(j + 1);
-			cp_commit();
-			cp_wait_prev();
+			cp_async_commit();
+			cp_async_wait<1>();
 		} else {
-			cp_wait_all();
+			cp_async_wait<0>();
 		}
 		__syncthreads();
 		if (KREG && j == 0) {

@@ -430,11 +430,6 @@ extern "C" __global__ void __launch_bounds__(RED_MAX)
 #define FA_MAXT 512
 
 #ifndef BERT_EMU
-__device__ __forceinline__ unsigned fa_smem(const void *p) {
-	unsigned a;
-	asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-	return a;
-}
 __device__ __forceinline__ void fa_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
 	asm volatile(
 	    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -446,12 +441,12 @@ __device__ __forceinline__ void fa_mma(float *c, const unsigned *a, unsigned b0,
 __device__ __forceinline__ void fa_ldsm(unsigned *r, const half_t *p) {
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
 	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-	             : "r"(fa_smem(p)));
+	             : "r"(smem_u32(p)));
 }
 __device__ __forceinline__ void fa_ldsmT(unsigned *r, const half_t *p) {
 	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
 	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-	             : "r"(fa_smem(p)));
+	             : "r"(smem_u32(p)));
 }
 #else
 // The emulation: every lane fetches the fragment elements it is owed from
@@ -500,27 +495,6 @@ static void fa_ldsmT(unsigned *r, const half_t *p) {
 }
 #endif
 
-#ifndef BERT_EMU
-// fa_cp16 copies 16 bytes from global to shared memory asynchronously, or
-// writes 16 zero bytes when valid is false (src is not read then).
-__device__ __forceinline__ void fa_cp16(half_t *dst, const half_t *src, bool valid) {
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(fa_smem(dst)), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void fa_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void fa_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::); }
-__device__ __forceinline__ void fa_wait_prev() { asm volatile("cp.async.wait_group 1;\n" ::); }
-#else
-static void fa_cp16(half_t *dst, const half_t *src, bool valid) {
-	if (valid)
-		memcpy(dst, src, 16);
-	else
-		memset(dst, 0, 16);
-}
-static void fa_commit() {}
-static void fa_wait_all() {}
-static void fa_wait_prev() {}
-#endif
-
 __device__ __forceinline__ unsigned fa_pack(float lo, float hi) { return (unsigned)f2h(lo) | (unsigned)f2h(hi) << 16; }
 
 // fa_stage queues the copy of rows [0, 64) of a half matrix (row stride
@@ -531,7 +505,7 @@ template <int NT> __device__ __forceinline__ void fa_stage(half_t *dst, const ha
 	for (int i = threadIdx.x; i < FA_TILE * (FA_HD / 8); i += NT) {
 		int r = i / (FA_HD / 8), c = (i % (FA_HD / 8)) * 8;
 		bool ok = r < rows;
-		fa_cp16(dst + r * FA_LD + c, src + (ok ? r : 0) * ld + c, ok);
+		cp_async16(dst + r * FA_LD + c, src + (ok ? r : 0) * ld + c, ok);
 	}
 }
 
@@ -584,7 +558,7 @@ __device__ __forceinline__ void attn_rows(const half_t *qkv, const float *bias, 
 
 	fa_stage<32 * NW>(Sm, kbase, ld, min(FA_TILE, T));
 	fa_stage<32 * NW>(Sm + RS, vbase, ld, min(FA_TILE, T));
-	fa_commit();
+	cp_async_commit();
 	// The query tile plus its bias, through registers, into K1 V1.
 	{
 		const half_t *qsrc = qkv + (b * T + r0) * ld + h * FA_HD;
@@ -656,10 +630,10 @@ __device__ __forceinline__ void attn_rows(const half_t *qkv, const float *bias, 
 			const int nxt = kt0 + FA_TILE;
 			fa_stage<32 * NW>(Sm + 2 * (1 - buf) * RS, kbase + nxt * ld, ld, min(FA_TILE, T - nxt));
 			fa_stage<32 * NW>(Sm + (3 - 2 * buf) * RS, vbase + nxt * ld, ld, min(FA_TILE, T - nxt));
-			fa_commit();
-			fa_wait_prev();
+			cp_async_commit();
+			cp_async_wait<1>();
 		} else {
-			fa_wait_all();
+			cp_async_wait<0>();
 		}
 		__syncthreads();
 		float s[MT][FA_TILE / 8][4];

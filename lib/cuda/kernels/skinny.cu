@@ -51,19 +51,6 @@ __device__ __forceinline__ void sk_mma(float *c, const unsigned *a, unsigned b0,
 	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
 	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-__device__ __forceinline__ unsigned sk_smem(const void *p) {
-	unsigned a;
-	asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(a) : "l"(p));
-	return a;
-}
-// sk_cp16 copies 16 bytes from global to shared memory asynchronously, or
-// writes 16 zero bytes when valid is false (src is not read then).
-__device__ __forceinline__ void sk_cp16(unsigned short *dst, const unsigned short *src, bool valid) {
-	asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sk_smem(dst)), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void sk_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-// sk_wait: every group but the last SK_STAGES − 2 committed is complete.
-__device__ __forceinline__ void sk_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(SK_STAGES - 2)); }
 #else
 #define SK_DYN(name) unsigned short *name = (unsigned short *)emu_dyn
 static inline float sk_bf(unsigned h) { return __uint_as_float((h & 0xffffu) << 16); }
@@ -95,14 +82,6 @@ static void sk_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
 		c[3] += A1[k] * B[1][k];
 	}
 }
-static void sk_cp16(unsigned short *dst, const unsigned short *src, bool valid) {
-	if (valid)
-		memcpy(dst, src, 16);
-	else
-		memset(dst, 0, 16);
-}
-static void sk_commit() {}
-static void sk_wait() {}
 #endif
 
 // SkProducts: up to three products sharing A (q, k and v; gate and up):
@@ -152,7 +131,7 @@ __device__ __forceinline__ void skinny(const SkProducts &P, float *part, int *cn
 #pragma unroll
 			for (int u = 0; u < SK_COLS / 16; u++) {
 				const int r = cr + 16 * u;
-				if (in) sk_cp16(ws + sk_sw(r, cv), w + (long long)min(col0 + r, n - 1) * k, true);
+				if (in) cp_async16(ws + sk_sw(r, cv), w + (long long)min(col0 + r, n - 1) * k, true);
 			}
 		}
 		if (withA) {
@@ -160,7 +139,7 @@ __device__ __forceinline__ void skinny(const SkProducts &P, float *part, int *cn
 #pragma unroll
 			for (int u = 0; u < MT; u++) {
 				const int r = cr + 16 * u;
-				if (in) sk_cp16(as + sk_sw(r, cv), a + (long long)(r < m ? r : 0) * k + kc + cv, r < m);
+				if (in) cp_async16(as + sk_sw(r, cv), a + (long long)(r < m ? r : 0) * k + kc + cv, r < m);
 			}
 		}
 	};
@@ -176,7 +155,7 @@ __device__ __forceinline__ void skinny(const SkProducts &P, float *part, int *cn
 	PDL_RELEASE();
 	for (int q = 0, tl = tile0, c = ch0; q < SK_STAGES - 1; q++) {
 		if (it0 + q < end) stage(q, tl, c, false, true);
-		sk_commit();
+		cp_async_commit();
 		if (++c == CH) c = 0, tl++;
 	}
 	float acc[MT][2][4];
@@ -189,11 +168,11 @@ __device__ __forceinline__ void skinny(const SkProducts &P, float *part, int *cn
 	int tile = tile0, ch = ch0, ptile = tile0, pch = ch0 + SK_STAGES - 1, cs = 0;
 	while (pch >= CH) pch -= CH, ptile++;
 	for (int i = it0; i < end; i++) {
-		sk_wait();       // iteration i's chunk is in shared memory (this thread's copies)
+		cp_async_wait<SK_STAGES - 2>();       // iteration i's chunk is in shared memory (this thread's copies)
 		__syncthreads(); // everyone's copies; and iteration i − 1's stage is free
 		const int ps = cs == 0 ? SK_STAGES - 1 : cs - 1;
 		if (i + SK_STAGES - 1 < end) stage(ps, ptile, pch, true, true);
-		sk_commit(); // empty near the end: the count stays one an iteration
+		cp_async_commit(); // empty near the end: the count stays one an iteration
 		if (++pch == CH) pch = 0, ptile++;
 		const unsigned short *ws = sm + cs * STAGE, *as = ws + SK_COLS * SK_LD;
 		const int ctile = tile, cch = ch, len = min(SK_KC, k - ch * SK_KC);
