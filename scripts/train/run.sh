@@ -86,6 +86,7 @@ TEMPERATURE=${TEMPERATURE:-1}          # rollout sampling temperature
 TASK_REWARD=${TASK_REWARD:-exact}      # R^T: exact (1 when every answer exact-matches: the paper's), em or f1 (partial credit)
 MINI_BATCH=${MINI_BATCH:-}             # trajectories per optimizer step; default: half an iteration's (MEM1's 64 of 128 prompts)
 MEMORY_REWARD=${MEMORY_REWARD:-1}      # 0: plain GRPO (no R^M passes, no A^M)
+TARGET_KL=${TARGET_KL:-}               # PPO's early stop: an update ends at the first mini-batch whose approximate KL to the rollout policy passes 1.5 × this (mempo-update --target-kl); empty: off
 SAVE_EVERY=${SAVE_EVERY:-0}            # write a resumable update checkpoint every N optimizer steps (0: only at the end)
 # Memory and disk of the update (docs/TRAINING.md, "A 7B model on one GPU").
 LORA_RANK=${LORA_RANK:-0}              # > 0: train a LoRA adapter of this rank on the frozen MODEL (iter-N/ckpt is the adapter)
@@ -257,6 +258,7 @@ due() { [ "$1" = "$ITERS" ] || { [ "$EVAL_EVERY" -gt 0 ] && [ $(( $1 % EVAL_EVER
 due 0 && evaluate 0
 mr=(); adv=()
 [ "$MEMORY_REWARD" = 1 ] || { mr=(--no-memory-reward); adv=(--no-mem-adv); }
+guard=(); [ -z "$TARGET_KL" ] || guard=(--target-kl "$TARGET_KL")
 for i in $(seq 1 "$ITERS"); do
 	dir=$OUT/iter-$i prev=$OUT/iter-$(( i - 1 ))/ckpt
 	mkdir -p "$dir"
@@ -296,7 +298,7 @@ for i in $(seq 1 "$ITERS"); do
 		odir=(); [ -n "$OPTIMIZER_DIR" ] && { mkdir -p "$OPTIMIZER_DIR/iter-$i"; odir=(--optimizer-dir "$OPTIMIZER_DIR/iter-$i"); }
 		while :; do
 			timed "$i" update "$BIN/mempo-update" "${from[@]}" --rollouts "$dir/rollouts.parquet" \
-				--out "$dir/ckpt" --lr "$LR" --kl-coef "$KL" --mini-batch "$MINI_BATCH" --seed "$SEED" "${adv[@]}" \
+				--out "$dir/ckpt" --lr "$LR" --kl-coef "$KL" --mini-batch "$MINI_BATCH" --seed "$SEED" "${adv[@]}" "${guard[@]}" \
 				--metrics "$dir/metrics.jsonl" "${lean[@]}" "${odir[@]}" "${stop[@]}" "${dev[@]}" "${nproc[@]}" > "$dir/update.out" 2>> "$dir/update.log"
 			cat "$dir/update.out" >> "$dir/update.log"
 			grep -q "rerun the same command to continue" "$dir/update.out" || break
