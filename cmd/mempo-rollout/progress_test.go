@@ -10,7 +10,7 @@ import (
 	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/rollout"
-	"github.com/mempo/mempo/lib/tbevent"
+	"github.com/mempo/mempo/lib/testenv"
 )
 
 // checkRolloutTB reads the --tb directory of a finished rollout: one event
@@ -19,14 +19,7 @@ import (
 // copied there for scripts/check_tensorboard.py.
 func checkRolloutTB(t *testing.T, dir string, rows []records.Rollout) {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
-	if len(files) != 1 {
-		t.Fatalf("event files %v", files)
-	}
-	evs, err := tbevent.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs, file := testenv.EventFile(t, dir)
 	if len(evs) < 3 || evs[0].FileVersion == "" {
 		t.Fatalf("%d events", len(evs))
 	}
@@ -46,9 +39,9 @@ func checkRolloutTB(t *testing.T, dir string, rows []records.Rollout) {
 		t.Errorf("last scalars %v; %d rows, mean R^T %v", last, len(rows), rt)
 	}
 	if dst := envconfig.TBOut.Get(); dst != "" {
-		raw, _ := os.ReadFile(files[0])
+		raw, _ := os.ReadFile(file)
 		os.MkdirAll(filepath.Join(dst, "rollout"), 0o755)
-		if err := os.WriteFile(filepath.Join(dst, "rollout", filepath.Base(files[0])), raw, 0o644); err != nil {
+		if err := os.WriteFile(filepath.Join(dst, "rollout", filepath.Base(file)), raw, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/mempo/mempo/lib/records"
+	"github.com/mempo/mempo/lib/testenv"
 	"github.com/mempo/mempo/lib/update"
 )
 
@@ -42,7 +43,7 @@ func TestTargetKLStopsTheUpdate(t *testing.T) {
 	if msg, err := runUpdateCmd(t, args...); err != nil || !strings.Contains(msg, "nothing to do") {
 		t.Errorf("rerun of a stopped run: %q %v", msg, err)
 	}
-	evs, _ := readEventFile(t, tb)
+	evs, _ := testenv.EventFile(t, tb)
 	got := map[string]float64{}
 	for _, ev := range evs {
 		for _, s := range ev.Scalars {

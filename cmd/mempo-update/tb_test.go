@@ -7,7 +7,7 @@ import (
 
 	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/records"
-	"github.com/mempo/mempo/lib/tbevent"
+	"github.com/mempo/mempo/lib/testenv"
 	"github.com/mempo/mempo/lib/update"
 )
 
@@ -27,7 +27,7 @@ func TestTensorBoardScalars(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	evs, file := readEventFile(t, tb)
+	evs, file := testenv.EventFile(t, tb)
 	if len(evs) != 1+len(rows) || evs[0].FileVersion != "brain.Event:2" {
 		t.Fatalf("%d events for %d rows", len(evs), len(rows))
 	}
@@ -57,19 +57,4 @@ func TestTensorBoardScalars(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-}
-
-// readEventFile reads the one TensorBoard event file an update wrote to dir
-// and says which file it was.
-func readEventFile(t *testing.T, dir string) ([]tbevent.Event, string) {
-	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "events.out.tfevents.*"))
-	if len(files) != 1 {
-		t.Fatalf("event files %v", files)
-	}
-	evs, err := tbevent.ReadFile(files[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return evs, files[0]
 }
