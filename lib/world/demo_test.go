@@ -231,11 +231,13 @@ func TestShortDemo(t *testing.T) {
 	}
 
 	// FROM_SFT reuses the cold start: no demonstrations, no SFT, the same
-	// sft/ weights, and the rest of the loop.
+	// sft/ weights, and the rest of the loop. Its evaluation asks for more
+	// test tasks than the world's file holds (32): they are drawn for the
+	// same world, the world's own first.
 	out2 := filepath.Join(tmp, "rl-only")
 	cmd = exec.CommandContext(ctx, "bash", "scripts/demo/run.sh")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "SHORT=1", "BIN="+bin, "OUT="+out2, "FROM_SFT="+out)
+	cmd.Env = append(os.Environ(), "SHORT=1", "BIN="+bin, "OUT="+out2, "FROM_SFT="+out, "SHORT_EVAL_TASKS=34")
 	if log, err = cmd.CombinedOutput(); err != nil {
 		t.Fatalf("FROM_SFT run: %v\n%s", err, log)
 	}
@@ -249,6 +251,17 @@ func TestShortDemo(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(out2, f)); err != nil {
 			t.Fatalf("FROM_SFT run: %v", err)
 		}
+	}
+	test2, err := os.ReadFile(filepath.Join(root, "data", "world", "test-k2.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evalTasks, err := os.ReadFile(filepath.Join(out2, "eval", "test-k2.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(evalTasks), "\n"); n != 34 || !strings.HasPrefix(string(evalTasks), string(test2)) {
+		t.Fatalf("SHORT_EVAL_TASKS=34: %d evaluation tasks, the world's 32 first: %v", n, strings.HasPrefix(string(evalTasks), string(test2)))
 	}
 	a, _ := os.ReadFile(filepath.Join(out, "sft", "model.safetensors"))
 	b, _ := os.ReadFile(filepath.Join(out2, "sft", "model.safetensors"))

@@ -76,7 +76,8 @@ TARGET_KL=${TARGET_KL:-}              # PPO early stop of every RL update (MemPO
 TASK_REWARD=${TASK_REWARD:-f1}        # R^T of the RL rollouts: f1 (mean over objectives, partial credit) or exact
 # Evaluation.
 EVAL_K=${EVAL_K:-"2 4 8"}
-EVAL_TASKS=${EVAL_TASKS:-32}          # test tasks per k (held-out people), greedy
+EVAL_TASKS=${EVAL_TASKS:-32}          # test tasks per k (held-out people), greedy (the world holds 32; more are
+                                      # drawn for the same world, the first 32 the world's own)
 # Protocol (the expert's demonstrations, RL and evaluation alike).
 MAX_STEP_TOKENS=${MAX_STEP_TOKENS:-96}
 TOPK=${TOPK:-2}                       # passages per search: the fact and one other passage about the same entity
@@ -84,7 +85,7 @@ HINT=${HINT:-false}                   # the "[Turns left: N]" line in observatio
 
 if [ "$SHORT" = 1 ]; then
 	SFT_DEMOS=${SHORT_SFT_DEMOS:-8}; REACT_DEMOS=$SFT_DEMOS; SFT_EPOCHS=1; REACT_EPOCHS=1; SFT_BATCH=4; RL_MINI_BATCH=2
-	ITERS=1; RL_TASKS=2; GROUP=2; EVAL_K=${SHORT_EVAL_K:-2}; EVAL_TASKS=2; MAX_STEP_TOKENS=24; VARIANTS=2
+	ITERS=1; RL_TASKS=2; GROUP=2; EVAL_K=${SHORT_EVAL_K:-2}; EVAL_TASKS=${SHORT_EVAL_TASKS:-2}; MAX_STEP_TOKENS=24; VARIANTS=2
 fi
 
 say() { printf '\n== %s\n' "$*" >&2; }
@@ -294,11 +295,28 @@ rl() {
 rl mempo
 rl grpo
 
-# 7. Evaluation on held-out people: greedy, one trajectory per task.
+# 7. Evaluation on held-out people: greedy, one trajectory per task. With
+#    more EVAL_TASKS than the world's test files hold, the test tasks are
+#    drawn again for the same world (corpus and tokenizer byte-identical,
+#    checked); each k's tasks come from one stream, so the first 32 are the
+#    world's own and a larger evaluation extends the smaller one.
 mkdir -p "$OUT/eval"
+test_dir=$WORLD
+for k in $EVAL_K; do
+	[ -f "$WORLD/test-k$k.jsonl" ] && [ "$(wc -l < "$WORLD/test-k$k.jsonl")" -ge "$EVAL_TASKS" ] && continue
+	seed=$(sed -n 's/^ *"Seed": *\([0-9]*\),*$/\1/p' "$WORLD/world.json")
+	[ -n "$seed" ] || { echo "EVAL_TASKS=$EVAL_TASKS: no seed in $WORLD/world.json" >&2; exit 1; }
+	test_dir=$OUT/test-world
+	say "test tasks, $EVAL_TASKS per k in $EVAL_K → $test_dir"
+	"$BIN/mempo-rollout" world --seed "$seed" --out "$test_dir" --sft-tasks 0 --rl-tasks 0 \
+		--test-tasks "$EVAL_TASKS" --test-k "$(echo $EVAL_K | tr ' ' ,)"
+	cmp -s "$WORLD/corpus.jsonl" "$test_dir/corpus.jsonl" && cmp -s "$WORLD/tokenizer.json" "$test_dir/tokenizer.json" ||
+		{ echo "EVAL_TASKS: seed $seed does not regenerate $WORLD's corpus and tokenizer (a world written with other sizes?)" >&2; exit 1; }
+	break
+done
 for k in $EVAL_K; do
 	tasks=$OUT/eval/test-k$k.jsonl
-	head -n "$EVAL_TASKS" "$WORLD/test-k$k.jsonl" > "$tasks"
+	head -n "$EVAL_TASKS" "$test_dir/test-k$k.jsonl" > "$tasks"
 	for run in sft mempo grpo react; do
 		model=$OUT/$run/final keep=1 mr=()
 		case $run in
