@@ -2,7 +2,7 @@
 # make demo-check: the demo over three seeds (world, model init and sampling
 # all change with the seed), then the issue's comparisons, on the seeds
 # pooled (mempo-score over every seed's evaluation rollouts under one label:
-# one bootstrap 95% interval over all 3 × 32 tasks):
+# one bootstrap 95% interval over all the seeds' test tasks, 3 × EVAL_TASKS per k):
 #
 #   1. RL beats SFT at every k: pooled F1 of MemPO-RL and of GRPO-RL > SFT's;
 #   2. MemPO-RL > GRPO-RL (pooled F1) at k = 4 and k = 8, and at k = 8 their
@@ -25,12 +25,25 @@ OUT=${OUT:-runs/demo-check}
 BIN=${BIN:-bin}
 EVAL_K=${EVAL_K:-"2 4 8"}
 REUSE=${REUSE:-0}
+PARALLEL=${PARALLEL:-0}               # 1: run the seeds at once (scripts/gpu/demo.sh check does)
 here=$(dirname "$0")
 
 if [ "$REUSE" != 1 ]; then
-	for s in $SEEDS; do
-		SEED=$s OUT=$OUT/seed$s EVAL_K=$EVAL_K GRPO_RM=1 bash "$here/run.sh"
-	done
+	if [ "$PARALLEL" = 1 ]; then
+		# The seeds at once (a GPU has room for several tiny models), each
+		# logging to its own file; any failure fails the check.
+		pids=()
+		for s in $SEEDS; do
+			mkdir -p "$OUT/seed$s"
+			SEED=$s OUT=$OUT/seed$s EVAL_K=$EVAL_K GRPO_RM=1 bash "$here/run.sh" > "$OUT/seed$s.log" 2>&1 &
+			pids+=($!)
+		done
+		for p in "${pids[@]}"; do wait "$p" || { echo "a seed's run failed: see $OUT/seed*.log" >&2; exit 1; }; done
+	else
+		for s in $SEEDS; do
+			SEED=$s OUT=$OUT/seed$s EVAL_K=$EVAL_K GRPO_RM=1 bash "$here/run.sh"
+		done
+	fi
 fi
 
 # Pooled scores: evaluation (runs × k) and training rollouts per iteration.
@@ -94,7 +107,7 @@ P=$OUT/pooled-scores.jsonl T=$OUT/pooled-train.jsonl
 	done
 	for s in $SEEDS; do
 		echo
-		echo "Seed $s (F1, 95% interval over its 32 tasks per k):"
+		echo "Seed $s (F1, 95% interval over its test tasks per k):"
 		echo
 		echo "| k | SFT | MemPO-RL | GRPO-RL | ReAct |"
 		echo "|---:|---:|---:|---:|---:|"

@@ -26,14 +26,20 @@ SHORT=${SHORT:-0}                     # 1: the few-second smoke version make tes
 # Size. small fits make demo's budget, 15 minutes on two CPU cores; it is near
 # the size where the cold start learns to copy (docs/DEMO.md, "Status").
 # full is a larger cold start and more RL: about 5 minutes on an H200, about
-# 25 on two CPU cores. gpu is the H200's preset (scripts/gpu/demo.sh): full's
-# sizes, with GRPO's rollouts scored for R^M so that both curves are drawn.
+# 25 on two CPU cores. gpu is the H200's preset (scripts/gpu/demo.sh), the
+# configuration of docs/DEMO.md's three-seed GPU table: full's RL, a lossy
+# expert with answer rows and SFT on k up to 8, RL tasks of k = 2, 4 and 8,
+# PPO's early stop, A^M pooled per step index, 128 test tasks per k, and
+# GRPO's rollouts scored for R^M so that both curves are drawn (each knob
+# still overridable; an empty TARGET_KL or MEM_FLAGS turns that one off).
 # make demo-check runs small over three seeds unless told otherwise.
 PRESET=${PRESET:-small}
 case $PRESET in
 small) p_demos=16000 p_batch=8 p_iters=6 p_rl_tasks=16 p_rl_lr=1e-4 ;;
 full) p_demos=28800 p_batch=8 p_iters=12 p_rl_tasks=16 p_rl_lr=3e-4 ;;
-gpu) p_demos=28800 p_batch=8 p_iters=12 p_rl_tasks=16 p_rl_lr=3e-4 GRPO_RM=${GRPO_RM:-1} ;;
+gpu) p_demos=24000 p_batch=8 p_iters=12 p_rl_tasks=16 p_rl_lr=3e-4 GRPO_RM=${GRPO_RM:-1}
+	EXPERT_DROP=${EXPERT_DROP:-0.35} ANSWER_ROWS=${ANSWER_ROWS:-0.25} SFT_K=${SFT_K:-1 2 3 4 1 2 3 4 8}
+	RL_K=${RL_K:-2 4 8} TARGET_KL=${TARGET_KL-0.01} MEM_FLAGS=${MEM_FLAGS---mem-pool step} EVAL_TASKS=${EVAL_TASKS:-128} ;;
 *) echo "PRESET=$PRESET: want small, full or gpu" >&2; exit 2 ;;
 esac
 # Cold start.
