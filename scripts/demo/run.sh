@@ -15,6 +15,17 @@
 # and QA data is scripts/train/run.sh (make train, docs/TRAINING.md).
 set -euo pipefail
 
+# On the CPU the numbers depend on OpenBLAS's kernels and thread count (the
+# order of its sums), and near the size where the cold start learns to copy
+# that order decides whether it does: on an AVX-512 Xeon, OpenBLAS's own choice
+# (SkylakeX) gave a cold start of 1.6 F1 at k = 2 where the README's machine got
+# 62.5. So on x86-64 with AVX2 the demo pins the kernels and threads the README
+# was made with (docs/DEMO.md, "Reproducing the table"); set either variable
+# to choose otherwise.
+if [ "$(uname -m)" = x86_64 ] && grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo; then
+	export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-Zen} OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-2}
+fi
+
 BIN=${BIN:-bin}                       # where make build puts the commands
 OUT=${OUT:-runs/demo}                 # everything the demo writes
 SEED=${SEED:-1}                       # world seed, model init, sampling
@@ -72,6 +83,8 @@ GROUP=${GROUP:-8}                     # G, trajectories per task
 RL_LR=${RL_LR:-$p_rl_lr}
 RL_MINI_BATCH=${RL_MINI_BATCH:-16}    # trajectories per optimizer step (an iteration takes RL_TASKS*GROUP/RL_MINI_BATCH steps)
 RL_TEMP=${RL_TEMP:-1}
+RL_SEED=${RL_SEED:-$SEED}             # the RL rollouts' sampling seeds and the updates' mini-batch order (another
+                                      # value: another RL run from the same world and cold start; docs/DEMO.md)
 GRPO_RM=${GRPO_RM:-0}                 # 1: score R^M on GRPO's rollouts too, to plot it beside MemPO's (its updates
                                       # ignore it; make demo-check sets it)
 MEM_FLAGS=${MEM_FLAGS:-}              # extra mempo-update flags of MemPO's updates only (--alpha, --mem-pool step)
@@ -285,13 +298,13 @@ rl() {
 		# beside MemPO's: its updates never read it (--no-mem-adv).
 		local mr=(); [ "$variant" = grpo ] && [ "$GRPO_RM" != 1 ] && mr=(--no-memory-reward)
 		rollout "$ckpt" "$dir/tasks-$i.jsonl" "$dir/rollouts-$i.parquet" \
-			--group "$GROUP" --temperature "$RL_TEMP" --task-reward "$TASK_REWARD" --seed $(( SEED * 1000 + i )) "${mr[@]}"
+			--group "$GROUP" --temperature "$RL_TEMP" --task-reward "$TASK_REWARD" --seed $(( RL_SEED * 1000 + i )) "${mr[@]}"
 		say "$variant iteration $i/$ITERS: update"
 		local adv=(); [ "$variant" = grpo ] && adv=(--no-mem-adv)
 		# shellcheck disable=SC2206 # MEM_FLAGS is a list of flags
 		[ "$variant" = mempo ] && adv=($MEM_FLAGS)
 		"$BIN/mempo-update" --model "$ckpt" --ref "$OUT/sft" --rollouts "$dir/rollouts-$i.parquet" \
-			--out "$dir/iter$i" --lr "$RL_LR" --kl-coef "$KL_COEF" --mini-batch "$RL_MINI_BATCH" --seed "$SEED" "${adv[@]}" \
+			--out "$dir/iter$i" --lr "$RL_LR" --kl-coef "$KL_COEF" --mini-batch "$RL_MINI_BATCH" --seed "$RL_SEED" "${adv[@]}" \
 			"${guard[@]}" --metrics "$dir/metrics-$i.jsonl" "${dev[@]}"
 		cat "$dir/metrics-$i.jsonl" >> "$dir/$variant-train.jsonl"
 		ckpt=$dir/iter$i
