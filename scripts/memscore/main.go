@@ -47,6 +47,9 @@ type row struct {
 	N        int        `json:"n"`
 	Kind     string     `json:"kind"`
 	Ctx      string     `json:"ctx"`
+	Traj     int        `json:"traj"` // the trajectory's row in the rollouts file
+	Step     int        `json:"step"` // the step's index in the trajectory
+	K        int        `json:"k"`    // the task's objectives
 	Logprobs []*float64 `json:"logprobs,omitempty"`
 }
 
@@ -56,8 +59,10 @@ func main() {
 		check(seqs(os.Args[2], os.Args[3]))
 	case len(os.Args) == 3 && os.Args[1] == "summary":
 		check(summary(os.Args[2]))
+	case len(os.Args) == 3 && os.Args[1] == "pairs":
+		check(pairs(os.Args[2]))
 	default:
-		fmt.Fprintln(os.Stderr, "usage: memscore seqs ROLLOUTS TOKENIZER | memscore summary LOGPROBS")
+		fmt.Fprintln(os.Stderr, "usage: memscore seqs ROLLOUTS TOKENIZER | memscore summary LOGPROBS | memscore pairs LOGPROBS")
 		os.Exit(2)
 	}
 }
@@ -94,7 +99,7 @@ func seqs(path, tokPath string) error {
 	defer w.Flush()
 	enc := json.NewEncoder(w)
 	agents := map[string][]*agent.Agent{}
-	for _, r := range rows {
+	for ti, r := range rows {
 		if len(r.Steps) == 0 {
 			continue
 		}
@@ -152,16 +157,16 @@ func seqs(path, tokPath string) error {
 				} else if !slices.Equal(hist, ms.Hist) {
 					return fmt.Errorf("%s: task %s: step %d: the history term differs between layouts", path, r.TaskID, i+1)
 				}
-				if err := enc.Encode(row{IDs: ms.Mem, N: len(ms.GoldIDs), Kind: kind, Ctx: layouts[li].String()}); err != nil {
+				if err := enc.Encode(row{IDs: ms.Mem, N: len(ms.GoldIDs), Kind: kind, Ctx: layouts[li].String(), Traj: ti, Step: i, K: len(r.Golds)}); err != nil {
 					return err
 				}
 			}
 			g := tk.Encode(gold)
-			if err := enc.Encode(row{IDs: hist, N: len(g), Kind: kind, Ctx: "history"}); err != nil {
+			if err := enc.Encode(row{IDs: hist, N: len(g), Kind: kind, Ctx: "history", Traj: ti, Step: i, K: len(r.Golds)}); err != nil {
 				return err
 			}
 			step := slices.Concat(recs[i].ContextIDs, recs[i].OutputIDs[st.MemStart:st.MemEnd], lead, g)
-			if err := enc.Encode(row{IDs: step, N: len(g), Kind: kind, Ctx: "stepctx"}); err != nil {
+			if err := enc.Encode(row{IDs: step, N: len(g), Kind: kind, Ctx: "stepctx", Traj: ti, Step: i, K: len(r.Golds)}); err != nil {
 				return err
 			}
 		}
@@ -169,37 +174,53 @@ func seqs(path, tokPath string) error {
 	return nil
 }
 
-func summary(path string) error {
+// scored is a row of `mempo-score logprobs`' output with its P(gold | ·),
+// the geometric mean of the gold ids' probabilities (rl.GeoMeanProb's).
+type scored struct {
+	row
+	P float64
+}
+
+func readScored(path string) ([]scored, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
-	type key struct{ ctx, kind string }
-	sum, n := map[key]float64{}, map[key]int{}
+	var out []scored
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, 1<<24)
 	for line := 1; sc.Scan(); line++ {
 		var r row
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return fmt.Errorf("%s:%d: %w", path, line, err)
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
 		}
 		if r.N <= 0 || len(r.Logprobs) < r.N {
-			return fmt.Errorf("%s:%d: %d log-probs for %d gold ids", path, line, len(r.Logprobs), r.N)
+			return nil, fmt.Errorf("%s:%d: %d log-probs for %d gold ids", path, line, len(r.Logprobs), r.N)
 		}
 		s := 0.0
 		for _, lp := range r.Logprobs[len(r.Logprobs)-r.N:] {
 			if lp == nil {
-				return fmt.Errorf("%s:%d: no log-prob for a gold id", path, line)
+				return nil, fmt.Errorf("%s:%d: no log-prob for a gold id", path, line)
 			}
 			s += *lp
 		}
-		k := key{r.Ctx, r.Kind}
-		sum[k] += math.Exp(s / float64(r.N))
-		n[k]++
+		out = append(out, scored{r, math.Exp(s / float64(r.N))})
 	}
-	if err := sc.Err(); err != nil {
+	return out, sc.Err()
+}
+
+func summary(path string) error {
+	rows, err := readScored(path)
+	if err != nil {
 		return err
+	}
+	type key struct{ ctx, kind string }
+	sum, n := map[key]float64{}, map[key]int{}
+	for _, r := range rows {
+		k := key{r.Ctx, r.Kind}
+		sum[k] += r.P
+		n[k]++
 	}
 	keys := make([]key, 0, len(n))
 	for k := range n {
@@ -216,6 +237,70 @@ func summary(path string) error {
 			rm = fmt.Sprintf("%.4f", sum[k]/float64(n[k])-sum[h]/float64(n[h]))
 		}
 		fmt.Printf("| %s | %s | %d | %.4f | %s |\n", k.ctx, k.kind, n[k], sum[k]/float64(n[k]), rm)
+	}
+	return nil
+}
+
+// pairs compares, for every drop step (a search repeating the previous
+// step's query with the previous step's memory: the fact that search found
+// was not filed), the memory term of the drop's memory with that of the
+// next step's memory, which files it (when the next step is not a drop
+// too): the same trajectory one step later, so the two memories differ by
+// the fact, and P(gold | mem) of a scorer that ranks memories by what they
+// hold is higher for the second. It prints, per layout and k, how many pairs
+// rank that way and the mean difference.
+func pairs(path string) error {
+	rows, err := readScored(path)
+	if err != nil {
+		return err
+	}
+	type at struct {
+		ctx        string
+		traj, step int
+	}
+	byStep := map[at]scored{}
+	for _, r := range rows {
+		byStep[at{r.Ctx, r.Traj, r.Step}] = r
+	}
+	type key struct {
+		ctx string
+		k   int
+	}
+	n, higher, diff := map[key]int{}, map[key]int{}, map[key]float64{}
+	for _, r := range rows {
+		if r.Kind != "drop" || r.Ctx == "history" || r.Ctx == "stepctx" {
+			continue
+		}
+		next, ok := byStep[at{r.Ctx, r.Traj, r.Step + 1}]
+		if !ok || next.Kind == "drop" {
+			continue
+		}
+		for _, k := range []key{{r.Ctx, r.K}, {r.Ctx, 0}} {
+			n[k]++
+			diff[k] += next.P - r.P
+			if next.P > r.P {
+				higher[k]++
+			}
+		}
+	}
+	keys := make([]key, 0, len(n))
+	for k := range n {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].ctx != keys[j].ctx {
+			return keys[i].ctx < keys[j].ctx
+		}
+		return keys[i].k < keys[j].k
+	})
+	fmt.Println("| layout | k | pairs | the filed memory scores higher | mean P(gold \\| filed) − P(gold \\| dropped) |")
+	fmt.Println("|---|---|---:|---:|---:|")
+	for _, k := range keys {
+		ks := fmt.Sprint(k.k)
+		if k.k == 0 {
+			ks = "all"
+		}
+		fmt.Printf("| %s | %s | %d | %d (%.0f%%) | %+.4f |\n", k.ctx, ks, n[k], higher[k], 100*float64(higher[k])/float64(n[k]), diff[k]/float64(n[k]))
 	}
 	return nil
 }
