@@ -43,13 +43,17 @@ const leadIn = "<think>all {k} answers are known</think><answer>"
 var layouts = []agent.ScoreLayout{agent.ScoreInTurn, agent.ScoreNextStep}
 
 type row struct {
-	IDs      []int      `json:"ids"`
-	N        int        `json:"n"`
-	Kind     string     `json:"kind"`
-	Ctx      string     `json:"ctx"`
-	Traj     int        `json:"traj"` // the trajectory's row in the rollouts file
-	Step     int        `json:"step"` // the step's index in the trajectory
-	K        int        `json:"k"`    // the task's objectives
+	IDs  []int  `json:"ids"`
+	N    int    `json:"n"`
+	Kind string `json:"kind"`
+	Ctx  string `json:"ctx"`
+	Traj int    `json:"traj"` // the trajectory's row in the rollouts file
+	Step int    `json:"step"` // the step's index in the trajectory
+	K    int    `json:"k"`    // the task's objectives
+	// Ends holds, for each objective j, the number of gold ids up to the
+	// end of its "[j] answer" (nil when the gold's tokenization does not
+	// split there), for the per-objective score.
+	Ends     []int      `json:"ends,omitempty"`
 	Logprobs []*float64 `json:"logprobs,omitempty"`
 }
 
@@ -125,6 +129,7 @@ func seqs(path, tokPath string) error {
 			return fmt.Errorf("%s: task %s: %w", path, r.TaskID, err)
 		}
 		lead := tk.Encode(strings.ReplaceAll(leadIn, "{k}", fmt.Sprint(len(r.Golds))))
+		ends := objectiveEnds(tk, gold, len(r.Golds))
 		prompt := ags[0].PromptIDs(r.Questions)
 		history := make([]agent.Turn, len(recs))
 		for i, s := range recs {
@@ -157,7 +162,7 @@ func seqs(path, tokPath string) error {
 				} else if !slices.Equal(hist, ms.Hist) {
 					return fmt.Errorf("%s: task %s: step %d: the history term differs between layouts", path, r.TaskID, i+1)
 				}
-				if err := enc.Encode(row{IDs: ms.Mem, N: len(ms.GoldIDs), Kind: kind, Ctx: layouts[li].String(), Traj: ti, Step: i, K: len(r.Golds)}); err != nil {
+				if err := enc.Encode(row{IDs: ms.Mem, N: len(ms.GoldIDs), Kind: kind, Ctx: layouts[li].String(), Traj: ti, Step: i, K: len(r.Golds), Ends: matchEnds(ends, ms.GoldIDs, tk.Encode(gold))}); err != nil {
 					return err
 				}
 			}
@@ -178,7 +183,8 @@ func seqs(path, tokPath string) error {
 // the geometric mean of the gold ids' probabilities (rl.GeoMeanProb's).
 type scored struct {
 	row
-	P float64
+	P    float64
+	PObj float64 // the mean over objectives of each one's geometric mean (NaN without Ends)
 }
 
 func readScored(path string) ([]scored, error) {
@@ -205,7 +211,20 @@ func readScored(path string) ([]scored, error) {
 			}
 			s += *lp
 		}
-		out = append(out, scored{r, math.Exp(s / float64(r.N))})
+		pobj := math.NaN()
+		if len(r.Ends) > 0 {
+			gold, sum, from := r.Logprobs[len(r.Logprobs)-r.N:], 0.0, 0
+			for _, end := range r.Ends {
+				t := 0.0
+				for _, lp := range gold[from:end] {
+					t += *lp
+				}
+				sum += math.Exp(t / float64(end-from))
+				from = end
+			}
+			pobj = sum / float64(len(r.Ends))
+		}
+		out = append(out, scored{r, math.Exp(s / float64(r.N)), pobj})
 	}
 	return out, sc.Err()
 }
@@ -267,6 +286,7 @@ func pairs(path string) error {
 		k   int
 	}
 	n, higher, diff := map[key]int{}, map[key]int{}, map[key]float64{}
+	nObj, higherObj, diffObj := map[key]int{}, map[key]int{}, map[key]float64{}
 	for _, r := range rows {
 		if r.Kind != "drop" || r.Ctx == "history" || r.Ctx == "stepctx" {
 			continue
@@ -281,6 +301,13 @@ func pairs(path string) error {
 			if next.P > r.P {
 				higher[k]++
 			}
+			if !math.IsNaN(r.PObj) && !math.IsNaN(next.PObj) {
+				nObj[k]++
+				diffObj[k] += next.PObj - r.PObj
+				if next.PObj > r.PObj {
+					higherObj[k]++
+				}
+			}
 		}
 	}
 	keys := make([]key, 0, len(n))
@@ -293,14 +320,49 @@ func pairs(path string) error {
 		}
 		return keys[i].k < keys[j].k
 	})
-	fmt.Println("| layout | k | pairs | the filed memory scores higher | mean P(gold \\| filed) − P(gold \\| dropped) |")
-	fmt.Println("|---|---|---:|---:|---:|")
+	fmt.Println("| layout | k | pairs | the filed memory scores higher | mean P(gold \\| filed) − P(gold \\| dropped) | per objective: pairs | higher | mean difference |")
+	fmt.Println("|---|---|---:|---:|---:|---:|---:|---:|")
 	for _, k := range keys {
 		ks := fmt.Sprint(k.k)
 		if k.k == 0 {
 			ks = "all"
 		}
-		fmt.Printf("| %s | %s | %d | %d (%.0f%%) | %+.4f |\n", k.ctx, ks, n[k], higher[k], 100*float64(higher[k])/float64(n[k]), diff[k]/float64(n[k]))
+		fmt.Printf("| %s | %s | %d | %d (%.0f%%) | %+.4f | %d | %d (%.0f%%) | %+.4f |\n", k.ctx, ks, n[k], higher[k],
+			100*float64(higher[k])/float64(n[k]), diff[k]/float64(n[k]),
+			nObj[k], higherObj[k], 100*float64(higherObj[k])/float64(max(nObj[k], 1)), diffObj[k]/float64(max(nObj[k], 1)))
 	}
 	return nil
+}
+
+// objectiveEnds returns the number of ids of the gold's tokenization up to
+// the end of each objective ("[1] a; [2] b" → the ids of "[1] a", then of
+// "[1] a; [2] b"), or nil when a prefix does not tokenize as a prefix of the
+// whole.
+func objectiveEnds(tk *tokenizer.Tokenizer, gold string, k int) []int {
+	parts := strings.Split(gold, "; ")
+	if len(parts) != k {
+		return nil
+	}
+	whole := tk.Encode(gold)
+	ends := make([]int, k)
+	for j := range parts {
+		ids := tk.Encode(strings.Join(parts[:j+1], "; "))
+		if len(ids) > len(whole) || !slices.Equal(ids, whole[:len(ids)]) || (j > 0 && len(ids) <= ends[j-1]) {
+			return nil
+		}
+		ends[j] = len(ids)
+	}
+	if ends[k-1] != len(whole) {
+		return nil
+	}
+	return ends
+}
+
+// matchEnds returns ends when the gold ids the sequence scores are the
+// gold text's own tokenization, else nil.
+func matchEnds(ends, goldIDs, whole []int) []int {
+	if ends == nil || !slices.Equal(goldIDs, whole) {
+		return nil
+	}
+	return ends
 }
