@@ -233,11 +233,11 @@ func TestShortDemo(t *testing.T) {
 	// FROM_SFT reuses the cold start: no demonstrations, no SFT, the same
 	// sft/ weights, and the rest of the loop. Its evaluation asks for more
 	// test tasks than the world's file holds (32): they are drawn for the
-	// same world, the world's own first.
+	// same world, the world's own first. Its RL runs with another RL_SEED.
 	out2 := filepath.Join(tmp, "rl-only")
 	cmd = exec.CommandContext(ctx, "bash", "scripts/demo/run.sh")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "SHORT=1", "BIN="+bin, "OUT="+out2, "FROM_SFT="+out, "SHORT_EVAL_TASKS=34")
+	cmd.Env = append(os.Environ(), "SHORT=1", "BIN="+bin, "OUT="+out2, "FROM_SFT="+out, "SHORT_EVAL_TASKS=34", "RL_SEED=2")
 	if log, err = cmd.CombinedOutput(); err != nil {
 		t.Fatalf("FROM_SFT run: %v\n%s", err, log)
 	}
@@ -288,6 +288,20 @@ func TestShortDemo(t *testing.T) {
 	cmd.Env = append(os.Environ(), "SHORT=1", "BIN="+bin, "OUT="+out3, "FROM_SFT="+out, "RL_K=2 8")
 	if log, err = cmd.CombinedOutput(); err != nil {
 		t.Fatalf("RL_K run: %v\n%s", err, log)
+	}
+	// RL_SEED picks the RL rollouts' sampling seeds: the RL_K run (RL_SEED
+	// unset, so SEED's) samples its first task with the first run's seed,
+	// the FROM_SFT run (RL_SEED=2) with another.
+	firstSeed := func(dir string) int64 {
+		t.Helper()
+		rows, err := records.ReadFile[records.Rollout](filepath.Join(dir, "mempo", "rollouts-1.parquet"))
+		if err != nil || len(rows) == 0 {
+			t.Fatalf("%s's first rollouts: %v (%d rows)", dir, err, len(rows))
+		}
+		return rows[0].Seed
+	}
+	if s1, s2, s3 := firstSeed(out), firstSeed(out2), firstSeed(out3); s1 != s3 || s1 == s2 {
+		t.Fatalf("RL_SEED: first sampling seeds %d (default), %d (RL_SEED=2), %d (default again)", s1, s2, s3)
 	}
 	world2, err := tasks.ReadTasks(filepath.Join(root, "data", "world", "train-rl-k2.jsonl"))
 	if err != nil {
