@@ -374,6 +374,54 @@ func TestShortDemo(t *testing.T) {
 	if f := strings.Fields(strings.NewReplacer("|", " ").Replace(row)); f[5] == "nan" || f[6] == "nan" {
 		t.Fatalf("pooled.md: MemPO's or GRPO's turns missing at iteration 1: %q", row)
 	}
+	// RL_RUNS=2: each seed's second RL run (here the FROM_SFT run of seed
+	// 1, which took another RL_SEED from the same cold start, stands in for
+	// both seeds) joins MemPO's and GRPO's pooled rows, not SFT's and
+	// ReAct's, and gets its own per-seed table.
+	check2 := filepath.Join(tmp, "check-runs")
+	if err := os.MkdirAll(check2, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for s, dir := range map[string]string{"seed1": out, "seed2": out3, "seed1-rl2": out2, "seed2-rl2": out2} {
+		if err := os.Symlink(dir, filepath.Join(check2, s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd = exec.CommandContext(ctx, "bash", "scripts/demo/check.sh")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "REUSE=1", "SEEDS=1 2", "RL_RUNS=2", "EVAL_K=2", "BIN="+bin, "OUT="+check2)
+	log, err = cmd.CombinedOutput()
+	if _, ok := err.(*exec.ExitError); err != nil && !ok {
+		t.Fatalf("scripts/demo/check.sh RL_RUNS=2: %v\n%s", err, log)
+	}
+	pooled, rerr = os.ReadFile(filepath.Join(check2, "pooled.md"))
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	for _, want := range []string{"## Pooled over seeds 1 2, 2 RL runs each", "Seed 1, every RL run", "| k | run 1 | run 2 |"} {
+		if !strings.Contains(string(pooled), want) {
+			t.Fatalf("RL_RUNS=2: pooled.md lacks %q:\n%s", want, pooled)
+		}
+	}
+	pooledScores, rerr := os.ReadFile(filepath.Join(check2, "pooled-scores.jsonl"))
+	if rerr != nil {
+		t.Fatal(rerr)
+	}
+	// Tasks pooled at k = 2: SFT 2 + 2 (the first runs), MemPO 2 + 34 + 2 + 34.
+	for run, n := range map[string]string{"sft": `"n":4}`, "mempo": `"n":72}`} {
+		found := false
+		for _, line := range strings.Split(string(pooledScores), "\n") {
+			if strings.Contains(line, `"run":"`+run+`"`) && strings.Contains(line, `"metric":"f1"`) && strings.Contains(line, `"k":2,`) {
+				found = strings.HasSuffix(line, n)
+				if !found {
+					t.Fatalf("RL_RUNS=2: %s's pooled k = 2 row, want %s: %s", run, n, line)
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("RL_RUNS=2: no pooled k = 2 F1 row for %s", run)
+		}
+	}
 	// A preset that does not exist is one clear line and exit status 2.
 	cmd = exec.CommandContext(ctx, "bash", "scripts/demo/run.sh")
 	cmd.Dir = root

@@ -19,6 +19,13 @@
 # CI: it runs three demos (about 15 minutes a seed on two CPU cores at the
 # default PRESET=small; scripts/gpu/demo.sh check runs it on an H200).
 # REUSE=1 skips the runs and checks the seeds already under $OUT.
+#
+# RL_RUNS=N runs MemPO's and GRPO's RL N times per seed from the seed's one
+# cold start (run 1 is $OUT/seedS itself; run r > 1 is $OUT/seedS-rlR, with
+# FROM_SFT and RL_SEED=100·S + r): two RL runs of one method from one cold
+# start can differ by more than the methods do (docs/DEMO.md, "Four RL runs
+# per method from one cold start"), so MemPO's and GRPO's pooled rows then
+# take every run (SFT's and ReAct's, the same checkpoints, the first's).
 set -euo pipefail
 SEEDS=${SEEDS:-"1 2 3"}
 OUT=${OUT:-runs/demo-check}
@@ -26,6 +33,10 @@ BIN=${BIN:-bin}
 EVAL_K=${EVAL_K:-"2 4 8"}
 REUSE=${REUSE:-0}
 PARALLEL=${PARALLEL:-0}               # 1: run the seeds at once (scripts/gpu/demo.sh check does)
+RL_RUNS=${RL_RUNS:-1}                 # RL runs per method and seed, from the seed's one cold start (above)
+case $RL_RUNS in '' | *[!0-9]* | 0) echo "RL_RUNS=$RL_RUNS: want a count of at least 1" >&2; exit 2 ;; esac
+# rl_dirs S: the directories of seed S's RL runs, the first one first.
+rl_dirs() { echo "$OUT/seed$1"; for r in $(seq 2 "$RL_RUNS"); do echo "$OUT/seed$1-rl$r"; done; }
 here=$(dirname "$0")
 
 if [ "$REUSE" != 1 ]; then
@@ -44,19 +55,43 @@ if [ "$REUSE" != 1 ]; then
 			SEED=$s OUT=$OUT/seed$s EVAL_K=$EVAL_K GRPO_RM=1 bash "$here/run.sh"
 		done
 	fi
+	# The further RL runs of each seed, from its cold start (in parallel with
+	# PARALLEL=1, logging to $OUT/seedS-rlR.log).
+	pids=()
+	for s in $SEEDS; do
+		world=(); [ -d "$OUT/seed$s/world" ] && world=(WORLD="$OUT/seed$s/world")
+		for r in $(seq 2 "$RL_RUNS"); do
+			e=$OUT/seed$s-rl$r
+			mkdir -p "$e"
+			if [ "$PARALLEL" = 1 ]; then
+				env "${world[@]}" SEED="$s" RL_SEED=$(( 100 * s + r )) FROM_SFT="$OUT/seed$s" OUT="$e" EVAL_K="$EVAL_K" GRPO_RM=1 \
+					bash "$here/run.sh" > "$e.log" 2>&1 &
+				pids+=($!)
+			else
+				env "${world[@]}" SEED="$s" RL_SEED=$(( 100 * s + r )) FROM_SFT="$OUT/seed$s" OUT="$e" EVAL_K="$EVAL_K" GRPO_RM=1 \
+					bash "$here/run.sh"
+			fi
+		done
+	done
+	for p in "${pids[@]}"; do wait "$p" || { echo "an RL run failed: see $OUT/seed*-rl*.log" >&2; exit 1; }; done
 fi
 
 # Pooled scores: evaluation (runs × k) and training rollouts per iteration.
 args=() targs=()
 for s in $SEEDS; do
 	d=$OUT/seed$s
-	for run in sft mempo grpo react; do
+	for run in sft react; do
 		for k in $EVAL_K; do args+=(--rollouts "$d/eval/$run-k$k.parquet" --label "$run"); done
 	done
-	for v in mempo grpo; do
-		for f in "$d/$v"/rollouts-*.parquet; do
-			i=${f##*/rollouts-} i=${i%.parquet}
-			targs+=(--rollouts "$f" --label "$v-$i")
+	for e in $(rl_dirs "$s"); do
+		for run in mempo grpo; do
+			for k in $EVAL_K; do args+=(--rollouts "$e/eval/$run-k$k.parquet" --label "$run"); done
+		done
+		for v in mempo grpo; do
+			for f in "$e/$v"/rollouts-*.parquet; do
+				i=${f##*/rollouts-} i=${i%.parquet}
+				targs+=(--rollouts "$f" --label "$v-$i")
+			done
 		done
 	done
 done
@@ -98,7 +133,8 @@ check() { # check DESCRIPTION A B: passes when A > B
 
 P=$OUT/pooled-scores.jsonl T=$OUT/pooled-train.jsonl
 {
-	echo "## Pooled over seeds $SEEDS (F1, 95% bootstrap interval)"
+	runs=""; [ "$RL_RUNS" -gt 1 ] && runs=", $RL_RUNS RL runs each"
+	echo "## Pooled over seeds $SEEDS$runs (F1, 95% bootstrap interval)"
 	echo
 	echo "| k | SFT | MemPO-RL | GRPO-RL | ReAct |"
 	echo "|---:|---:|---:|---:|---:|"
@@ -115,6 +151,22 @@ P=$OUT/pooled-scores.jsonl T=$OUT/pooled-train.jsonl
 			S=$OUT/seed$s/scores.jsonl
 			echo "| $k | $(ci "$S" sft "$k" f1) | $(ci "$S" mempo "$k" f1) | $(ci "$S" grpo "$k" f1) | $(ci "$S" react "$k" f1) |"
 		done
+		if [ "$RL_RUNS" -gt 1 ]; then
+			echo
+			echo "Seed $s, every RL run (F1 of MemPO-RL / GRPO-RL; run 1 is the table above):"
+			echo
+			hdr="| k |" sep="|---:|" r=0
+			for _ in $(rl_dirs "$s"); do r=$((r + 1)) hdr+=" run $r |" sep+="---:|"; done
+			echo "$hdr"
+			echo "$sep"
+			for k in $EVAL_K; do
+				printf '| %s |' "$k"
+				for e in $(rl_dirs "$s"); do
+					printf ' %.1f / %.1f |' "$(field "$e/scores.jsonl" mempo "$k" f1 value)" "$(field "$e/scores.jsonl" grpo "$k" f1 value)"
+				done
+				echo
+			done
+		fi
 	done
 	echo
 	echo "Training rollouts per iteration, pooled over seeds (and over the k of the RL tasks): mean P(gold | q, mem) and mean R^M"
