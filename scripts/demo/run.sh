@@ -108,6 +108,25 @@ if [ "$SHORT" = 1 ]; then
 fi
 
 say() { printf '\n== %s\n' "$*" >&2; }
+# world_seed WHAT: the seed $WORLD was generated with (WHAT, the knob that
+# needs it, names it in the error).
+world_seed() {
+	local seed
+	seed=$(sed -n 's/^ *"Seed": *\([0-9]*\),*$/\1/p' "$WORLD/world.json")
+	[ -n "$seed" ] || { echo "$1: no seed in $WORLD/world.json" >&2; return 1; }
+	echo "$seed"
+}
+# redraw WHAT DIR FLAG…: $WORLD's tasks drawn again with other sizes
+# (mempo-rollout world with its seed and FLAG…) into DIR, checked to be the
+# same world: corpus and tokenizer byte-identical.
+redraw() {
+	local what=$1 dir=$2 seed
+	shift 2
+	seed=$(world_seed "$what")
+	"$BIN/mempo-rollout" world --seed "$seed" --out "$dir" "$@"
+	cmp -s "$WORLD/corpus.jsonl" "$dir/corpus.jsonl" && cmp -s "$WORLD/tokenizer.json" "$dir/tokenizer.json" ||
+		{ echo "$what: seed $seed does not regenerate $WORLD's corpus and tokenizer (a world written with other sizes?)" >&2; exit 1; }
+}
 T0=$(date +%s)
 mkdir -p "$OUT"
 dev=()
@@ -146,21 +165,15 @@ say "index → $OUT/index"
 #    evaluation use the world itself.
 variant_dirs=("$WORLD") variant_index=("$OUT/index")
 sft_world=$WORLD
-if { [ "$VARIANTS" -gt 1 ] || [ "$SFT_K" != "1 2 3 4" ]; } && [ -z "$FROM_SFT" ]; then
-	seed=$(sed -n 's/^ *"Seed": *\([0-9]*\),*$/\1/p' "$WORLD/world.json")
-	[ -n "$seed" ] || { echo "VARIANTS=$VARIANTS SFT_K=$SFT_K: no seed in $WORLD/world.json" >&2; exit 1; }
-fi
 if [ "$SFT_K" != "1 2 3 4" ] && [ -z "$FROM_SFT" ]; then
-	# The world's own SFT tasks cycle k = 1 … 4; SFT_K draws them again
-	# (the same world: corpus and tokenizer byte-identical, checked).
+	# The world's own SFT tasks cycle k = 1 … 4; SFT_K draws them again.
 	sft_world=$OUT/sft-world
 	say "SFT tasks, k in $SFT_K → $sft_world"
-	"$BIN/mempo-rollout" world --seed "$seed" --out "$sft_world" --sft-k "${SFT_K// /,}" \
+	redraw SFT_K "$sft_world" --sft-k "${SFT_K// /,}" \
 		--sft-tasks "$(( (SFT_DEMOS > REACT_DEMOS ? SFT_DEMOS : REACT_DEMOS) / VARIANTS + 1 ))" --rl-tasks 0 --test-tasks 0
-	cmp -s "$WORLD/corpus.jsonl" "$sft_world/corpus.jsonl" && cmp -s "$WORLD/tokenizer.json" "$sft_world/tokenizer.json" ||
-		{ echo "SFT_K: seed $seed does not regenerate $WORLD's corpus and tokenizer (a world written with other sizes?)" >&2; exit 1; }
 fi
 if [ "$VARIANTS" -gt 1 ] && [ -z "$FROM_SFT" ]; then
+	seed=$(world_seed VARIANTS)
 	for v in $(seq 1 $(( VARIANTS - 1 ))); do
 		say "variant $v (facts $v) → $OUT/variants/v$v, its index"
 		"$BIN/mempo-rollout" world --seed "$seed" --fact-seed "$v" --out "$OUT/variants/v$v" \
@@ -254,13 +267,8 @@ if [ "$RL_K" != 2 ]; then
 	for k in "${rl_ks[@]}"; do
 		f=$WORLD/train-rl-k$k.jsonl
 		if [ ! -f "$f" ] || [ "$(wc -l < "$f")" -lt "$n_rl" ]; then
-			seed=$(sed -n 's/^ *"Seed": *\([0-9]*\),*$/\1/p' "$WORLD/world.json")
-			[ -n "$seed" ] || { echo "RL_K=$RL_K: no seed in $WORLD/world.json" >&2; exit 1; }
 			say "RL tasks, k = $k → $OUT/rl-world-k$k"
-			"$BIN/mempo-rollout" world --seed "$seed" --out "$OUT/rl-world-k$k" --rl-k "$k" --rl-tasks "$n_rl" \
-				--sft-tasks 0 --test-tasks 0
-			cmp -s "$WORLD/corpus.jsonl" "$OUT/rl-world-k$k/corpus.jsonl" && cmp -s "$WORLD/tokenizer.json" "$OUT/rl-world-k$k/tokenizer.json" ||
-				{ echo "RL_K: seed $seed does not regenerate $WORLD's corpus and tokenizer (a world written with other sizes?)" >&2; exit 1; }
+			redraw RL_K "$OUT/rl-world-k$k" --rl-k "$k" --rl-tasks "$n_rl" --sft-tasks 0 --test-tasks 0
 			f=$OUT/rl-world-k$k/train-rl-k$k.jsonl
 		fi
 		rl_files+=("$f")
@@ -323,14 +331,9 @@ mkdir -p "$OUT/eval"
 test_dir=$WORLD
 for k in $EVAL_K; do
 	[ -f "$WORLD/test-k$k.jsonl" ] && [ "$(wc -l < "$WORLD/test-k$k.jsonl")" -ge "$EVAL_TASKS" ] && continue
-	seed=$(sed -n 's/^ *"Seed": *\([0-9]*\),*$/\1/p' "$WORLD/world.json")
-	[ -n "$seed" ] || { echo "EVAL_TASKS=$EVAL_TASKS: no seed in $WORLD/world.json" >&2; exit 1; }
 	test_dir=$OUT/test-world
 	say "test tasks, $EVAL_TASKS per k in $EVAL_K → $test_dir"
-	"$BIN/mempo-rollout" world --seed "$seed" --out "$test_dir" --sft-tasks 0 --rl-tasks 0 \
-		--test-tasks "$EVAL_TASKS" --test-k "$(echo $EVAL_K | tr ' ' ,)"
-	cmp -s "$WORLD/corpus.jsonl" "$test_dir/corpus.jsonl" && cmp -s "$WORLD/tokenizer.json" "$test_dir/tokenizer.json" ||
-		{ echo "EVAL_TASKS: seed $seed does not regenerate $WORLD's corpus and tokenizer (a world written with other sizes?)" >&2; exit 1; }
+	redraw EVAL_TASKS "$test_dir" --sft-tasks 0 --rl-tasks 0 --test-tasks "$EVAL_TASKS" --test-k "$(echo $EVAL_K | tr ' ' ,)"
 	break
 done
 for k in $EVAL_K; do
