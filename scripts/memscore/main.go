@@ -129,7 +129,8 @@ func seqs(path, tokPath string) error {
 			return fmt.Errorf("%s: task %s: %w", path, r.TaskID, err)
 		}
 		lead := tk.Encode(strings.ReplaceAll(leadIn, "{k}", fmt.Sprint(len(r.Golds))))
-		ends := objectiveEnds(tk, gold, len(r.Golds))
+		goldIDs := tk.Encode(gold)
+		ends := objectiveEnds(tk, gold, goldIDs, len(r.Golds))
 		prompt := ags[0].PromptIDs(r.Questions)
 		history := make([]agent.Turn, len(recs))
 		for i, s := range recs {
@@ -162,16 +163,15 @@ func seqs(path, tokPath string) error {
 				} else if !slices.Equal(hist, ms.Hist) {
 					return fmt.Errorf("%s: task %s: step %d: the history term differs between layouts", path, r.TaskID, i+1)
 				}
-				if err := enc.Encode(row{IDs: ms.Mem, N: len(ms.GoldIDs), Kind: kind, Ctx: layouts[li].String(), Traj: ti, Step: i, K: len(r.Golds), Ends: matchEnds(ends, ms.GoldIDs, tk.Encode(gold))}); err != nil {
+				if err := enc.Encode(row{IDs: ms.Mem, N: len(ms.GoldIDs), Kind: kind, Ctx: layouts[li].String(), Traj: ti, Step: i, K: len(r.Golds), Ends: matchEnds(ends, ms.GoldIDs, goldIDs)}); err != nil {
 					return err
 				}
 			}
-			g := tk.Encode(gold)
-			if err := enc.Encode(row{IDs: hist, N: len(g), Kind: kind, Ctx: "history", Traj: ti, Step: i, K: len(r.Golds)}); err != nil {
+			if err := enc.Encode(row{IDs: hist, N: len(goldIDs), Kind: kind, Ctx: "history", Traj: ti, Step: i, K: len(r.Golds)}); err != nil {
 				return err
 			}
-			step := slices.Concat(recs[i].ContextIDs, recs[i].OutputIDs[st.MemStart:st.MemEnd], lead, g)
-			if err := enc.Encode(row{IDs: step, N: len(g), Kind: kind, Ctx: "stepctx", Traj: ti, Step: i, K: len(r.Golds)}); err != nil {
+			step := slices.Concat(recs[i].ContextIDs, recs[i].OutputIDs[st.MemStart:st.MemEnd], lead, goldIDs)
+			if err := enc.Encode(row{IDs: step, N: len(goldIDs), Kind: kind, Ctx: "stepctx", Traj: ti, Step: i, K: len(r.Golds)}); err != nil {
 				return err
 			}
 		}
@@ -334,16 +334,15 @@ func pairs(path string) error {
 	return nil
 }
 
-// objectiveEnds returns the number of ids of the gold's tokenization up to
+// objectiveEnds returns the number of ids of the gold's tokenization (whole) up to
 // the end of each objective ("[1] a; [2] b" → the ids of "[1] a", then of
 // "[1] a; [2] b"), or nil when a prefix does not tokenize as a prefix of the
 // whole.
-func objectiveEnds(tk *tokenizer.Tokenizer, gold string, k int) []int {
+func objectiveEnds(tk *tokenizer.Tokenizer, gold string, whole []int, k int) []int {
 	parts := strings.Split(gold, "; ")
 	if len(parts) != k {
 		return nil
 	}
-	whole := tk.Encode(gold)
 	ends := make([]int, k)
 	for j := range parts {
 		ids := tk.Encode(strings.Join(parts[:j+1], "; "))
