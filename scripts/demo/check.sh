@@ -39,41 +39,42 @@ case $RL_RUNS in '' | *[!0-9]* | 0) echo "RL_RUNS=$RL_RUNS: want a count of at l
 rl_dirs() { echo "$OUT/seed$1"; for r in $(seq 2 "$RL_RUNS"); do echo "$OUT/seed$1-rl$r"; done; }
 here=$(dirname "$0")
 
-if [ "$REUSE" != 1 ]; then
+# launch LOG VAR=VALUE…: one run.sh with those variables (and GRPO_RM=1,
+# EVAL_K); with PARALLEL=1 in the background, logging to LOG, its pid kept
+# for wait_all (a GPU has room for several tiny models).
+pids=()
+launch() {
+	local log=$1
+	shift
 	if [ "$PARALLEL" = 1 ]; then
-		# The seeds at once (a GPU has room for several tiny models), each
-		# logging to its own file; any failure fails the check.
-		pids=()
-		for s in $SEEDS; do
-			mkdir -p "$OUT/seed$s"
-			SEED=$s OUT=$OUT/seed$s EVAL_K=$EVAL_K GRPO_RM=1 bash "$here/run.sh" > "$OUT/seed$s.log" 2>&1 &
-			pids+=($!)
-		done
-		for p in "${pids[@]}"; do wait "$p" || { echo "a seed's run failed: see $OUT/seed*.log" >&2; exit 1; }; done
+		env "$@" EVAL_K="$EVAL_K" GRPO_RM=1 bash "$here/run.sh" > "$log" 2>&1 &
+		pids+=($!)
 	else
-		for s in $SEEDS; do
-			SEED=$s OUT=$OUT/seed$s EVAL_K=$EVAL_K GRPO_RM=1 bash "$here/run.sh"
-		done
+		env "$@" EVAL_K="$EVAL_K" GRPO_RM=1 bash "$here/run.sh"
 	fi
-	# The further RL runs of each seed, from its cold start (in parallel with
-	# PARALLEL=1, logging to $OUT/seedS-rlR.log).
+}
+# wait_all WHAT: waits for the launched runs; any failure fails the check.
+wait_all() {
+	for p in "${pids[@]}"; do wait "$p" || { echo "$1" >&2; exit 1; }; done
 	pids=()
+}
+
+if [ "$REUSE" != 1 ]; then
+	for s in $SEEDS; do
+		mkdir -p "$OUT/seed$s"
+		launch "$OUT/seed$s.log" SEED="$s" OUT="$OUT/seed$s"
+	done
+	wait_all "a seed's run failed: see $OUT/seed*.log"
+	# The further RL runs of each seed, from its cold start.
 	for s in $SEEDS; do
 		world=(); [ -d "$OUT/seed$s/world" ] && world=(WORLD="$OUT/seed$s/world")
 		for r in $(seq 2 "$RL_RUNS"); do
 			e=$OUT/seed$s-rl$r
 			mkdir -p "$e"
-			if [ "$PARALLEL" = 1 ]; then
-				env "${world[@]}" SEED="$s" RL_SEED=$(( 100 * s + r )) FROM_SFT="$OUT/seed$s" OUT="$e" EVAL_K="$EVAL_K" GRPO_RM=1 \
-					bash "$here/run.sh" > "$e.log" 2>&1 &
-				pids+=($!)
-			else
-				env "${world[@]}" SEED="$s" RL_SEED=$(( 100 * s + r )) FROM_SFT="$OUT/seed$s" OUT="$e" EVAL_K="$EVAL_K" GRPO_RM=1 \
-					bash "$here/run.sh"
-			fi
+			launch "$e.log" "${world[@]}" SEED="$s" RL_SEED=$(( 100 * s + r )) FROM_SFT="$OUT/seed$s" OUT="$e"
 		done
 	done
-	for p in "${pids[@]}"; do wait "$p" || { echo "an RL run failed: see $OUT/seed*-rl*.log" >&2; exit 1; }; done
+	wait_all "an RL run failed: see $OUT/seed*-rl*.log"
 fi
 
 # Pooled scores: evaluation (runs × k) and training rollouts per iteration.
