@@ -96,6 +96,36 @@ type Expert struct {
 	// AnswerRate is the fraction of demonstrations AnswerRow makes an
 	// answer-from-memory row of (0: none); drawn from DropSeed too.
 	AnswerRate float64
+	// AnswerMemory is the memory an answer row answers from.
+	AnswerMemory AnswerMemory
+}
+
+// AnswerMemory picks the memory of an answer-from-memory row.
+type AnswerMemory int
+
+const (
+	// AnswerStepMemory: the memory of one step of the demonstration,
+	// drawn uniformly. Objectives are filed in order, so a late one is
+	// in few of these memories, and a cold start trained on them copies
+	// the first one or two objectives from a memory and guesses the rest
+	// (docs/DEMO.md, "What the scorer copies").
+	AnswerStepMemory AnswerMemory = iota
+	// AnswerSubsetMemory: the demonstration's final memory with each
+	// entry kept with probability 1/2 (in order; NoMemory when none is
+	// kept), so that every objective is in half the rows whatever its
+	// number, and answering it means finding its marker in the memory.
+	AnswerSubsetMemory
+)
+
+// ParseAnswerMemory reads an AnswerMemory by its flag name.
+func ParseAnswerMemory(s string) (AnswerMemory, error) {
+	switch s {
+	case "step":
+		return AnswerStepMemory, nil
+	case "subset":
+		return AnswerSubsetMemory, nil
+	}
+	return 0, fmt.Errorf("answer memory %q: want step or subset", s)
 }
 
 // drop reports whether the step after step index si of the task leaves the
@@ -238,23 +268,46 @@ func (e *Expert) Run(ctx context.Context, t tasks.Task, group int64) (records.Ro
 }
 
 // answer reports whether demonstration taskID gives an answer row, and from
-// which of its n steps.
-func (e *Expert) answer(taskID string, n int) (int, bool) {
+// which of its n steps; the generator goes on to draw a subset memory.
+func (e *Expert) answer(taskID string, n int) (int, *rand.Rand, bool) {
 	if e.AnswerRate <= 0 || n == 0 {
-		return 0, false
+		return 0, nil, false
 	}
 	h := fnv.New64a()
 	fmt.Fprintf(h, "answer\x00%d\x00%s", e.DropSeed, taskID)
 	r := rand.New(rand.NewPCG(h.Sum64(), 0x616e7377))
 	if r.Float64() >= e.AnswerRate {
-		return 0, false
+		return 0, nil, false
 	}
-	return r.IntN(n), true
+	return r.IntN(n), r, true
+}
+
+// subsetMemory returns the <mem> block holding each entry of memory block
+// mem (its text, tags included) with probability 1/2, in order.
+func subsetMemory(mem string, r *rand.Rand) (string, error) {
+	inner, ok := strings.CutPrefix(mem, "<mem>")
+	if ok {
+		inner, ok = strings.CutSuffix(inner, "</mem>")
+	}
+	if !ok {
+		return "", fmt.Errorf("memory %q is not a <mem> block", mem)
+	}
+	var kept []string
+	for _, e := range strings.Split(inner, "; ") {
+		if e != NoMemory && r.IntN(2) == 0 {
+			kept = append(kept, e)
+		}
+	}
+	if len(kept) == 0 {
+		kept = []string{NoMemory}
+	}
+	return "<mem>" + strings.Join(kept, "; ") + "</mem>", nil
 }
 
 // AnswerRow is the memory reward's scoring sequence made a demonstration:
 // for one step of the expert's trajectory r, drawn per task (AnswerRate of
-// the tasks have one, from a step drawn uniformly), a one-step row whose
+// the tasks have one, from a step drawn uniformly; under AnswerSubsetMemory
+// the final step with a subset of its memory's entries), a one-step row whose
 // context is the sequence agent.MemorySequences scores P(gold | q, mem_t) on
 // up to the gold (the prompt, the step's memory in the agent's ScoreLayout,
 // the lead-in) and whose output is the gold answer and "</answer>". A policy
@@ -264,7 +317,7 @@ func (e *Expert) answer(taskID string, n int) (int, bool) {
 // The memory is context, never a target: the rows do not teach writing a
 // memory. ok is false for a task drawn to have none.
 func (e *Expert) AnswerRow(r records.Rollout) (row records.Rollout, ok bool, err error) {
-	t, ok := e.answer(r.TaskID, len(r.Steps))
+	t, draw, ok := e.answer(r.TaskID, len(r.Steps))
 	if !ok {
 		return records.Rollout{}, false, nil
 	}
@@ -281,7 +334,20 @@ func (e *Expert) AnswerRow(r records.Rollout) (row records.Rollout, ok bool, err
 		return records.Rollout{}, false, fmt.Errorf("world: task %s: %w", r.TaskID, err)
 	}
 	st := recs[t]
-	seq, err := e.Agent.MemorySequences(e.Agent.PromptIDs(r.Questions), history, t, st.MemStart, st.MemEnd, gold, len(r.Golds))
+	memStart, memEnd := st.MemStart, st.MemEnd
+	if e.AnswerMemory == AnswerSubsetMemory {
+		last := recs[len(recs)-1]
+		mem, err := subsetMemory(e.Tok.Decode(last.OutputIDs[last.MemStart:last.MemEnd]), draw)
+		if err != nil {
+			return records.Rollout{}, false, fmt.Errorf("world: task %s: %w", r.TaskID, err)
+		}
+		// The scoring sequence reads only step t's output (and the
+		// history before it, for the raw-history term, unused here).
+		t = len(recs) - 1
+		history[t] = agent.Turn{Output: e.Tok.Encode(mem)}
+		memStart, memEnd = 0, len(history[t].Output)
+	}
+	seq, err := e.Agent.MemorySequences(e.Agent.PromptIDs(r.Questions), history, t, memStart, memEnd, gold, len(r.Golds))
 	if err != nil {
 		return records.Rollout{}, false, fmt.Errorf("world: task %s: %w", r.TaskID, err)
 	}

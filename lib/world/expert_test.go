@@ -171,3 +171,85 @@ func TestAnswerRow(t *testing.T) {
 		}
 	}
 }
+
+// AnswerRow under AnswerSubsetMemory: the row's context is the scoring
+// sequence of a memory that holds some of the final memory's entries, in
+// order, and nothing else; each objective number is kept in some rows and
+// left out of others (the point of the mode), and the draw repeats.
+func TestAnswerRowSubset(t *testing.T) {
+	dir, tok, srch := expertWorld(t, 3)
+	var ts []tasks.Task
+	for _, k := range []int{4, 8} {
+		kt, err := tasks.ReadTasks(filepath.Join(dir, TestTasksFile(k)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ts = append(ts, kt...)
+	}
+	cfg := agent.DefaultConfig()
+	cfg.ScoreGoldNumbered, cfg.ScoreLeadIn = true, "<think>all {k} answers are known</think><answer>"
+	ag, err := agent.New(cfg, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := &Expert{Agent: ag, Tok: tok, Searcher: srch, DropSeed: 4, AnswerRate: 1, AnswerMemory: AnswerSubsetMemory}
+	kept, left := map[int]int{}, map[int]int{}
+	memRE := regexp.MustCompile(`<mem>([^<]*)</mem>`)
+	for i, task := range ts {
+		r, err := ex.Run(context.Background(), task, int64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ar, ok, err := ex.AnswerRow(r)
+		if err != nil || !ok {
+			t.Fatalf("%s: row %v, %v at rate 1", task.TaskID, ok, err)
+		}
+		if again, _, _ := ex.AnswerRow(r); !slices.Equal(again.Steps[0].ContextIDs, ar.Steps[0].ContextIDs) {
+			t.Fatalf("%s: two draws differ", task.TaskID)
+		}
+		last := r.Steps[len(r.Steps)-1]
+		final := strings.Split(memRE.FindStringSubmatch(tok.Decode(from32(last.OutputIDs)))[1], "; ")
+		ms := memRE.FindAllStringSubmatch(tok.Decode(from32(ar.Steps[0].ContextIDs)), -1) // the prompt's instructions show one too
+		got := strings.Split(ms[len(ms)-1][1], "; ")
+		if len(final) != len(r.Golds) {
+			t.Fatalf("%s: final memory %q for %d objectives", task.TaskID, final, len(r.Golds))
+		}
+		// got must be final with entries left out, in order (or NoMemory).
+		j := 0
+		for _, e := range got {
+			if e == NoMemory && len(got) == 1 {
+				break
+			}
+			for j < len(final) && final[j] != e {
+				left[j+1]++
+				j++
+			}
+			if j == len(final) {
+				t.Fatalf("%s: memory %q is not a subset of %q in order", task.TaskID, got, final)
+			}
+			kept[j+1]++
+			j++
+		}
+		for ; j < len(final); j++ {
+			left[j+1]++
+		}
+		// The context is the scoring sequence of that memory.
+		mem := tok.Encode("<mem>" + strings.Join(got, "; ") + "</mem>")
+		var gold []string
+		for i, g := range r.Golds {
+			gold = append(gold, fmt.Sprintf("[%d] %s", i+1, g[0]))
+		}
+		seq, err := ag.MemorySequences(ag.PromptIDs(r.Questions), []agent.Turn{{Output: mem}}, 0, 0, len(mem), strings.Join(gold, "; "), len(r.Golds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(from32(ar.Steps[0].ContextIDs), seq.Mem[:seq.MemGoldStart]) {
+			t.Fatalf("%s: context is not the scoring sequence of memory %q", task.TaskID, got)
+		}
+	}
+	for j := 1; j <= 8; j++ {
+		if kept[j] == 0 || left[j] == 0 {
+			t.Fatalf("objective %d kept in %d rows, left out of %d", j, kept[j], left[j])
+		}
+	}
+}

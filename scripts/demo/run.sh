@@ -68,6 +68,8 @@ EXPERT_DROP=${EXPERT_DROP:-0}         # lossy expert: probability that a step of
                                       # fact just found out of <mem> and repeats the lookup (0: perfect; docs/DEMO.md)
 ANSWER_ROWS=${ANSWER_ROWS:-0}         # fraction of the keep-1 demonstrations that also give an answer-from-memory row
                                       # (R^M's scoring sequence of one of its steps → the gold; 0: none; docs/DEMO.md)
+ANSWER_MEMORY=${ANSWER_MEMORY:-step}  # the memory an answer row answers from: step (the drawn step's) or subset (the
+                                      # final memory, each entry kept with probability 1/2; docs/DEMO.md)
 FROM_SFT=${FROM_SFT:-}                # a directory holding sft/ and sft-react/ of an earlier run with the
                                       # same world: reuse them and skip stages 3–5 (to try RL settings)
 VARIANTS=${VARIANTS:-8}               # demonstrations from the world and VARIANTS−1 fact-shuffled variants
@@ -208,7 +210,7 @@ else
 			drop=(); [ "$keep" = 1 ] && drop=(--drop-rate "$EXPERT_DROP" --drop-seed $(( SEED * 100 + v )))
 			# Answer-from-memory rows (JSONL, so that they can be counted)
 			# come with MemPO's context's demonstrations.
-			ans=(); [ "$keep" = 1 ] && [ "$ANSWER_ROWS" != 0 ] && ans=(--answer-rows "$OUT/answers$sfx.jsonl" --answer-rate "$ANSWER_ROWS")
+			ans=(); [ "$keep" = 1 ] && [ "$ANSWER_ROWS" != 0 ] && ans=(--answer-rows "$OUT/answers$sfx.jsonl" --answer-rate "$ANSWER_ROWS" --answer-memory "$ANSWER_MEMORY")
 			"$BIN/mempo-rollout" expert --tasks "$tasks" --index "${variant_index[$v]}" \
 				--tokenizer "$WORLD/tokenizer.json" --keep "$keep" "${proto[@]}" "${score[@]}" "${drop[@]}" "${ans[@]}" --out "$OUT/$name.parquet"
 		done

@@ -13,7 +13,12 @@
 // (the answer step, split by whether the answer was right). `memscore
 // summary LOGPROBS` prints the mean P(gold | ·) per context and kind, and
 // for the two layouts the mean R^M (P(gold | mem) − P(gold | history)).
-// docs/DEMO.md ("Making R^M rank memories") reports what it found:
+// `memscore copy LOGPROBS TOKENIZER` prints, per context, k and objective
+// number j, the mean P(answer j | ·) of the rows whose memory holds answer j
+// ("[j] value") against those whose memory has another value under [j] or
+// no [j]: whether the scorer copies each objective's answer from memory.
+// docs/DEMO.md ("Making R^M rank memories", "What the scorer copies")
+// reports what it found:
 //
 //	memscore seqs runs/demo/mempo/rollouts-1.parquet data/world/tokenizer.json > seqs.jsonl
 //	mempo-score logprobs --model runs/demo/sft --in seqs.jsonl --out lp.jsonl
@@ -23,6 +28,7 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -65,8 +71,10 @@ func main() {
 		check(summary(os.Args[2]))
 	case len(os.Args) == 3 && os.Args[1] == "pairs":
 		check(pairs(os.Args[2]))
+	case len(os.Args) == 4 && os.Args[1] == "copy":
+		check(copied(os.Args[2], os.Args[3]))
 	default:
-		fmt.Fprintln(os.Stderr, "usage: memscore seqs ROLLOUTS TOKENIZER | memscore summary LOGPROBS | memscore pairs LOGPROBS")
+		fmt.Fprintln(os.Stderr, "usage: memscore seqs ROLLOUTS TOKENIZER | memscore summary LOGPROBS | memscore pairs LOGPROBS | memscore copy LOGPROBS TOKENIZER")
 		os.Exit(2)
 	}
 }
@@ -171,7 +179,7 @@ func seqs(path, tokPath string) error {
 				return err
 			}
 			step := slices.Concat(recs[i].ContextIDs, recs[i].OutputIDs[st.MemStart:st.MemEnd], lead, goldIDs)
-			if err := enc.Encode(row{IDs: step, N: len(goldIDs), Kind: kind, Ctx: "stepctx", Traj: ti, Step: i, K: len(r.Golds)}); err != nil {
+			if err := enc.Encode(row{IDs: step, N: len(goldIDs), Kind: kind, Ctx: "stepctx", Traj: ti, Step: i, K: len(r.Golds), Ends: ends}); err != nil {
 				return err
 			}
 		}
@@ -364,4 +372,121 @@ func matchEnds(ends, goldIDs, whole []int) []int {
 		return nil
 	}
 	return ends
+}
+
+// copied prints, per context (the memory-term layouts and stepctx), k and
+// objective number j, how often answer j's value ids are in the memory the
+// row scores ("[j] value" in its last <mem> block) and the mean probability
+// (geometric mean over the value's ids) of answer j in the gold when they
+// are, when [j] holds another value, and when there is no [j].
+func copied(path, tokPath string) error {
+	rows, err := readScored(path)
+	if err != nil {
+		return err
+	}
+	tk, err := tokenizer.Load(tokPath)
+	if err != nil {
+		return err
+	}
+	one := func(s string) (int, error) {
+		ids := tk.Encode(s)
+		if len(ids) != 1 {
+			return 0, fmt.Errorf("%s: %q is %d ids, want one", tokPath, s, len(ids))
+		}
+		return ids[0], nil
+	}
+	memOpen, err1 := one("<mem>")
+	memClose, err2 := one("</mem>")
+	sep, err3 := one(";")
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return err
+	}
+	type key struct {
+		ctx     string
+		k, j    int
+		holding string // in, other, absent
+	}
+	n, sum := map[key]int{}, map[key]float64{}
+	for _, r := range rows {
+		if r.Ctx == "history" || len(r.Ends) == 0 {
+			continue
+		}
+		ctx, gold := r.IDs[:len(r.IDs)-r.N], r.IDs[len(r.IDs)-r.N:]
+		lps := r.Logprobs[len(r.Logprobs)-r.N:]
+		var mem []int // the last <mem> block's inside
+		for i := len(ctx) - 1; i >= 0; i-- {
+			if ctx[i] == memOpen {
+				if e := slices.Index(ctx[i:], memClose); e > 0 {
+					mem = ctx[i+1 : i+e]
+				}
+				break
+			}
+		}
+		from := 0
+		for jj, end := range r.Ends {
+			j := jj + 1
+			marker, err := one(fmt.Sprintf("[%d]", j))
+			if err != nil {
+				return err
+			}
+			span := gold[from:end]
+			lp := lps[from:end]
+			from = end
+			mi := slices.Index(span, marker)
+			if mi < 0 || mi+1 >= len(span) {
+				continue
+			}
+			value, vlp := span[mi+1:], lp[mi+1:]
+			holding := "absent"
+			if p := slices.Index(mem, marker); p >= 0 {
+				holding = "other"
+				if rest := mem[p+1:]; len(rest) >= len(value) && slices.Equal(rest[:len(value)], value) &&
+					(len(rest) == len(value) || rest[len(value)] == sep) {
+					holding = "in"
+				}
+			}
+			t := 0.0
+			for _, x := range vlp {
+				t += *x
+			}
+			kk := key{r.Ctx, r.K, j, holding}
+			n[kk]++
+			sum[kk] += math.Exp(t / float64(len(vlp)))
+		}
+	}
+	type row struct {
+		ctx  string
+		k, j int
+	}
+	seen := map[row]bool{}
+	var order []row
+	for kk := range n {
+		if r := (row{kk.ctx, kk.k, kk.j}); !seen[r] {
+			seen[r] = true
+			order = append(order, r)
+		}
+	}
+	sort.Slice(order, func(a, b int) bool {
+		x, y := order[a], order[b]
+		if x.ctx != y.ctx {
+			return x.ctx < y.ctx
+		}
+		if x.k != y.k {
+			return x.k < y.k
+		}
+		return x.j < y.j
+	})
+	cell := func(kk key) string {
+		if n[kk] == 0 {
+			return "— | 0"
+		}
+		return fmt.Sprintf("%.3f | %d", sum[kk]/float64(n[kk]), n[kk])
+	}
+	fmt.Println("| context | k | j | P(answer j) when the memory holds it | rows | another value under [j] | rows | no [j] | rows |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range order {
+		fmt.Printf("| %s | %d | %d | %s | %s | %s |\n", r.ctx, r.k, r.j,
+			cell(key{r.ctx, r.k, r.j, "in"}), cell(key{r.ctx, r.k, r.j, "other"}), cell(key{r.ctx, r.k, r.j, "absent"}))
+	}
+	return nil
 }
