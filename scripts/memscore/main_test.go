@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/mempo/mempo/lib/tokenizer"
+)
+
+// stdout runs f and returns what it printed.
+func stdout(t *testing.T, f func() error) string {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := os.Stdout
+	os.Stdout = w
+	done := make(chan string)
+	go func() { b, _ := io.ReadAll(r); done <- string(b) }()
+	ferr := f()
+	os.Stdout = old
+	w.Close()
+	out := <-done
+	if ferr != nil {
+		t.Fatal(ferr)
+	}
+	return out
+}
+
+// copy: hand-built scored rows in the world tokenizer, each objective's value
+// given a known probability; the table must put each in its column (memory
+// holds it / another value under [j] / no [j]) with that mean.
+func TestCopy(t *testing.T) {
+	tokPath := filepath.Join("..", "..", "data", "world", "tokenizer.json")
+	tk, err := tokenizer.Load(tokPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gold := "[1] ropes; [2] bells"
+	goldIDs := tk.Encode(gold)
+	ends := objectiveEnds(tk, gold, goldIDs, 2)
+	if ends == nil {
+		t.Fatalf("gold %q does not split at its objectives", gold)
+	}
+	path := filepath.Join(t.TempDir(), "lp.jsonl")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc := json.NewEncoder(f)
+	// Each row: a memory, then P of the two values (every other gold id 0.5).
+	for _, c := range []struct {
+		mem    string
+		p1, p2 float64
+	}{
+		{"[1] ropes", 0.9, 0.1},            // 1 in, 2 absent
+		{"[1] ropes; [2] bells", 0.7, 0.6}, // both in
+		{"[1] maps; [2] bells", 0.2, 0.8},  // 1 another value, 2 in
+		{"[1] ropes product", 0.05, 0.3},   // "[1] ropes" followed by more than the value: another value
+	} {
+		ctx := tk.Encode("<mem>" + c.mem + "</mem><answer>")
+		ids := append(append([]int(nil), ctx...), goldIDs...)
+		lps := make([]*float64, len(ids))
+		for i := 1; i < len(ids); i++ {
+			v := math.Log(0.5)
+			lps[i] = &v
+		}
+		// The value of objective j is the gold's ids after [j] up to ends[j].
+		for j, p := range []float64{c.p1, c.p2} {
+			from := 0
+			if j > 0 {
+				from = ends[j-1]
+			}
+			span := goldIDs[from:ends[j]]
+			m := slices.Index(span, tk.Encode(fmt.Sprintf("[%d]", j+1))[0])
+			if m < 0 {
+				t.Fatalf("no marker in objective %d's ids", j+1)
+			}
+			for i := from + m + 1; i < ends[j]; i++ {
+				v := math.Log(p)
+				lps[len(ctx)+i] = &v
+			}
+		}
+		if err := enc.Encode(row{IDs: ids, N: len(goldIDs), Ctx: "turn", K: 2, Ends: ends, Logprobs: lps, Kind: "other"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	out := stdout(t, func() error { return copied(path, tokPath) })
+	want := []string{
+		"| turn | 2 | 1 | 0.800 | 2 | 0.125 | 2 | — | 0 |",
+		"| turn | 2 | 2 | 0.700 | 2 | — | 0 | 0.200 | 2 |",
+	}
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("want the line %q in\n%s", w, out)
+		}
+	}
+}
