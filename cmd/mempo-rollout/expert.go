@@ -38,6 +38,7 @@ var expertCommand = &ucli.Command{
 		&ucli.Uint64Flag{Name: "drop-seed", Value: 1, Usage: "seed of the --drop-rate and --answer-rate draws"},
 		&ucli.StringFlag{Name: "answer-rows", Usage: "also write answer-from-memory rows here (.parquet or .jsonl): for --answer-rate of the demonstrations, one row whose context is R^M's scoring sequence of one of its steps (the --score-* flags: prompt, that step's memory, lead-in) and whose output is the gold answer, to be mixed into the SFT data"},
 		&ucli.Float64Flag{Name: "answer-rate", Value: 1, Usage: "with --answer-rows: the fraction of demonstrations that give a row, each from a step drawn uniformly"},
+		&ucli.BoolFlag{Name: "mem-slots", Usage: "write the memory with one entry per objective from the first step on, \"[j] ?\" until objective j is found, so that answering from a memory is copying it in order"},
 		&ucli.StringFlag{Name: "answer-memory", Value: "step", Usage: "with --answer-rows: the memory a row answers from: step (the memory of the drawn step) or subset (the final memory with each entry kept with probability 1/2, so that late objectives are in memory as often as early ones)"},
 	}, slices.Concat(scoreFlags, flags.Agent())...),
 	Action: runExpert,
@@ -70,7 +71,7 @@ func runExpert(c *ucli.Context) error {
 	if !(rate >= 0 && rate < 1) {
 		return fmt.Errorf("--drop-rate %v: want a probability in [0, 1)", rate)
 	}
-	ex := &world.Expert{Agent: ag, Tok: tok, Searcher: srch, DropRate: rate, DropSeed: c.Uint64("drop-seed"), AnswerRate: answerRate, AnswerMemory: answerMemory}
+	ex := &world.Expert{Agent: ag, Tok: tok, Searcher: srch, DropRate: rate, DropSeed: c.Uint64("drop-seed"), AnswerRate: answerRate, AnswerMemory: answerMemory, Slots: c.Bool("mem-slots")}
 	var all []tasks.Task
 	for _, f := range c.StringSlice("tasks") {
 		ts, err := tasks.ReadTasks(f)

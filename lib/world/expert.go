@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +45,10 @@ func PendingEntry(i int, entity, attr string) string {
 
 // NoMemory is the memory of the first step, before anything was found.
 const NoMemory = "nothing found yet"
+
+// Unknown is what a slot memory (Expert.Slots) holds for an objective not
+// yet found: "[3] ?".
+const Unknown = "?"
 
 // Thoughts of the expert's steps. They are deliberately plain: a thought
 // names the question the step works on by its number and whether the step is
@@ -98,6 +103,16 @@ type Expert struct {
 	AnswerRate float64
 	// AnswerMemory is the memory an answer row answers from.
 	AnswerMemory AnswerMemory
+	// Slots writes the memory with one entry per objective from the first
+	// step on, in objective order, MemEntry(j, Unknown) until objective j
+	// is found ("[1] Oston; [2] ?; [3] ?"), instead of the entries found so
+	// far ("[1] Oston"; NoMemory before the first). Entry j then sits at
+	// the same place in every memory of a task and in its answer, so that
+	// answering from a memory is copying it in order, where the default
+	// layout needs a lookup of [j] anywhere in the memory, which the demo's
+	// tiny model does not learn past the first objectives (docs/DEMO.md,
+	// "What the scorer copies").
+	Slots bool
 }
 
 // AnswerMemory picks the memory of an answer-from-memory row.
@@ -175,8 +190,15 @@ func (e *Expert) Run(ctx context.Context, t tasks.Task, group int64) (records.Ro
 	}
 	tool := e.Agent.Config().ToolTag
 	tr := e.Agent.NewTrajectory(t.Questions)
-	var mem []string
+	var mem []string // the entries of objectives 1 … len(mem), in order
 	memText := func() string {
+		if e.Slots {
+			all := slices.Clone(mem)
+			for j := len(mem); j < len(plan); j++ {
+				all = append(all, MemEntry(j+1, Unknown))
+			}
+			return strings.Join(all, "; ")
+		}
 		if len(mem) == 0 {
 			return NoMemory
 		}
@@ -283,8 +305,9 @@ func (e *Expert) answer(taskID string, n int) (int, *rand.Rand, bool) {
 }
 
 // subsetMemory returns the <mem> block holding each entry of memory block
-// mem (its text, tags included) with probability 1/2, in order.
-func subsetMemory(mem string, r *rand.Rand) (string, error) {
+// mem (its text, tags included) with probability 1/2, in order; with slots,
+// an entry left out is its objective's MemEntry(j, Unknown) instead.
+func subsetMemory(mem string, slots bool, r *rand.Rand) (string, error) {
 	inner, ok := strings.CutPrefix(mem, "<mem>")
 	if ok {
 		inner, ok = strings.CutSuffix(inner, "</mem>")
@@ -293,9 +316,12 @@ func subsetMemory(mem string, r *rand.Rand) (string, error) {
 		return "", fmt.Errorf("memory %q is not a <mem> block", mem)
 	}
 	var kept []string
-	for _, e := range strings.Split(inner, "; ") {
-		if e != NoMemory && r.IntN(2) == 0 {
+	for j, e := range strings.Split(inner, "; ") {
+		switch {
+		case e != NoMemory && r.IntN(2) == 0:
 			kept = append(kept, e)
+		case slots:
+			kept = append(kept, MemEntry(j+1, Unknown))
 		}
 	}
 	if len(kept) == 0 {
@@ -337,7 +363,7 @@ func (e *Expert) AnswerRow(r records.Rollout) (row records.Rollout, ok bool, err
 	memStart, memEnd := st.MemStart, st.MemEnd
 	if e.AnswerMemory == AnswerSubsetMemory {
 		last := recs[len(recs)-1]
-		mem, err := subsetMemory(e.Tok.Decode(last.OutputIDs[last.MemStart:last.MemEnd]), draw)
+		mem, err := subsetMemory(e.Tok.Decode(last.OutputIDs[last.MemStart:last.MemEnd]), e.Slots, draw)
 		if err != nil {
 			return records.Rollout{}, false, fmt.Errorf("world: task %s: %w", r.TaskID, err)
 		}

@@ -253,3 +253,83 @@ func TestAnswerRowSubset(t *testing.T) {
 		}
 	}
 }
+
+// Slots: every memory of a task lists its k objectives in order, the ones
+// the default layout has filed at that step as it files them and "[j] ?"
+// for the rest; the steps, searches and answers are the default layout's
+// (the lossy expert's drops included); a subset answer row keeps k entries.
+func TestExpertSlots(t *testing.T) {
+	dir, tok, srch := expertWorld(t, 3)
+	ts, err := tasks.ReadTasks(filepath.Join(dir, TestTasksFile(4)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := agent.DefaultConfig()
+	cfg.ScoreGoldNumbered, cfg.ScoreLeadIn = true, "<think>all {k} answers are known</think><answer>"
+	ag, err := agent.New(cfg, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memRE := regexp.MustCompile(`<mem>([^<]*)</mem>`)
+	mems := func(r records.Rollout) []string {
+		var out []string
+		for _, st := range r.Steps {
+			ms := memRE.FindAllStringSubmatch(tok.Decode(from32(st.OutputIDs)), -1)
+			out = append(out, ms[len(ms)-1][1])
+		}
+		return out
+	}
+	plain := &Expert{Agent: ag, Tok: tok, Searcher: srch, DropRate: 0.3, DropSeed: 4}
+	slots := &Expert{Agent: ag, Tok: tok, Searcher: srch, DropRate: 0.3, DropSeed: 4, Slots: true,
+		AnswerRate: 1, AnswerMemory: AnswerSubsetMemory}
+	unknowns := 0
+	for i, task := range ts {
+		a, err := plain.Run(context.Background(), task, int64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := slots.Run(context.Background(), task, int64(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Steps) != len(b.Steps) || a.RewardTask != b.RewardTask {
+			t.Fatalf("%s: %d steps (reward %v) against the default layout's %d (%v)", task.TaskID, len(b.Steps), b.RewardTask, len(a.Steps), a.RewardTask)
+		}
+		am, bm := mems(a), mems(b)
+		for si := range am {
+			if a.Steps[si].Query != b.Steps[si].Query || a.Steps[si].Action != b.Steps[si].Action {
+				t.Fatalf("%s step %d: %s %q against %s %q", task.TaskID, si+1, b.Steps[si].Action, b.Steps[si].Query, a.Steps[si].Action, a.Steps[si].Query)
+			}
+			var filed []string
+			if am[si] != NoMemory {
+				filed = strings.Split(am[si], "; ")
+			}
+			want := slices.Clone(filed)
+			for j := len(filed); j < len(task.Questions); j++ {
+				want = append(want, fmt.Sprintf("[%d] ?", j+1))
+				unknowns++
+			}
+			if bm[si] != strings.Join(want, "; ") {
+				t.Fatalf("%s step %d: slot memory %q, want %q", task.TaskID, si+1, bm[si], strings.Join(want, "; "))
+			}
+		}
+		ar, ok, err := slots.AnswerRow(b)
+		if err != nil || !ok {
+			t.Fatalf("%s: answer row %v, %v", task.TaskID, ok, err)
+		}
+		ms := memRE.FindAllStringSubmatch(tok.Decode(from32(ar.Steps[0].ContextIDs)), -1)
+		got := strings.Split(ms[len(ms)-1][1], "; ")
+		final := strings.Split(bm[len(bm)-1], "; ")
+		if len(got) != len(final) {
+			t.Fatalf("%s: subset memory %q of %q", task.TaskID, got, final)
+		}
+		for j := range got {
+			if got[j] != final[j] && got[j] != fmt.Sprintf("[%d] ?", j+1) {
+				t.Fatalf("%s: subset memory %q of %q", task.TaskID, got, final)
+			}
+		}
+	}
+	if unknowns == 0 {
+		t.Fatal("no memory had an unknown slot")
+	}
+}

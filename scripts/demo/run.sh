@@ -70,6 +70,8 @@ ANSWER_ROWS=${ANSWER_ROWS:-0}         # fraction of the keep-1 demonstrations th
                                       # (R^M's scoring sequence of one of its steps → the gold; 0: none; docs/DEMO.md)
 ANSWER_MEMORY=${ANSWER_MEMORY:-step}  # the memory an answer row answers from: step (the drawn step's) or subset (the
                                       # final memory, each entry kept with probability 1/2; docs/DEMO.md)
+MEM_SLOTS=${MEM_SLOTS:-0}             # 1: the expert's memory lists every objective from the first step, "[j] ?" until
+                                      # found (mempo-rollout expert --mem-slots; docs/DEMO.md)
 FROM_SFT=${FROM_SFT:-}                # a directory holding sft/ and sft-react/ of an earlier run with the
                                       # same world: reuse them and skip stages 3–5 (to try RL settings)
 VARIANTS=${VARIANTS:-8}               # demonstrations from the world and VARIANTS−1 fact-shuffled variants
@@ -210,9 +212,10 @@ else
 			drop=(); [ "$keep" = 1 ] && drop=(--drop-rate "$EXPERT_DROP" --drop-seed $(( SEED * 100 + v )))
 			# Answer-from-memory rows (JSONL, so that they can be counted)
 			# come with MemPO's context's demonstrations.
+			slots=(); [ "$MEM_SLOTS" = 1 ] && slots=(--mem-slots)
 			ans=(); [ "$keep" = 1 ] && [ "$ANSWER_ROWS" != 0 ] && ans=(--answer-rows "$OUT/answers$sfx.jsonl" --answer-rate "$ANSWER_ROWS" --answer-memory "$ANSWER_MEMORY")
 			"$BIN/mempo-rollout" expert --tasks "$tasks" --index "${variant_index[$v]}" \
-				--tokenizer "$WORLD/tokenizer.json" --keep "$keep" "${proto[@]}" "${score[@]}" "${drop[@]}" "${ans[@]}" --out "$OUT/$name.parquet"
+				--tokenizer "$WORLD/tokenizer.json" --keep "$keep" "${proto[@]}" "${score[@]}" "${drop[@]}" "${slots[@]}" "${ans[@]}" --out "$OUT/$name.parquet"
 		done
 		demos+=(--data "$OUT/demos$sfx.parquet") demos_react+=(--data "$OUT/demos-react$sfx.parquet")
 		if [ "$ANSWER_ROWS" != 0 ]; then demos+=(--data "$OUT/answers$sfx.jsonl"); fi
