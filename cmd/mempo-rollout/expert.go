@@ -51,8 +51,12 @@ func runExpert(c *ucli.Context) error {
 		if !(answerRate > 0 && answerRate <= 1) {
 			return fmt.Errorf("--answer-rate %v: want a fraction in (0, 1]", answerRate)
 		}
-	} else if c.IsSet("answer-rate") || c.IsSet("answer-memory") {
-		return fmt.Errorf("--answer-rate, --answer-memory: without --answer-rows there is nowhere to write the rows")
+	} else {
+		for _, f := range []string{"answer-rate", "answer-memory"} {
+			if c.IsSet(f) {
+				return fmt.Errorf("--%s: without --answer-rows there is nowhere to write the rows", f)
+			}
+		}
 	}
 	answerMemory, err := world.ParseAnswerMemory(c.String("answer-memory"))
 	if err != nil {
