@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# A reader: the PRESET=gpu cold start (seed 1, GPU) fine-tuned on answer rows
-# alone (subset memories, k = 2, 4, 8, from fact-shuffled variants), then
-# scored on the cold start's first MemPO iteration rollouts.
+# A reader: a cold start (FROM, an sft/ directory) fine-tuned on answer rows
+# alone (subset memories, k = 2, 4, 8, from fact-shuffled variants of
+# data/world), then scored on SEQS (memscore seqs of the cold start's first
+# MemPO iteration's rollouts). Run from the repository root after make build.
+#   FROM=…/sft SEQS=…/seqs.jsonl [O=out] [EPOCHS=2] bash reader.sh
 set -euo pipefail
-cd /work/main
 B=bin O=${O:-/tmp/rd}; mkdir -p $O
+FROM=${FROM:?the cold start to fine-tune (an sft/ directory)} SEQS=${SEQS:?memscore seqs rows to score}
+go build -o $O/memscore ./scripts/memscore
 score=(--score-gold-numbered --score-lead-in "<think>all {k} answers are known</think><answer>" --score-layout turn)
 data=()
 for v in 1 2 3 4; do
@@ -19,8 +22,8 @@ for v in 1 2 3 4; do
   data+=(--data $d/answers.jsonl)
 done
 n=$(cat $O/v*/answers.jsonl | wc -l); steps=$(( n * ${EPOCHS:-2} / 8 ))
-$B/mempo-update sft --model ${FROM:-/work/.device/10/cs/sft} "${data[@]}" --out $O/reader --epochs ${EPOCHS:-2} --lr ${LR:-1e-3} \
+$B/mempo-update sft --model $FROM "${data[@]}" --out $O/reader --epochs ${EPOCHS:-2} --lr ${LR:-1e-3} \
   --batch-size 8 --seed 1 --schedule cosine --warmup $((steps/20)) --total-steps $steps --min-lr-ratio 0.1 --metrics $O/reader-metrics.jsonl
-$B/mempo-score logprobs --model $O/reader --in /tmp/cscopy/seqs.jsonl --out $O/lp.jsonl
-/tmp/memscore copy $O/lp.jsonl data/world/tokenizer.json > $O/memscore-copy.md
-/tmp/memscore pairs $O/lp.jsonl > $O/memscore-pairs.md
+$B/mempo-score logprobs --model $O/reader --in $SEQS --out $O/lp.jsonl
+$O/memscore copy $O/lp.jsonl data/world/tokenizer.json > $O/memscore-copy.md
+$O/memscore pairs $O/lp.jsonl > $O/memscore-pairs.md
