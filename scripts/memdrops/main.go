@@ -12,6 +12,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"slices"
 
@@ -46,43 +47,51 @@ func main() {
 		os.Exit(2)
 	}
 	for _, f := range os.Args[1:] {
-		rows, err := records.ReadFile[records.Rollout](f)
-		if err != nil {
+		if err := report(os.Stdout, f); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(1)
 		}
-		var drop, kept, answer acc
-		searches, correct := 0, 0.0
-		for _, r := range rows {
-			correct += r.RewardTask
-			for i, st := range r.Steps {
-				if st.Action == "search" {
-					searches++
+	}
+}
+
+// report writes rollouts file f's line.
+func report(w io.Writer, f string) error {
+	rows, err := records.ReadFile[records.Rollout](f)
+	if err != nil {
+		return err
+	}
+	var drop, kept, answer acc
+	searches, correct := 0, 0.0
+	for _, r := range rows {
+		correct += r.RewardTask
+		for i, st := range r.Steps {
+			if st.Action == "search" {
+				searches++
+			}
+			if i == 0 {
+				continue
+			}
+			p := r.Steps[i-1]
+			mem := func(s records.Step) []int32 {
+				if s.MemStart < 0 || s.MemEnd > int32(len(s.OutputIDs)) || s.MemStart > s.MemEnd {
+					return nil
 				}
-				if i == 0 {
-					continue
-				}
-				p := r.Steps[i-1]
-				mem := func(s records.Step) []int32 {
-					if s.MemStart < 0 || s.MemEnd > int32(len(s.OutputIDs)) || s.MemStart > s.MemEnd {
-						return nil
-					}
-					return s.OutputIDs[s.MemStart:s.MemEnd]
-				}
-				if st.Action == "search" && p.Action == "search" && st.Query == p.Query && slices.Equal(mem(st), mem(p)) {
-					drop.add(st)
-				} else if st.Action == "search" {
-					kept.add(st)
-				} else {
-					answer.add(st)
-				}
+				return s.OutputIDs[s.MemStart:s.MemEnd]
+			}
+			if st.Action == "search" && p.Action == "search" && st.Query == p.Query && slices.Equal(mem(st), mem(p)) {
+				drop.add(st)
+			} else if st.Action == "search" {
+				kept.add(st)
+			} else {
+				answer.add(st)
 			}
 		}
-		rate := 0.0
-		if searches > 0 {
-			rate = float64(drop.n) / float64(searches)
-		}
-		fmt.Printf("%s: %d trajectories, mean R^T %.3f, drop rate %.3f of %d searches; drops: %v; other searches after the first: %v; last steps: %v\n",
-			f, len(rows), correct/float64(max(len(rows), 1)), rate, searches, drop, kept, answer)
 	}
+	rate := 0.0
+	if searches > 0 {
+		rate = float64(drop.n) / float64(searches)
+	}
+	_, err = fmt.Fprintf(w, "%s: %d trajectories, mean R^T %.3f, drop rate %.3f of %d searches; drops: %v; other searches after the first: %v; last steps: %v\n",
+		f, len(rows), correct/float64(max(len(rows), 1)), rate, searches, drop, kept, answer)
+	return err
 }

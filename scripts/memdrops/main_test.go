@@ -1,0 +1,45 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mempo/mempo/lib/records"
+)
+
+// report on hand-built trajectories: a search repeating the previous one's
+// query with the same memory is a drop (one with another memory is not),
+// and each kind of step gets the mean of its memory terms.
+func TestReport(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	step := func(action, query string, mem []int32, rm, pg *float64) records.Step {
+		out := append(append([]int32{7}, mem...), 8)
+		return records.Step{Action: action, Query: query, OutputIDs: out, MemStart: 1, MemEnd: int32(1 + len(mem)), RMem: rm, PGoldMem: pg}
+	}
+	rows := []records.Rollout{
+		{TaskID: "a", K: 1, Golds: [][]string{{"x"}}, RewardTask: 1, Steps: []records.Step{
+			step("search", "q1", []int32{1}, f(0.1), f(0.2)),
+			step("search", "q1", []int32{1}, f(0.3), f(0.4)), // drop
+			step("search", "q1", []int32{2}, f(0.5), f(0.6)), // same query, memory changed: not a drop
+			step("answer", "", []int32{2}, f(0.7), f(0.8)),
+		}},
+		{TaskID: "b", K: 1, Golds: [][]string{{"x"}}, Steps: []records.Step{
+			step("search", "q", []int32{9}, nil, nil),
+			step("answer", "", []int32{9}, nil, nil),
+		}},
+	}
+	path := filepath.Join(t.TempDir(), "r.jsonl")
+	if err := records.WriteFile(path, rows); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := report(&b, path); err != nil {
+		t.Fatal(err)
+	}
+	want := path + ": 2 trajectories, mean R^T 0.500, drop rate 0.250 of 4 searches; drops: 1 steps, R^M 0.3000, P(gold|mem) 0.4000; " +
+		"other searches after the first: 1 steps, R^M 0.5000, P(gold|mem) 0.6000; last steps: 2 steps, R^M 0.7000, P(gold|mem) 0.8000\n"
+	if b.String() != want {
+		t.Errorf("got  %q\nwant %q", b.String(), want)
+	}
+}
