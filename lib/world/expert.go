@@ -110,8 +110,10 @@ type Expert struct {
 	// the same place in every memory of a task and in its answer, so that
 	// answering from a memory is copying it in order, where the default
 	// layout needs a lookup of [j] anywhere in the memory, which the demo's
-	// tiny model does not learn past the first objectives (docs/DEMO.md,
-	// "What the scorer copies").
+	// tiny model does not learn past the first objectives. Measured, it did
+	// not help that model: it read objective 1 only, and at PRESET=gpu the
+	// cold start failed every task of k ≥ 4 (docs/DEMO.md, "What the scorer
+	// copies"); off by default.
 	Slots bool
 }
 
