@@ -517,6 +517,7 @@ var scoreFlags = []ucli.Flag{
 	&ucli.StringFlag{Name: "score-lead-in", Usage: "the text R^M's teacher-forced passes put between the memory and the gold answer, ending in <answer>; {k} is replaced by the number of questions (default: a final-answer thought, see docs/formats.md)"},
 	&ucli.StringFlag{Name: "score-gold-prefix", Usage: `text put before the gold answer in R^M's teacher-forced passes, to match how the policy writes answers (" " when it writes "<answer> Paris")`},
 	&ucli.StringFlag{Name: "score-layout", Value: "turn", Usage: "where P(gold | q, mem) reads the memory: turn (the memory opens the answering assistant turn after the prompt, mempo-paper §2.2) or next-step (the memory as the previous assistant turn of a keep-1 context, its observation left out; the history term has the same template)"},
+	&ucli.BoolFlag{Name: "score-per-objective", Usage: "P(gold | ·) of a k-objective task is the mean over objectives of each one's geometric-mean probability in the same pass, instead of the geometric mean over the joint gold (the paper's): one answer filed among eight then moves it by its own probability over k (docs/DEMO.md, \"What the scorer copies\")"},
 }
 
 // parseScore sets cfg's R^M fields from scoreFlags.
@@ -531,6 +532,7 @@ func parseScore(c *ucli.Context, cfg *agent.Config) error {
 		return fmt.Errorf("--score-layout: %w", err)
 	}
 	cfg.ScoreLayout = l
+	cfg.ScorePerObjective = c.Bool("score-per-objective")
 	return nil
 }
 
@@ -548,5 +550,8 @@ func scoreSettings(c *ucli.Context, cfg agent.Config, set rollout.Settings) {
 	}
 	if cfg.ScoreLayout != agent.ScoreInTurn {
 		set["score_layout"] = cfg.ScoreLayout.String()
+	}
+	if cfg.ScorePerObjective {
+		set["score_per_objective"] = "true"
 	}
 }

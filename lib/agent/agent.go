@@ -138,6 +138,15 @@ type Config struct {
 	// ScoreLayout is where the memory-reward sequences put the memory (see
 	// MemorySequences): ScoreInTurn (the default) or ScoreNextStep.
 	ScoreLayout ScoreLayout
+	// ScorePerObjective scores P(gold | ·) of a k-objective task as the mean
+	// over objectives of each one's geometric-mean probability within the
+	// same teacher-forced pass (rl.MultiGoldProb, one alias each) instead of
+	// the geometric mean over the joint gold's ids (the paper's). In the
+	// joint form one answer filed among eight moves the mean log-prob by an
+	// eighth, as much as the guesses at the other seven move with the
+	// memory around them; in the mean it adds its own probability over k.
+	// MemorySequences then sets MemorySeqs.GoldEnds.
+	ScorePerObjective bool
 	// EOSIDs are the ids that end generation (generation_config's
 	// eos_token_id). Trailing EOS ids are left out of the text that is
 	// parsed; they stay in the step's output ids.

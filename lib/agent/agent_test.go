@@ -683,6 +683,34 @@ func TestMemorySequences(t *testing.T) {
 		swapped := cat(ns.Hist[:len(tr.PromptIDs())], gen, mem, closeTurn, ns.Hist[len(tr.PromptIDs())+len(steps):])
 		eqIDs(t, "memory turn in the raw steps' place", ns.Mem, swapped)
 	}
+	// ScorePerObjective: GoldEnds split the gold ids at each part's end
+	// (numbered and with a prefix too); nil without it.
+	if ts := seqsWith(func(c *Config) {}, 0); ts.GoldEnds != nil {
+		t.Fatalf("gold ends %v without per-objective scoring", ts.GoldEnds)
+	}
+	for _, set := range []func(*Config){
+		func(c *Config) {},
+		func(c *Config) { c.ScoreGoldNumbered = true },
+		func(c *Config) { c.ScoreGoldPrefix = " " },
+	} {
+		os := seqsWith(func(c *Config) { set(c); c.ScorePerObjective = true }, 1)
+		parts := strings.Split(os.Gold, "; ")
+		if len(os.GoldEnds) != 2 || os.GoldEnds[1] != len(os.GoldIDs) {
+			t.Fatalf("gold %q: ends %v of %d ids", os.Gold, os.GoldEnds, len(os.GoldIDs))
+		}
+		if got := strings.TrimSpace(tok.Decode(os.GoldIDs[:os.GoldEnds[0]])); got != parts[0] {
+			t.Fatalf("gold %q: first objective's ids decode to %q", os.Gold, got)
+		}
+		if got := tok.Decode(os.GoldIDs[os.GoldEnds[0]:]); got != "; "+parts[1] {
+			t.Fatalf("gold %q: second objective's ids decode to %q", os.Gold, got)
+		}
+	}
+	// A gold whose aliases hold the separator cannot be split.
+	pa, _ := mustAgent(t, func() Config { c := DefaultConfig(); c.ScorePerObjective = true; return c }())
+	ptr, _ := runScript(t, pa, outs)
+	if _, err := ptr.MemorySequences(0, [][]string{{"Paris; France"}, {"Dijon"}}); err == nil {
+		t.Fatal("a gold with \"; \" in an alias was split")
+	}
 	if _, err := GoldText([][]string{{"a"}, {" ", ""}}); err == nil {
 		t.Fatal("an objective without alias was accepted")
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -31,6 +32,11 @@ type MemorySeqs struct {
 	HistGoldStart, HistGoldEnd int
 	Gold                       string // the gold answer text scored
 	GoldIDs                    []int
+	// GoldEnds, under Config.ScorePerObjective, holds for each objective j
+	// the number of GoldIDs up to the end of its part of the gold ("a1",
+	// then "a1; a2", …), so that objective j's ids are
+	// GoldIDs[GoldEnds[j-1]:GoldEnds[j]]; nil otherwise.
+	GoldEnds []int
 }
 
 // GoldText is the gold answer of a k-objective task as the policy would
@@ -92,6 +98,13 @@ func (a *Agent) MemorySequences(prompt []int, history []Turn, t, memStart, memEn
 	}
 	var s MemorySeqs
 	s.Gold, s.GoldIDs = gold, g
+	if a.cfg.ScorePerObjective {
+		ends, err := a.goldEnds(gold, g, k)
+		if err != nil {
+			return MemorySeqs{}, err
+		}
+		s.GoldEnds = ends
+	}
 
 	var m []int
 	switch a.cfg.ScoreLayout {
@@ -116,6 +129,29 @@ func (a *Agent) MemorySequences(prompt []int, history []Turn, t, memStart, memEn
 	h = append(h, g...)
 	s.Hist, s.HistGoldEnd = h, len(h)
 	return s, nil
+}
+
+// goldEnds splits the gold's ids g (of the text ScoreGoldPrefix + gold) at
+// the ends of its k parts (GoldText joins them with "; "): the ids of each
+// prefix of parts must be a prefix of g, or the parts cannot be scored apart
+// within one pass and that is an error.
+func (a *Agent) goldEnds(gold string, g []int, k int) ([]int, error) {
+	parts := strings.Split(gold, "; ")
+	if len(parts) != k {
+		return nil, fmt.Errorf("agent: per-objective memory reward: gold %q has %d parts for %d objectives (an alias holds \"; \"?)", gold, len(parts), k)
+	}
+	ends := make([]int, k)
+	for j := range parts {
+		ids := a.tok.Encode(a.cfg.ScoreGoldPrefix + strings.Join(parts[:j+1], "; "))
+		if len(ids) > len(g) || !slices.Equal(ids, g[:len(ids)]) || (j > 0 && len(ids) <= ends[j-1]) {
+			return nil, fmt.Errorf("agent: per-objective memory reward: gold %q does not tokenize apart at objective %d", gold, j+1)
+		}
+		ends[j] = len(ids)
+	}
+	if ends[k-1] != len(g) {
+		return nil, fmt.Errorf("agent: per-objective memory reward: gold %q: its parts cover %d of %d ids", gold, ends[k-1], len(g))
+	}
+	return ends, nil
 }
 
 // MemorySequences builds the memory-reward sequences of step t (0-based) of

@@ -633,11 +633,30 @@ type memRef struct {
 	step       int
 	hist       bool
 	start, end int
+	ends       []int // agent.MemorySeqs.GoldEnds: per-objective scoring when set
+}
+
+// goldProb is P(gold | context) from the gold ids' log-probs: their
+// geometric mean (rl.GeoMeanProb, the paper's), or with the ends of the
+// objectives' ids (agent.Config.ScorePerObjective) the mean over objectives
+// of each one's (rl.MultiGoldProb, one alias each).
+func goldProb(lp []float32, ends []int) (float64, error) {
+	if ends == nil {
+		return rl.GeoMeanProb(lp)
+	}
+	objs := make([][][]float32, len(ends))
+	from := 0
+	for j, end := range ends {
+		objs[j] = [][]float32{lp[from:end]}
+		from = end
+	}
+	return rl.MultiGoldProb(objs)
 }
 
 // memoryRewards fills the memory-reward terms of every step with a <mem>
 // block of the finished tasks: R^M = P(gold | q, mem_t) − P(gold | q, s_<t),
-// P = exp(mean teacher-forced log-prob of the gold ids). Identical sequences
+// P = exp(mean teacher-forced log-prob of the gold ids) (or its mean over
+// objectives, goldProb). Identical sequences
 // (the prompt-only prior of step 0 is the same for all G samples) are run
 // once; the rest are packed into LogProbs calls of bounded size.
 func (e *Engine) memoryRewards(done []*jobState, stats *Stats) error {
@@ -656,8 +675,8 @@ func (e *Engine) memoryRewards(done []*jobState, stats *Stats) error {
 					return fmt.Errorf("rollout: task %s: memory reward: %w", js.job.Task.TaskID, err)
 				}
 				for _, r := range []memRef{
-					{t: t, step: i, start: ms.MemGoldStart, end: ms.MemGoldEnd},
-					{t: t, step: i, hist: true, start: ms.HistGoldStart, end: ms.HistGoldEnd},
+					{t: t, step: i, start: ms.MemGoldStart, end: ms.MemGoldEnd, ends: ms.GoldEnds},
+					{t: t, step: i, hist: true, start: ms.HistGoldStart, end: ms.HistGoldEnd, ends: ms.GoldEnds},
 				} {
 					seq := ms.Mem
 					if r.hist {
@@ -691,7 +710,7 @@ func (e *Engine) memoryRewards(done []*jobState, stats *Stats) error {
 	// (Model.LogProbs' layout), so the gold's are lp[start:end].
 	score := func(j int, lp []float32) error {
 		for _, r := range refs[j] {
-			p, err := rl.GeoMeanProb(lp[r.start:r.end])
+			p, err := goldProb(lp[r.start:r.end], r.ends)
 			if err != nil {
 				return fmt.Errorf("rollout: memory reward of task %s step %d: %w", r.t.job.job.Task.TaskID, r.step, err)
 			}
