@@ -93,6 +93,8 @@ GRPO_RM=${GRPO_RM:-0}                 # 1: score R^M on GRPO's rollouts too, to 
                                       # ignore it; make demo-check sets it)
 MEM_FLAGS=${MEM_FLAGS:-}              # extra mempo-update flags of MemPO's updates only (--alpha, --mem-pool step)
 SCORE_LAYOUT=${SCORE_LAYOUT:-turn}    # where R^M reads the memory (mempo-rollout --score-layout): turn, next-step
+SCORE_PER_OBJECTIVE=${SCORE_PER_OBJECTIVE:-0} # 1: P(gold | ·) is the mean over objectives of each one's (mempo-rollout
+                                      # --score-per-objective; docs/DEMO.md, "What the scorer copies")
 KL_COEF=${KL_COEF:-0.001}
 TARGET_KL=${TARGET_KL:-}              # PPO early stop of every RL update (MemPO's and GRPO's): mempo-update --target-kl;
                                       # empty: not passed (off); docs/DEMO.md
@@ -144,6 +146,7 @@ proto=(--topk "$TOPK" --hint="$HINT")
 # numbering its answers as its memory does: R^M scores the gold after the
 # same thought, numbered the same way, the ids the policy writes.
 score=(--score-gold-numbered --score-lead-in "<think>all {k} answers are known</think><answer>" --score-layout "$SCORE_LAYOUT")
+[ "$SCORE_PER_OBJECTIVE" = 1 ] && score+=(--score-per-objective)
 
 # 1. The world: corpus, tasks, tokenizer, model config.
 if [ -z "$WORLD" ]; then
