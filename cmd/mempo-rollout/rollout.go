@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -50,6 +51,7 @@ var rolloutFlags = slices.Concat([]ucli.Flag{
 	&ucli.Float64Flag{Name: "kv-gib", Usage: "most GiB the KV cache of one generation call may take; a turn over it is split into several calls, the tasks queueing (a task's samples stay in one call), so a large --batch does not run out of memory; sampling does not change (0: half of the memory free when the run starts, unless --max-batch-tokens is given; the smaller bound wins)"},
 	&ucli.IntFlag{Name: "force-search-turns", Usage: "benchmarks: force the first n steps of every trajectory to be searches, n drawn per task from 1..N (the sampled text becomes the memory; the query is the question and its first words), so that a policy that does not search by itself (random weights) drives retrieval and R^M; such rows are not samples of the policy"},
 	&ucli.BoolFlag{Name: "no-shared-prefixes", Usage: "run every memory-reward sequence from its first id (default: the beginning a step's history shares with the trajectory's longer ones is run once; the rewards differ by float rounding only)"},
+	&ucli.StringFlag{Name: "score-model", Usage: "a Hugging Face model directory that teacher-forces the memory reward's sequences instead of the policy (a separate reader of memories; it must have the policy's tokenizer.json); default: the policy scores its own memories, as in the paper"},
 	&ucli.IntFlag{Name: "mem-tokens-per-call", Usage: "most ids one forward of the memory-reward passes runs (0: what a quarter of the memory free at the time holds, at most 262144)"},
 	&ucli.BoolFlag{Name: "no-shared-prefill", Usage: "prefill every prompt of a turn from its first id (default: a prompt that begins like another, as a task's trajectories begin with its prompt, runs only its own ids and continues the other's keys and values; the tokens are the same, the log-probs differ by float rounding only)"},
 	&ucli.BoolFlag{Name: "sync-retrieval", Usage: "wait for a turn's searches before the memory rewards of the tasks that ended in it (default: they run while the searcher works)"},
@@ -96,6 +98,27 @@ var loadPolicy = func(dir, adapter, device string, tok agent.Tokenizer) (policyI
 		info.StopKernelTimes = m.StopKernelTimes
 	}
 	return info, nil
+}
+
+// sameTokenizer checks that model directory dir's tokenizer.json is the
+// policy's (tokPath: a tokenizer.json or a directory holding one), byte for
+// byte: a scorer reading other ids would score nonsense.
+func sameTokenizer(tokPath, dir string) error {
+	if st, err := os.Stat(tokPath); err == nil && st.IsDir() {
+		tokPath = filepath.Join(tokPath, "tokenizer.json")
+	}
+	want, err := os.ReadFile(tokPath)
+	if err != nil {
+		return err
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "tokenizer.json"))
+	if err != nil {
+		return err
+	}
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("%s has another tokenizer.json than the policy's %s", dir, tokPath)
+	}
+	return nil
 }
 
 // runRollout is the root command: parse the flags, open what the run needs,
@@ -171,6 +194,8 @@ func parseRollout(c *ucli.Context) (*rolloutArgs, error) {
 		return nil, fmt.Errorf("--force-search-turns: must not be negative")
 	case c.Int("mem-tokens-per-call") < 0:
 		return nil, fmt.Errorf("--mem-tokens-per-call: must not be negative")
+	case c.String("score-model") != "" && c.Bool("no-memory-reward"):
+		return nil, fmt.Errorf("--score-model: the memory reward is off (--no-memory-reward): there is nothing to score")
 	case !slices.Contains(records.TaskRewards, c.String("task-reward")):
 		return nil, fmt.Errorf("--task-reward: %q, want one of %s", c.String("task-reward"), strings.Join(records.TaskRewards, ", "))
 	}
@@ -214,6 +239,7 @@ type rolloutRun struct {
 	pol      policyInfo
 	ag       *agent.Agent
 	searcher retrieval.Searcher
+	scorer   rollout.Scorer // --score-model's, or nil
 	jr       *rollout.Journal
 	policyID string
 	closers  []func() error
@@ -291,6 +317,20 @@ func openRollout(c *ucli.Context, a *rolloutArgs) (_ *rolloutRun, err error) {
 		}
 	}
 	cfg.EOSIDs = eos
+	var scorer rollout.Scorer
+	if sdir := c.String("score-model"); sdir != "" {
+		if err := sameTokenizer(tokPath, sdir); err != nil {
+			return nil, fmt.Errorf("--score-model: %w", err)
+		}
+		sc, err := loadPolicy(sdir, "", c.String("device"), tok)
+		if err != nil {
+			return nil, fmt.Errorf("--score-model: %w", err)
+		}
+		if tk.VocabSize() > sc.Vocab {
+			return nil, fmt.Errorf("--score-model: tokenizer %s has %d ids but the scorer only %d", tokPath, tk.VocabSize(), sc.Vocab)
+		}
+		scorer = sc.Policy
+	}
 	ag, err := agent.New(cfg, tok)
 	if err != nil {
 		return nil, err
@@ -321,6 +361,9 @@ func openRollout(c *ucli.Context, a *rolloutArgs) (_ *rolloutRun, err error) {
 	}
 	if a := c.String("adapter"); a != "" {
 		set["adapter"] = a // only when set: earlier journals resume
+	}
+	if d := c.String("score-model"); d != "" {
+		set["score_model"] = d // only when set: earlier journals resume
 	}
 	scoreSettings(c, cfg, set)
 	if n := c.Int("force-search-turns"); n > 0 {
@@ -357,7 +400,7 @@ func openRollout(c *ucli.Context, a *rolloutArgs) (_ *rolloutRun, err error) {
 
 	r.run, r.jobs, r.resumed = run, jobs, len(run)-len(jobs)
 	r.cfg = cfg
-	r.tok, r.pol, r.ag, r.searcher, r.jr, r.policyID = tok, pol, ag, searcher, jr, policyID
+	r.tok, r.pol, r.ag, r.searcher, r.jr, r.policyID, r.scorer = tok, pol, ag, searcher, jr, policyID, scorer
 	return r, nil
 }
 
@@ -365,7 +408,7 @@ func openRollout(c *ucli.Context, a *rolloutArgs) (_ *rolloutRun, err error) {
 // journal into the output.
 func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
 	genTokens, _ := kvBudget(c.Float64("kv-gib"), c.Int("max-batch-tokens"), r.pol)
-	eng := &rollout.Engine{Agent: r.ag, Policy: r.pol.Policy, Searcher: r.searcher, Opts: rollout.Options{
+	eng := &rollout.Engine{Agent: r.ag, Policy: r.pol.Policy, Scorer: r.scorer, Searcher: r.searcher, Opts: rollout.Options{
 		GroupSize: a.groupSize, Batch: c.Int("batch"), MaxContext: r.pol.MaxPositions,
 		GenTokensPerCall: genTokens,
 		ForceSearchTurns: c.Int("force-search-turns"), Encode: r.tok.Encode, SyncRetrieval: c.Bool("sync-retrieval"),

@@ -79,3 +79,44 @@ func TestPerObjectiveMemoryReward(t *testing.T) {
 		}
 	}
 }
+
+// halfLogProbs is a scorer other than the policy: FakeLogProbs halved.
+type halfLogProbs struct{}
+
+func (halfLogProbs) LogProbs(seqs [][]int) ([][]float32, error) {
+	lps := FakeLogProbs(seqs)
+	for _, lp := range lps {
+		for i := range lp {
+			lp[i] /= 2
+		}
+	}
+	return lps, nil
+}
+
+// With Engine.Scorer set, the memory terms are the scorer's, not the
+// policy's (by hand, against both).
+func TestSeparateScorer(t *testing.T) {
+	tok := smallTok(t)
+	task := tasks.Task{TaskID: "one", Questions: []string{"Capital of France?"}, Golds: [][]string{{"Paris"}}}
+	script := func(prompt string, _ int, _ uint64) string {
+		if !strings.Contains(prompt, "<search>capital of France</search>") {
+			return "<mem>nothing yet</mem><think>look</think><search>capital of France</search>"
+		}
+		return "<mem>Paris</mem><think>done</think><answer>Paris</answer>"
+	}
+	ag := newAgent(t, tok, nil)
+	e := &Engine{Agent: ag, Policy: &Scripted{Tok: tok, Script: script, EOS: eosID}, Scorer: halfLogProbs{}, Searcher: oneHit{},
+		Opts: Options{GroupSize: 1, Batch: 1, Decode: tok.Decode, MemoryReward: true}}
+	rows, _ := run(t, e, []Job{{Task: task}})
+	g, lead := tok.Encode("Paris"), tok.Encode(agent.DefaultScoreLeadIn)
+	for i, s := range rows[0].Steps {
+		out := from32(s.OutputIDs)
+		mem := append(append(append(from32(rows[0].Steps[0].ContextIDs), out[s.MemStart:s.MemEnd]...), lead...), g...)
+		half, _ := halfLogProbs{}.LogProbs([][]int{mem})
+		want, _ := rl.GeoMeanProb(half[0][len(mem)-len(g):])
+		policy, _ := rl.GeoMeanProb(FakeLogProbs([][]int{mem})[0][len(mem)-len(g):])
+		if s.PGoldMem == nil || math.Abs(*s.PGoldMem-want) > 1e-12 || math.Abs(want-policy) < 1e-6 {
+			t.Errorf("step %d: p_mem %v, the scorer's %v, the policy's %v", i, s.PGoldMem, want, policy)
+		}
+	}
+}

@@ -50,6 +50,11 @@ type Policy interface {
 	LogProbs(seqs [][]int) ([][]float32, error)
 }
 
+// Scorer is what the memory reward needs of a model (Engine.Scorer).
+type Scorer interface {
+	LogProbs(seqs [][]int) ([][]float32, error)
+}
+
 // suffixLogProbs is a Policy that can score only the positions from a start
 // on (*model.Model: the LM head then runs on those rows alone); the memory
 // reward needs the gold's few ids at the end of each sequence.
@@ -223,7 +228,13 @@ type Engine struct {
 	Agent    *agent.Agent
 	Policy   Policy
 	Searcher retrieval.Searcher
-	Opts     Options
+	// Scorer, when set, teacher-forces the memory reward's sequences in
+	// Policy's place: a separate reader of memories, with the policy's
+	// tokenizer (its LogProbsFrom and LogProbsShared are used when it has
+	// them, as the policy's are). Nil: the policy scores its own memories,
+	// as in the paper.
+	Scorer Scorer
+	Opts   Options
 	// Progress, when set, is called after every turn with the totals so far,
 	// and during a turn's generation after every sampled token position.
 	Progress func(Stats)
@@ -656,7 +667,7 @@ func goldProb(lp []float32, ends []int) (float64, error) {
 // memoryRewards fills the memory-reward terms of every step with a <mem>
 // block of the finished tasks: R^M = P(gold | q, mem_t) − P(gold | q, s_<t),
 // P = exp(mean teacher-forced log-prob of the gold ids) (or its mean over
-// objectives, goldProb). Identical sequences
+// objectives, goldProb), under Scorer when one is set, else the policy. Identical sequences
 // (the prompt-only prior of step 0 is the same for all G samples) are run
 // once; the rest are packed into LogProbs calls of bounded size.
 func (e *Engine) memoryRewards(done []*jobState, stats *Stats) error {
@@ -699,8 +710,12 @@ func (e *Engine) memoryRewards(done []*jobState, stats *Stats) error {
 	for _, q := range seqs {
 		stats.MemIDs += len(q)
 	}
+	var scorer Scorer = e.Policy
+	if e.Scorer != nil {
+		scorer = e.Scorer
+	}
 	budget := e.Opts.MemTokensPerCall
-	if fb, ok := e.Policy.(interface{ ForwardBudget() int }); ok && budget <= 0 {
+	if fb, ok := scorer.(interface{ ForwardBudget() int }); ok && budget <= 0 {
 		budget = fb.ForwardBudget()
 	}
 	if budget <= 0 {
@@ -731,7 +746,7 @@ func (e *Engine) memoryRewards(done []*jobState, stats *Stats) error {
 		}
 		return f
 	}
-	if sp, ok := e.Policy.(sharedLogProbs); ok && !e.Opts.NoSharedPrefixes {
+	if sp, ok := scorer.(sharedLogProbs); ok && !e.Opts.NoSharedPrefixes {
 		from := make([]int, len(seqs))
 		for j := range from {
 			from[j] = firstGold(j)
@@ -756,14 +771,14 @@ func (e *Engine) memoryRewards(done []*jobState, stats *Stats) error {
 		}
 		var lps [][]float32
 		var err error
-		if sp, ok := e.Policy.(suffixLogProbs); ok {
+		if sp, ok := scorer.(suffixLogProbs); ok {
 			from := make([]int, hi-lo)
 			for j := range from {
 				from[j] = firstGold(lo + j)
 			}
 			lps, err = sp.LogProbsFrom(seqs[lo:hi], from)
 		} else {
-			lps, err = e.Policy.LogProbs(seqs[lo:hi])
+			lps, err = scorer.LogProbs(seqs[lo:hi])
 		}
 		if err != nil {
 			return fmt.Errorf("rollout: memory reward: %w", err)
