@@ -319,6 +319,44 @@ func TestShortDemo(t *testing.T) {
 			t.Fatalf("RL_K=\"2 8\": the k = 2 task %s is not train-rl-k2.jsonl's first", ts[0].TaskID)
 		}
 	}
+	// SCORE_READER: after SFT a reader is trained on one answer row per SFT
+	// task, and exactly the RL rollouts that score R^M pass it as their
+	// --score-model (ITERS=1 in SHORT: MemPO's one rollout; GRPO's, with
+	// GRPO_RM=0, scores none). bash -x shows the commands as they ran.
+	out4 := filepath.Join(tmp, "reader")
+	cmd = exec.CommandContext(ctx, "bash", "-x", "scripts/demo/run.sh")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "SHORT=1", "BIN="+bin, "OUT="+out4, "SCORE_READER=1", "GRPO_RM=0")
+	if log, err = cmd.CombinedOutput(); err != nil {
+		t.Fatalf("SCORE_READER run: %v\n%s", err, log)
+	}
+	if _, err := os.Stat(filepath.Join(out4, "reader", "config.json")); err != nil {
+		t.Fatalf("SCORE_READER: no reader checkpoint: %v", err)
+	}
+	lines := func(glob string) int {
+		fs, _ := filepath.Glob(filepath.Join(out4, glob))
+		n := 0
+		for _, f := range fs {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += strings.Count(string(b), "\n")
+		}
+		return n
+	}
+	if rows, ts := lines("reader-rows*.jsonl"), lines("sft-tasks*.jsonl"); rows != ts || rows == 0 {
+		t.Fatalf("SCORE_READER: %d reader rows for %d SFT tasks", rows, ts)
+	}
+	n := 0
+	for _, line := range strings.Split(string(log), "\n") {
+		if strings.Contains(line, "mempo-rollout --model") && strings.Contains(line, "--score-model "+filepath.Join(out4, "reader")) {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("SCORE_READER: %d rollout commands with --score-model, want one (MemPO's)", n)
+	}
 	// make demo-check's comparisons (scripts/demo/check.sh, REUSE=1) over
 	// the first run and the RL_K one as two seeds: the pooled and per-seed
 	// tables, the training rows pooled over the RL tasks' k, one verdict a

@@ -95,6 +95,10 @@ MEM_FLAGS=${MEM_FLAGS:-}              # extra mempo-update flags of MemPO's upda
 SCORE_LAYOUT=${SCORE_LAYOUT:-turn}    # where R^M reads the memory (mempo-rollout --score-layout): turn, next-step
 SCORE_PER_OBJECTIVE=${SCORE_PER_OBJECTIVE:-0} # 1: P(gold | ·) is the mean over objectives of each one's (mempo-rollout
                                       # --score-per-objective; docs/DEMO.md, "What the scorer copies")
+SCORE_READER=${SCORE_READER:-0}       # N > 0: R^M of the RL rollouts scored by a reader (mempo-rollout --score-model):
+                                      # the SFT model trained N epochs more on answer rows alone, one per SFT task, from
+                                      # subsets of its final memory (0: the policy scores its own memories, the paper's)
+READER_LR=${READER_LR:-1e-3}          # the reader's peak learning rate
 KL_COEF=${KL_COEF:-0.001}
 TARGET_KL=${TARGET_KL:-}              # PPO early stop of every RL update (MemPO's and GRPO's): mempo-update --target-kl;
                                       # empty: not passed (off); docs/DEMO.md
@@ -193,7 +197,8 @@ if [ "$VARIANTS" -gt 1 ] && [ -z "$FROM_SFT" ]; then
 fi
 if [ -n "$FROM_SFT" ]; then
 	say "sft, sft-react ← $FROM_SFT (stages 3–5 skipped)"
-	for name in sft sft-react; do
+	names=(sft sft-react); [ "$SCORE_READER" != 0 ] && names+=(reader)
+	for name in "${names[@]}"; do
 		[ -f "$FROM_SFT/$name/config.json" ] || { echo "FROM_SFT=$FROM_SFT: no $name/ checkpoint there" >&2; exit 1; }
 		[ "$(cd "$FROM_SFT" && pwd)" = "$(cd "$OUT" && pwd)" ] || { rm -rf "${OUT:?}/$name"; cp -r "$FROM_SFT/$name" "$OUT/$name"; }
 	done
@@ -251,6 +256,31 @@ else
 			--schedule "$SFT_SCHEDULE" --warmup $(( steps / 20 )) --total-steps "$steps" --min-lr-ratio 0.1 \
 			--metrics "$OUT/$name-metrics.jsonl" "${dev[@]}"
 	done
+
+	# 5'. With SCORE_READER=N, a reader of memories for R^M: the SFT model
+	#     trained N epochs more on answer rows alone, one per SFT task, each
+	#     from a subset of the task's final memory (docs/DEMO.md, "What the
+	#     scorer copies": the cold start itself reads only the first answers
+	#     of a memory).
+	if [ "$SCORE_READER" != 0 ]; then
+		rows=()
+		for v in "${!variant_dirs[@]}"; do
+			sfx=; [ "$v" -gt 0 ] && sfx=-v$v
+			slots=(); [ "$MEM_SLOTS" = 1 ] && slots=(--mem-slots)
+			"$BIN/mempo-rollout" expert --tasks "$OUT/sft-tasks$sfx.jsonl" --index "${variant_index[$v]}" \
+				--tokenizer "$WORLD/tokenizer.json" --keep 1 "${proto[@]}" "${score[@]}" "${slots[@]}" \
+				--answer-rows "$OUT/reader-rows$sfx.jsonl" --answer-rate 1 --answer-memory subset --out "$OUT/reader-demos$sfx.parquet"
+			rows+=(--data "$OUT/reader-rows$sfx.jsonl")
+		done
+		n=$(cat "$OUT"/reader-rows*.jsonl | wc -l)
+		steps=$(( (n + SFT_BATCH - 1) / SFT_BATCH * SCORE_READER ))
+		rm -rf "$OUT/reader-init" && cp -r "$OUT/sft" "$OUT/reader-init" && rm -f "$OUT/reader-init/optimizer.safetensors"
+		say "reader ← $OUT/sft + $n answer rows ($steps steps)"
+		"$BIN/mempo-update" sft --model "$OUT/reader-init" "${rows[@]}" --out "$OUT/reader" \
+			--epochs "$SCORE_READER" --lr "$READER_LR" --batch-size "$SFT_BATCH" --seed "$SEED" \
+			--schedule cosine --warmup $(( steps / 20 )) --total-steps "$steps" --min-lr-ratio 0.1 \
+			--metrics "$OUT/reader-metrics.jsonl" "${dev[@]}"
+	fi
 fi
 
 # rollout MODEL TASKS OUT [flags…]: one rollout run with the demo's protocol.
@@ -313,6 +343,7 @@ rl() {
 		# GRPO's rollouts score R^M too when GRPO_RM=1, only to be plotted
 		# beside MemPO's: its updates never read it (--no-mem-adv).
 		local mr=(); [ "$variant" = grpo ] && [ "$GRPO_RM" != 1 ] && mr=(--no-memory-reward)
+		[ ${#mr[@]} = 0 ] && [ "$SCORE_READER" != 0 ] && mr=(--score-model "$OUT/reader")
 		rollout "$ckpt" "$dir/tasks-$i.jsonl" "$dir/rollouts-$i.parquet" \
 			--group "$GROUP" --temperature "$RL_TEMP" --task-reward "$TASK_REWARD" --seed $(( RL_SEED * 1000 + i )) "${mr[@]}"
 		say "$variant iteration $i/$ITERS: update"
