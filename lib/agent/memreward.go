@@ -99,7 +99,7 @@ func (a *Agent) MemorySequences(prompt []int, history []Turn, t, memStart, memEn
 	var s MemorySeqs
 	s.Gold, s.GoldIDs = gold, g
 	if a.cfg.ScorePerObjective {
-		ends, err := a.goldEnds(gold, g, k)
+		ends, err := a.GoldEnds(gold, g, k)
 		if err != nil {
 			return MemorySeqs{}, err
 		}
@@ -131,11 +131,12 @@ func (a *Agent) MemorySequences(prompt []int, history []Turn, t, memStart, memEn
 	return s, nil
 }
 
-// goldEnds splits the gold's ids g (of the text ScoreGoldPrefix + gold) at
+// GoldEnds splits the gold's ids g (of the text ScoreGoldPrefix + gold) at
 // the ends of its k parts (GoldText joins them with "; "): the ids of each
 // prefix of parts must be a prefix of g, or the parts cannot be scored apart
-// within one pass and that is an error.
-func (a *Agent) goldEnds(gold string, g []int, k int) ([]int, error) {
+// within one pass and that is an error. MemorySequences sets
+// MemorySeqs.GoldEnds with it under Config.ScorePerObjective.
+func (a *Agent) GoldEnds(gold string, g []int, k int) ([]int, error) {
 	parts := strings.Split(gold, "; ")
 	if len(parts) != k {
 		return nil, fmt.Errorf("agent: per-objective memory reward: gold %q has %d parts for %d objectives (an alias holds \"; \"?)", gold, len(parts), k)

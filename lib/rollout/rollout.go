@@ -47,10 +47,11 @@ import (
 // Scripted is a stand-in for tests and benchmarks of the engine itself.
 type Policy interface {
 	Generate(reqs []model.Request, opts model.GenerateOptions) ([]*model.Generation, error)
-	LogProbs(seqs [][]int) ([][]float32, error)
+	Scorer
 }
 
-// Scorer is what the memory reward needs of a model (Engine.Scorer).
+// Scorer is what the memory reward needs of a model: the policy, or
+// Engine.Scorer.
 type Scorer interface {
 	LogProbs(seqs [][]int) ([][]float32, error)
 }

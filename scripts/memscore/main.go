@@ -138,7 +138,12 @@ func seqs(path, tokPath string) error {
 		}
 		lead := tk.Encode(strings.ReplaceAll(leadIn, "{k}", fmt.Sprint(len(r.Golds))))
 		goldIDs := tk.Encode(gold)
-		ends := objectiveEnds(tk, gold, goldIDs, len(r.Golds))
+		// The per-objective split (nil when the gold does not tokenize
+		// apart at its parts: those rows get no per-objective score).
+		ends, err := ags[0].GoldEnds(gold, goldIDs, len(r.Golds))
+		if err != nil {
+			ends = nil
+		}
 		prompt := ags[0].PromptIDs(r.Questions)
 		history := make([]agent.Turn, len(recs))
 		for i, s := range recs {
@@ -340,29 +345,6 @@ func pairs(path string) error {
 			nObj[k], higherObj[k], 100*float64(higherObj[k])/float64(max(nObj[k], 1)), diffObj[k]/float64(max(nObj[k], 1)))
 	}
 	return nil
-}
-
-// objectiveEnds returns the number of ids of the gold's tokenization (whole) up to
-// the end of each objective ("[1] a; [2] b" → the ids of "[1] a", then of
-// "[1] a; [2] b"), or nil when a prefix does not tokenize as a prefix of the
-// whole.
-func objectiveEnds(tk *tokenizer.Tokenizer, gold string, whole []int, k int) []int {
-	parts := strings.Split(gold, "; ")
-	if len(parts) != k {
-		return nil
-	}
-	ends := make([]int, k)
-	for j := range parts {
-		ids := tk.Encode(strings.Join(parts[:j+1], "; "))
-		if len(ids) > len(whole) || !slices.Equal(ids, whole[:len(ids)]) || (j > 0 && len(ids) <= ends[j-1]) {
-			return nil
-		}
-		ends[j] = len(ids)
-	}
-	if ends[k-1] != len(whole) {
-		return nil
-	}
-	return ends
 }
 
 // matchEnds returns ends when the gold ids the sequence scores are the

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/tokenizer"
 )
 
@@ -46,9 +47,13 @@ func TestCopy(t *testing.T) {
 	}
 	gold := "[1] ropes; [2] bells"
 	goldIDs := tk.Encode(gold)
-	ends := objectiveEnds(tk, gold, goldIDs, 2)
-	if ends == nil {
-		t.Fatalf("gold %q does not split at its objectives", gold)
+	ag, err := demoAgent(tk, "1", agent.ScoreInTurn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends, err := ag.GoldEnds(gold, goldIDs, 2)
+	if err != nil {
+		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "lp.jsonl")
 	f, err := os.Create(path)
