@@ -151,6 +151,10 @@ proto=(--topk "$TOPK" --hint="$HINT")
 # same thought, numbered the same way, the ids the policy writes.
 score=(--score-gold-numbered --score-lead-in "<think>all {k} answers are known</think><answer>" --score-layout "$SCORE_LAYOUT")
 [ "$SCORE_PER_OBJECTIVE" = 1 ] && score+=(--score-per-objective)
+slots=(); [ "$MEM_SLOTS" = 1 ] && slots=(--mem-slots)   # the expert's memory layout
+# sft_copy DIR: the SFT weights in DIR with a fresh optimizer (what the ReAct
+# SFT, the reader and each RL run start from).
+sft_copy() { rm -rf "$1" && cp -r "$OUT/sft" "$1" && rm -f "$1/optimizer.safetensors"; }
 
 # 1. The world: corpus, tasks, tokenizer, model config.
 if [ -z "$WORLD" ]; then
@@ -204,7 +208,7 @@ if [ -n "$FROM_SFT" ]; then
 	done
 else
 	say "expert demonstrations → $OUT/demos*.parquet ($VARIANTS world(s))"
-	demos=() demos_react=()
+	demos=() demos_react=() reader_rows=()
 	for v in "${!variant_dirs[@]}"; do
 		# n demonstrations split as evenly as the variants allow.
 		n=$(( SFT_DEMOS / VARIANTS + (v < SFT_DEMOS % VARIANTS ? 1 : 0) ))
@@ -220,11 +224,18 @@ else
 			drop=(); [ "$keep" = 1 ] && drop=(--drop-rate "$EXPERT_DROP" --drop-seed $(( SEED * 100 + v )))
 			# Answer-from-memory rows (JSONL, so that they can be counted)
 			# come with MemPO's context's demonstrations.
-			slots=(); [ "$MEM_SLOTS" = 1 ] && slots=(--mem-slots)
 			ans=(); [ "$keep" = 1 ] && [ "$ANSWER_ROWS" != 0 ] && ans=(--answer-rows "$OUT/answers$sfx.jsonl" --answer-rate "$ANSWER_ROWS" --answer-memory "$ANSWER_MEMORY")
 			"$BIN/mempo-rollout" expert --tasks "$tasks" --index "${variant_index[$v]}" \
 				--tokenizer "$WORLD/tokenizer.json" --keep "$keep" "${proto[@]}" "${score[@]}" "${drop[@]}" "${slots[@]}" "${ans[@]}" --out "$OUT/$name.parquet"
 		done
+		# SCORE_READER's rows: one per SFT task, from a subset of its final
+		# memory (stage 5').
+		if [ "$SCORE_READER" != 0 ]; then
+			"$BIN/mempo-rollout" expert --tasks "$OUT/sft-tasks$sfx.jsonl" --index "${variant_index[$v]}" \
+				--tokenizer "$WORLD/tokenizer.json" --keep 1 "${proto[@]}" "${score[@]}" "${slots[@]}" \
+				--answer-rows "$OUT/reader-rows$sfx.jsonl" --answer-rate 1 --answer-memory subset --out "$OUT/reader-demos$sfx.parquet"
+			reader_rows+=(--data "$OUT/reader-rows$sfx.jsonl")
+		fi
 		demos+=(--data "$OUT/demos$sfx.parquet") demos_react+=(--data "$OUT/demos-react$sfx.parquet")
 		if [ "$ANSWER_ROWS" != 0 ]; then demos+=(--data "$OUT/answers$sfx.jsonl"); fi
 	done
@@ -247,7 +258,7 @@ else
 		if [ "$name" = sft-react ]; then
 			data=("${demos_react[@]}") epochs=$REACT_EPOCHS n=$n_react from=$OUT/sft-react-init
 			# The SFT weights with a fresh optimizer and schedule.
-			rm -rf "$from" && cp -r "$OUT/sft" "$from" && rm -f "$from/optimizer.safetensors"
+			sft_copy "$from"
 		fi
 		steps=$(( (n + SFT_BATCH - 1) / SFT_BATCH * epochs ))
 		say "$name ← $from + $n demonstrations ($steps steps)"
@@ -263,20 +274,11 @@ else
 	#     scorer copies": the cold start itself reads only the first answers
 	#     of a memory).
 	if [ "$SCORE_READER" != 0 ]; then
-		rows=()
-		for v in "${!variant_dirs[@]}"; do
-			sfx=; [ "$v" -gt 0 ] && sfx=-v$v
-			slots=(); [ "$MEM_SLOTS" = 1 ] && slots=(--mem-slots)
-			"$BIN/mempo-rollout" expert --tasks "$OUT/sft-tasks$sfx.jsonl" --index "${variant_index[$v]}" \
-				--tokenizer "$WORLD/tokenizer.json" --keep 1 "${proto[@]}" "${score[@]}" "${slots[@]}" \
-				--answer-rows "$OUT/reader-rows$sfx.jsonl" --answer-rate 1 --answer-memory subset --out "$OUT/reader-demos$sfx.parquet"
-			rows+=(--data "$OUT/reader-rows$sfx.jsonl")
-		done
 		n=$(cat "$OUT"/reader-rows*.jsonl | wc -l)
 		steps=$(( (n + SFT_BATCH - 1) / SFT_BATCH * SCORE_READER ))
-		rm -rf "$OUT/reader-init" && cp -r "$OUT/sft" "$OUT/reader-init" && rm -f "$OUT/reader-init/optimizer.safetensors"
+		sft_copy "$OUT/reader-init"
 		say "reader ← $OUT/sft + $n answer rows ($steps steps)"
-		"$BIN/mempo-update" sft --model "$OUT/reader-init" "${rows[@]}" --out "$OUT/reader" \
+		"$BIN/mempo-update" sft --model "$OUT/reader-init" "${reader_rows[@]}" --out "$OUT/reader" \
 			--epochs "$SCORE_READER" --lr "$READER_LR" --batch-size "$SFT_BATCH" --seed "$SEED" \
 			--schedule cosine --warmup $(( steps / 20 )) --total-steps "$steps" --min-lr-ratio 0.1 \
 			--metrics "$OUT/reader-metrics.jsonl" "${dev[@]}"
@@ -333,7 +335,7 @@ rl() {
 	local dir=$OUT/$variant ckpt
 	mkdir -p "$dir"
 	# RL starts from the SFT weights with a fresh optimizer.
-	rm -rf "$dir/iter0" && cp -r "$OUT/sft" "$dir/iter0" && rm -f "$dir/iter0/optimizer.safetensors"
+	sft_copy "$dir/iter0"
 	ckpt=$dir/iter0
 	: > "$dir/$variant-train.jsonl"
 	for i in $(seq 1 "$ITERS"); do
