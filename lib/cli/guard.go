@@ -10,12 +10,13 @@ import (
 
 // Flags that name what a command writes; every other path flag it reads.
 // --metrics is an output of mempo-update and an input of mempo-score.
-var outputFlags = map[string]bool{"out": true, "jsonl": true, "report": true, "golden": true, "tb": true, "embeddings-out": true, "metrics": true}
+var outputFlags = map[string]bool{"out": true, "jsonl": true, "report": true, "golden": true, "tb": true, "embeddings-out": true, "metrics": true,
+	"answer-rows": true}
 
 // Flags that name a file or directory a command reads.
 var inputFlags = map[string]bool{"model": true, "ref": true, "rollouts": true, "tasks": true, "index": true, "corpus": true,
 	"embeddings": true, "faiss-read": true, "data": true, "in": true, "config": true, "tokenizer": true, "optimizer": true,
-	"grads": true, "encoder": true, "gpu-search": true}
+	"grads": true, "encoder": true, "gpu-search": true, "score-model": true}
 
 // guardOutputs wraps the action of the app and of every command so that,
 // before anything runs, an output that is an input (or a directory holding
