@@ -51,13 +51,20 @@ func within(p, dir string) bool {
 // CheckOutputs refuses outputs that would destroy an input: an output that
 // is an input (after resolving relative paths and symbolic links, or the
 // same file by another hard link), or an output directory that is replaced
-// whole and holds an input (replacing it would delete the input). Empty paths and "-" are skipped.
+// whole and holds an input (replacing it would delete the input). Two
+// outputs naming one path are refused too: the second written would replace
+// the first. Empty paths and "-" are skipped.
 func CheckOutputs(inputs, outputs []Named) error {
-	for _, o := range outputs {
+	for i, o := range outputs {
 		if o.Path == "" || o.Path == "-" {
 			continue
 		}
 		ro := resolve(o.Path)
+		for _, p := range outputs[:i] {
+			if p.Path != "" && p.Path != "-" && resolve(p.Path) == ro {
+				return fmt.Errorf("%s is also the output %s: give each output its own path", o.label(), p.label())
+			}
+		}
 		ost, oerr := os.Stat(ro)
 		for _, in := range inputs {
 			if in.Path == "" || in.Path == "-" {

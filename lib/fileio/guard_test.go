@@ -47,3 +47,17 @@ func TestCheckOutputs(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckOutputsDistinct(t *testing.T) {
+	dir := t.TempDir()
+	wd, _ := os.Getwd()
+	defer os.Chdir(wd)
+	os.Chdir(dir)
+	err := CheckOutputs(nil, []Named{{"out", "o.parquet", true}, {"answer-rows", "./x/../o.parquet", false}})
+	if err == nil || !strings.Contains(err.Error(), "--answer-rows ./x/../o.parquet is also the output --out o.parquet") {
+		t.Errorf("one path for two outputs: %v", err)
+	}
+	if err := CheckOutputs(nil, []Named{{"out", "o.parquet", true}, {"answer-rows", "rows.jsonl", false}, {"metrics", "-", false}, {"tb", "-", false}}); err != nil {
+		t.Errorf("distinct outputs: %v", err)
+	}
+}
