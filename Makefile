@@ -56,7 +56,9 @@ bench-retrieval-1m: build
 # through the five commands (docs/DEMO.md); knobs are variables at the top of
 # scripts/demo/run.sh (PRESET=small, 15 minutes on two CPU cores). demo-check
 # runs it over three seeds and asserts the comparisons docs/DEMO.md's goal names
-# on the pooled seeds (not in CI: about 15 minutes a seed on two CPU cores).
+# on the pooled seeds (not in CI: about 15 minutes a seed on two CPU cores);
+# PRESET=reader RL_RUNS=3 EVAL_K="2 4" make demo-check is the configuration
+# where the memory reward beats GRPO (docs/DEMO.md, "Three cold starts").
 # demo-retrieval indexes a HotpotQA sample and serves it.
 demo: build
 	BIN=$(BIN) bash scripts/demo/run.sh

@@ -43,15 +43,22 @@ SHORT=${SHORT:-0}                     # 1: the few-second smoke version make tes
 # PPO's early stop, A^M pooled per step index, 128 test tasks per k, and
 # GRPO's rollouts scored for R^M so that both curves are drawn (each knob
 # still overridable; an empty TARGET_KL or MEM_FLAGS turns that one off).
+# reader is small's sizes in the configuration where the memory reward beat
+# GRPO on the CPU (docs/DEMO.md, "Three cold starts"): the lossy expert with
+# answer rows, R^M scored by a reader per objective, RL tasks of k = 2 and 4,
+# GRPO's rollouts scored for R^M; 17 minutes a seed on two CPU cores.
 # make demo-check runs small over three seeds unless told otherwise.
 PRESET=${PRESET:-small}
 case $PRESET in
 small) p_demos=16000 p_batch=8 p_iters=6 p_rl_tasks=16 p_rl_lr=1e-4 ;;
+reader) p_demos=16000 p_batch=8 p_iters=6 p_rl_tasks=16 p_rl_lr=1e-4 GRPO_RM=${GRPO_RM:-1}
+	EXPERT_DROP=${EXPERT_DROP:-0.35} ANSWER_ROWS=${ANSWER_ROWS:-0.25} SCORE_READER=${SCORE_READER:-2}
+	SCORE_PER_OBJECTIVE=${SCORE_PER_OBJECTIVE:-1} RL_K=${RL_K:-2 4} ;;
 full) p_demos=28800 p_batch=8 p_iters=12 p_rl_tasks=16 p_rl_lr=3e-4 ;;
 gpu) p_demos=24000 p_batch=8 p_iters=12 p_rl_tasks=16 p_rl_lr=3e-4 GRPO_RM=${GRPO_RM:-1}
 	EXPERT_DROP=${EXPERT_DROP:-0.35} ANSWER_ROWS=${ANSWER_ROWS:-0.25} SFT_K=${SFT_K:-1 2 3 4 1 2 3 4 8}
 	RL_K=${RL_K:-2 4 8} TARGET_KL=${TARGET_KL-0.01} MEM_FLAGS=${MEM_FLAGS---mem-pool step} EVAL_TASKS=${EVAL_TASKS:-128} ;;
-*) echo "PRESET=$PRESET: want small, full or gpu" >&2; exit 2 ;;
+*) echo "PRESET=$PRESET: want small, reader, full or gpu" >&2; exit 2 ;;
 esac
 # Cold start.
 SFT_DEMOS=${SFT_DEMOS:-$p_demos}      # expert trajectories used for SFT (each seen once: repeated
