@@ -319,14 +319,16 @@ func TestShortDemo(t *testing.T) {
 			t.Fatalf("RL_K=\"2 8\": the k = 2 task %s is not train-rl-k2.jsonl's first", ts[0].TaskID)
 		}
 	}
-	// SCORE_READER: after SFT a reader is trained on one answer row per SFT
-	// task, and exactly the RL rollouts that score R^M pass it as their
-	// --score-model (ITERS=1 in SHORT: MemPO's one rollout; GRPO's, with
-	// GRPO_RM=0, scores none). bash -x shows the commands as they ran.
+	// PRESET=reader (its SCORE_READER set to 1 epoch, 40 demonstrations so
+	// that answer rows are drawn): after SFT a reader is trained on one
+	// answer row per SFT task, and exactly the RL rollouts that score R^M
+	// pass it as their --score-model (ITERS=1 in SHORT: MemPO's one rollout;
+	// GRPO's, with GRPO_RM=0, scores none); the preset's other knobs reach
+	// the commands. bash -x shows the commands as they ran.
 	out4 := filepath.Join(tmp, "reader")
 	cmd = exec.CommandContext(ctx, "bash", "-x", "scripts/demo/run.sh")
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "SHORT=1", "BIN="+bin, "OUT="+out4, "SCORE_READER=1", "GRPO_RM=0")
+	cmd.Env = append(os.Environ(), "SHORT=1", "SHORT_SFT_DEMOS=40", "BIN="+bin, "OUT="+out4, "PRESET=reader", "SCORE_READER=1", "GRPO_RM=0")
 	if log, err = cmd.CombinedOutput(); err != nil {
 		t.Fatalf("SCORE_READER run: %v\n%s", err, log)
 	}
@@ -352,10 +354,18 @@ func TestShortDemo(t *testing.T) {
 	for _, line := range strings.Split(string(log), "\n") {
 		if strings.Contains(line, "mempo-rollout --model") && strings.Contains(line, "--score-model "+filepath.Join(out4, "reader")) {
 			n++
+			if !strings.Contains(line, "--score-per-objective") {
+				t.Fatalf("PRESET=reader: MemPO's rollout without --score-per-objective: %s", line)
+			}
 		}
 	}
 	if n != 1 {
 		t.Fatalf("SCORE_READER: %d rollout commands with --score-model, want one (MemPO's)", n)
+	}
+	for _, want := range []string{"--drop-rate 0.35", "--answer-rate 0.25", "--rl-k 4"} {
+		if !strings.Contains(string(log), want) {
+			t.Fatalf("PRESET=reader: no command with %s", want)
+		}
 	}
 	// make demo-check's comparisons (scripts/demo/check.sh, REUSE=1) over
 	// the first run and the RL_K one as two seeds: the pooled and per-seed
@@ -465,7 +475,7 @@ func TestShortDemo(t *testing.T) {
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "BIN="+bin, "OUT="+filepath.Join(tmp, "bad"), "PRESET=huge")
 	log, err = cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(log), "PRESET=huge: want small, full or gpu") {
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 2 || !strings.Contains(string(log), "PRESET=huge: want small, reader, full or gpu") {
 		t.Fatalf("PRESET=huge: %v\n%s", err, log)
 	}
 }
