@@ -104,9 +104,7 @@ var loadPolicy = func(dir, adapter, device string, tok agent.Tokenizer) (policyI
 // policy's (tokPath: a tokenizer.json or a directory holding one), byte for
 // byte: a scorer reading other ids would score nonsense.
 func sameTokenizer(tokPath, dir string) error {
-	if st, err := os.Stat(tokPath); err == nil && st.IsDir() {
-		tokPath = filepath.Join(tokPath, "tokenizer.json")
-	}
+	tokPath = tokenizer.File(tokPath)
 	want, err := os.ReadFile(tokPath)
 	if err != nil {
 		return err

@@ -22,11 +22,18 @@ type Options struct {
 // model directory that contains one.
 func Load(path string) (*Tokenizer, error) { return LoadWith(path, Options{}) }
 
+// File is the tokenizer.json that path names: path itself, or the one in
+// it when path is a (model) directory, as Load reads it.
+func File(path string) string {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return filepath.Join(path, "tokenizer.json")
+	}
+	return path
+}
+
 // LoadWith is Load with options.
 func LoadWith(path string, opt Options) (*Tokenizer, error) {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		path = filepath.Join(path, "tokenizer.json")
-	}
+	path = File(path)
 	data, err := os.ReadFile(path)
 	if err != nil {
 		var pe *os.PathError
