@@ -338,3 +338,28 @@ func TestMalformedRowNamed(t *testing.T) {
 		}
 	}
 }
+
+// TestLoops: three steps in a row with the same output ids are a loop; two,
+// the same ids apart, or empty outputs are not.
+func TestLoops(t *testing.T) {
+	step := func(ids ...int32) records.Step { return records.Step{OutputIDs: ids} }
+	for _, c := range []struct {
+		name  string
+		steps []records.Step
+		want  bool
+	}{
+		{"three in a row", []records.Step{step(1, 2), step(3), step(3), step(3), step(4)}, true},
+		{"two in a row", []records.Step{step(3), step(3), step(4), step(3)}, false},
+		{"same ids apart", []records.Step{step(3), step(4), step(3), step(4), step(3)}, false},
+		{"empty outputs", []records.Step{step(), step(), step()}, false},
+		{"no steps", nil, false},
+	} {
+		r := &records.Rollout{Steps: c.steps}
+		if got := Loops(r); got != c.want {
+			t.Errorf("%s: Loops = %v, want %v", c.name, got, c.want)
+		}
+		if got := ScoreRollout(r, Options{})[MetricLoops]; got != b100(c.want) {
+			t.Errorf("%s: loops metric %v", c.name, got)
+		}
+	}
+}

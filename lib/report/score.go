@@ -28,11 +28,12 @@ const (
 	MetricPeakTokens    = "peak_tokens"
 	MetricPGoldMem      = "p_gold_mem"
 	MetricRMem          = "r_mem"
+	MetricLoops         = "loops"
 )
 
 // Metrics lists every metric in table order.
 var Metrics = []string{MetricEM, MetricF1, MetricSubEM, MetricAllCorrect, MetricFormatFailure, MetricRewardTask,
-	MetricTurns, MetricTotalTokens, MetricPeakTokens, MetricPGoldMem, MetricRMem}
+	MetricTurns, MetricTotalTokens, MetricPeakTokens, MetricPGoldMem, MetricRMem, MetricLoops}
 
 // Options control scoring.
 type Options struct {
@@ -81,6 +82,7 @@ func ScoreRollout(r *records.Rollout, opt Options) Trajectory {
 		MetricTurns:         float64(r.Turns),
 		MetricTotalTokens:   float64(r.TotalTokens),
 		MetricPeakTokens:    float64(r.PeakTokens),
+		MetricLoops:         b100(Loops(r)),
 	}
 	if p, ok := r.PGoldMemMean(); ok {
 		t[MetricPGoldMem] = p
@@ -96,6 +98,29 @@ func ScoreRollout(r *records.Rollout, opt Options) Trajectory {
 		t[MetricRMem] = sum / float64(n)
 	}
 	return t
+}
+
+// loopRepeats is how many steps in a row with the same output make a loop.
+const loopRepeats = 3
+
+// Loops says whether the agent got stuck: loopRepeats steps in a row whose
+// whole output (memory, thought and action) is the same ids. Under --keep 1
+// such steps see the same context again (the same memory, the same search,
+// the same results), so a greedy policy repeats them to the turn limit;
+// in the demo's world it is the mark of a fact found, left out of the
+// memory, and searched for again.
+func Loops(r *records.Rollout) bool {
+	run := 1
+	for i := 1; i < len(r.Steps); i++ {
+		if len(r.Steps[i].OutputIDs) > 0 && slices.Equal(r.Steps[i].OutputIDs, r.Steps[i-1].OutputIDs) {
+			if run++; run >= loopRepeats {
+				return true
+			}
+		} else {
+			run = 1
+		}
+	}
+	return false
 }
 
 func b100(b bool) float64 {

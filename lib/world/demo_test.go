@@ -221,7 +221,7 @@ func TestShortDemo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| 2 | ", "SFT (before RL)", "MemPO-RL (after)", "keep all / keep 1 (expert)"} {
+	for _, want := range []string{"| 2 | ", "SFT (before RL)", "MemPO-RL (after)", "Loops", "keep all / keep 1 (expert)"} {
 		if !strings.Contains(string(sum), want) {
 			t.Fatalf("summary.md lacks %q:\n%s", want, sum)
 		}

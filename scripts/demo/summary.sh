@@ -39,6 +39,27 @@ echo "|---|---:|---:|"
 echo "| SFT (before RL) | $(fmt "$(val sft "$k0" r_mem)" 4) | $(fmt "$(val sft "$k0" p_gold_mem)" 4) |"
 echo "| MemPO-RL (after) | $(fmt "$(val mempo "$k0" r_mem)" 4) | $(fmt "$(val mempo "$k0" p_gold_mem)" 4) |"
 echo
+loops=0
+for k in $KS; do
+	for run in sft mempo grpo react; do
+		v=$(val "$run" "$k" loops)
+		[ "$v" != - ] && awk -v v="$v" 'BEGIN { exit !(v > 0) }' && loops=1
+	done
+done
+if [ "$loops" = 1 ]; then
+	echo "Loops: share of test tasks (%) where the agent repeated one step's whole output three times in a row (under keep 1"
+	echo "the same memory and search give the same context again, so a greedy policy repeats it to the turn limit: in this"
+	echo "world the mark of a fact found, left out of the memory, and searched for again)."
+	echo
+	echo "| k | SFT | MemPO-RL | GRPO-RL | ReAct |"
+	echo "|---:|---:|---:|---:|---:|"
+	for k in $KS; do
+		echo "| $k | $(fmt "$(val sft "$k" loops)") | $(fmt "$(val mempo "$k" loops)") | $(fmt "$(val grpo "$k" loops)") | $(fmt "$(val react "$k" loops)") |"
+	done
+else
+	echo "Loops (one step's whole output three times in a row: a fact left out of the memory and searched for again): none."
+fi
+echo
 echo "Peak tokens per step (max over steps of context + output, world-tokenizer ids), mean over tasks: the trained"
 echo "models, and the scripted expert following the protocol perfectly under each context."
 echo
