@@ -142,6 +142,15 @@ P=$OUT/pooled-scores.jsonl T=$OUT/pooled-train.jsonl
 	for k in $EVAL_K; do
 		echo "| $k | $(ci "$P" sft "$k" f1) | $(ci "$P" mempo "$k" f1) | $(ci "$P" grpo "$k" f1) | $(ci "$P" react "$k" f1) |"
 	done
+	echo
+	echo "Loops, pooled the same way (% of test tasks where one step's whole output came three times in a row: a fact"
+	echo "left out of the memory and searched for again; 95% bootstrap interval):"
+	echo
+	echo "| k | SFT | MemPO-RL | GRPO-RL | ReAct |"
+	echo "|---:|---:|---:|---:|---:|"
+	for k in $EVAL_K; do
+		echo "| $k | $(ci "$P" sft "$k" loops) | $(ci "$P" mempo "$k" loops) | $(ci "$P" grpo "$k" loops) | $(ci "$P" react "$k" loops) |"
+	done
 	for s in $SEEDS; do
 		echo
 		echo "Seed $s (F1, 95% interval over its test tasks per k):"
