@@ -60,6 +60,14 @@ type AdvConfig struct {
 	// stretches differences of a few 1e-3 to unit size; with a floor f they
 	// stay (R^M − mean)/f, so only a spread as large as f counts in full.
 	MemStdFloor float64
+
+	// MemSkipRepeats: a step whose whole output repeats the step before's
+	// (the same memory and action again; in the demo's world a found fact
+	// left out of the memory and searched for again) gets no memory
+	// advantage, its R^M left out of the pool, so that a scorer that ranks
+	// such a memory high cannot reward repeating it. The steps' outputs are
+	// not part of TrajReward: lib/update's Prepare marks those R^M undefined.
+	MemSkipRepeats bool
 }
 
 // DefaultAdvConfig returns the defaults docs/ARCHITECTURE.md lists: ε = 1e-6, std

@@ -53,6 +53,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/rl"
@@ -148,8 +149,10 @@ func Prepare(rolls []records.Rollout, opt PrepareOptions) (*Batch, error) {
 			field := func(f string) string { return fmt.Sprintf("steps[%d].%s", t, f) }
 			rm[t] = math.NaN()
 			if st.RMem != nil {
-				rm[t] = *st.RMem
 				put(math.Float64bits(*st.RMem))
+				if !(opt.Adv.MemSkipRepeats && t > 0 && len(st.OutputIDs) > 0 && slices.Equal(st.OutputIDs, r.Steps[t-1].OutputIDs)) {
+					rm[t] = *st.RMem
+				}
 			}
 			for k, id := range st.ContextIDs {
 				if id < 0 || int(id) >= opt.Vocab {

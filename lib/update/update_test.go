@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/mempo/mempo/lib/checkpoint"
@@ -619,6 +620,50 @@ func TestAdvantageKnobs(t *testing.T) {
 		if math.Abs(float64(sm.Adv[0]-want)) > 1e-6 || math.Abs(float64(sm.Adv[2])-sign*aT) > 1e-6 {
 			t.Errorf("trajectory %d step %d: <mem> %v other %v, want %v and %v", sm.Traj, sm.Step, sm.Adv[0], sm.Adv[2], want, sign*aT)
 		}
+	}
+}
+
+// TestMemSkipRepeats: with the knob, a step whose output repeats the step
+// before's gets A^M = 0 (its <mem> tokens only A^T) and its R^M leaves the
+// task's pool; without it, the same step is scored as any other.
+func TestMemSkipRepeats(t *testing.T) {
+	m := tinyModel(t, 12)
+	rms := [][]*float64{{records.Ptr(0.5), records.Ptr(-0.1)}, {records.Ptr(0.2), records.Ptr(0.3)}}
+	s := synth{tasks: 1, G: 2, steps: 2, rt: func(_, g int) float64 { return float64(1 - g) },
+		rm: func(_, g, st int) *float64 { return rms[g][st] }, seed: 41}
+	rolls := s.rollouts(t, m)
+	// Trajectory 0's second step says what its first said.
+	s0, s1 := &rolls[0].Steps[0], &rolls[0].Steps[1]
+	s1.OutputIDs, s1.Logprobs, s1.MemEnd = slices.Clone(s0.OutputIDs), slices.Clone(s0.Logprobs), s0.MemEnd
+	aT := 0.5 / (math.Sqrt(0.5) + 1e-6)
+	memAdv := func(cfg rl.AdvConfig) map[[2]int]float64 {
+		b, err := Prepare(rolls, PrepareOptions{Vocab: m.VocabSize(), RL: true, Adv: cfg})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[[2]int]float64{}
+		for _, sm := range b.Samples {
+			sign := 1.0
+			if sm.Traj == 1 {
+				sign = -1
+			}
+			out[[2]int{sm.Traj, sm.Step}] = float64(sm.Adv[0]) - sign*aT
+		}
+		return out
+	}
+	// The pool without the repeat: {0.5, 0.2, 0.3}, mean 1/3, unbiased std.
+	mean := 1.0 / 3
+	sd := math.Sqrt((math.Pow(0.5-mean, 2) + math.Pow(0.2-mean, 2) + math.Pow(0.3-mean, 2)) / 2)
+	skip := rl.DefaultAdvConfig()
+	skip.MemSkipRepeats = true
+	got := memAdv(skip)
+	for k, want := range map[[2]int]float64{{0, 0}: (0.5 - mean) / (sd + 1e-6), {0, 1}: 0, {1, 0}: (0.2 - mean) / (sd + 1e-6), {1, 1}: (0.3 - mean) / (sd + 1e-6)} {
+		if math.Abs(got[k]-want) > 1e-5 {
+			t.Errorf("--mem-skip-repeats: trajectory %d step %d A^M %v, want %v", k[0], k[1], got[k], want)
+		}
+	}
+	if a := memAdv(rl.DefaultAdvConfig())[[2]int{0, 1}]; math.Abs(a) < 0.5 {
+		t.Errorf("without the knob the repeated step's A^M is %v, want the z-score of its R^M −0.1", a)
 	}
 }
 
