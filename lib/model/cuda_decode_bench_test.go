@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -92,7 +93,15 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 					name, B, mode, whole, 100*whole/bound, steps, 100*steps/bound, 1000*(t128-t1)/127, bound)
 			}
 			if B == 1 {
-				for _, mode := range []string{"graph-persist"} {
+				// The phase trace of dec_persist: its default and each
+				// persistent variant the run asks for.
+				traced := []string{"graph-persist"}
+				for _, mode := range modes {
+					if strings.HasPrefix(mode, "graph-persist-") && !slices.Contains(traced, mode) {
+						traced = append(traced, mode)
+					}
+				}
+				for _, mode := range traced {
 					setDecodeVariant(t, be, mode)
 					persistTraceReport(t, be, fmt.Sprintf("%s decode B=%d %s", name, B, mode), func() { gen(128) })
 				}

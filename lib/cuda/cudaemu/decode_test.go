@@ -278,8 +278,9 @@ func emuDecodeAttention(t *testing.T, e *decEmu, hd int) {
 	qp, kp, vp, rp := e.f32(q), e.f32(k), e.f32(v), e.i32(rows)
 	// (splits, fewest keys a split): one split; splits of a share of the
 	// keys, rows 1 and 23 using fewer of them than row 50; more splits than
-	// keys of the short rows.
-	for _, c := range []struct{ nsp, minChunk int }{{1, 16}, {4, 16}, {8, 4}, {16, 16}} {
+	// keys of the short rows; more than 32 splits in use (split_merge's
+	// lanes hold the first 32 splits' weights).
+	for _, c := range []struct{ nsp, minChunk int }{{1, 16}, {4, 16}, {8, 4}, {16, 16}, {64, 1}} {
 		nsp := c.nsp
 		kernels := []string{"attn_split", "attn_split_merged", "attn_split_sub"}
 		if hd <= 64 {

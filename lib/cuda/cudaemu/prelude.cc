@@ -266,8 +266,12 @@ extern "C" const char *emu_launch(void (*k)(uint64_t *), unsigned gx, unsigned g
 		if (!f.stack) return "out of memory for fiber stacks";
 		emu_fibers.push_back(f);
 	}
+	// Dynamic shared memory: NaN until written, then a red zone (0xFE
+	// bytes, as the device allocations') that a write past the launch's
+	// shmem bytes damages, reported when the block ends.
 	static std::vector<unsigned char> dyn;
-	dyn.assign(shmem + 16, 0xff); // NaN until written
+	const unsigned red = 256;
+	dyn.assign(shmem + red, 0xfe);
 	emu_dyn = dyn.data();
 	emu_kernel = k;
 	emu_args = args;
@@ -310,6 +314,8 @@ extern "C" const char *emu_launch(void (*k)(uint64_t *), unsigned gx, unsigned g
 					if (done > 0) return "__syncthreads reached by only part of a block";
 					for (unsigned i = 0; i < nt; i++) emu_fibers[i].state = RUNNABLE;
 				}
+				for (unsigned i = shmem; i < shmem + red; i++)
+					if (dyn[i] != 0xfe) return "a write past the launch's dynamic shared memory";
 			}
 	return 0;
 }
