@@ -12,6 +12,7 @@ package records
 import (
 	"fmt"
 	"math"
+	"slices"
 )
 
 // Rollout is one trajectory: one row of a rollouts file.
@@ -281,6 +282,15 @@ func (r *Rollout) PGoldMemMean() (float64, bool) {
 		return 0, false
 	}
 	return t / float64(n), true
+}
+
+// Repeats says whether step t's whole output is the same ids as step t−1's
+// (neither empty): under --keep 1 the agent wrote the same memory and took
+// the same action again, which in the demo's world is a fact found, left
+// out of the memory, and searched for again. mempo-score's loops metric
+// and mempo-update's --mem-skip-repeats read it.
+func (r *Rollout) Repeats(t int) bool {
+	return t > 0 && t < len(r.Steps) && len(r.Steps[t].OutputIDs) > 0 && slices.Equal(r.Steps[t].OutputIDs, r.Steps[t-1].OutputIDs)
 }
 
 // Ptr returns a pointer to x, for the optional float columns.

@@ -104,20 +104,17 @@ func ScoreRollout(r *records.Rollout, opt Options) Trajectory {
 const loopRepeats = 3
 
 // Loops says whether the agent got stuck: loopRepeats steps in a row whose
-// whole output (memory, thought and action) is the same ids. Under --keep 1
-// such steps see the same context again (the same memory, the same search,
-// the same results), so a greedy policy repeats them to the turn limit;
-// in the demo's world it is the mark of a fact found, left out of the
-// memory, and searched for again.
+// whole output (memory, thought and action) is the same ids
+// (records.Rollout.Repeats). Under --keep 1 such steps see the same context
+// again (the same memory, the same search, the same results), so a greedy
+// policy repeats them to the turn limit.
 func Loops(r *records.Rollout) bool {
 	run := 1
-	for i := 1; i < len(r.Steps); i++ {
-		if len(r.Steps[i].OutputIDs) > 0 && slices.Equal(r.Steps[i].OutputIDs, r.Steps[i-1].OutputIDs) {
-			if run++; run >= loopRepeats {
-				return true
-			}
-		} else {
+	for t := 1; t < len(r.Steps); t++ {
+		if !r.Repeats(t) {
 			run = 1
+		} else if run++; run >= loopRepeats {
+			return true
 		}
 	}
 	return false

@@ -53,7 +53,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
-	"slices"
 
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/rl"
@@ -150,7 +149,7 @@ func Prepare(rolls []records.Rollout, opt PrepareOptions) (*Batch, error) {
 			rm[t] = math.NaN()
 			if st.RMem != nil {
 				put(math.Float64bits(*st.RMem))
-				if !(opt.Adv.MemSkipRepeats && t > 0 && len(st.OutputIDs) > 0 && slices.Equal(st.OutputIDs, r.Steps[t-1].OutputIDs)) {
+				if !(opt.Adv.MemSkipRepeats && r.Repeats(t)) {
 					rm[t] = *st.RMem
 				}
 			}
