@@ -362,7 +362,7 @@ func TestShortDemo(t *testing.T) {
 	if n != 1 {
 		t.Fatalf("SCORE_READER: %d rollout commands with --score-model, want one (MemPO's)", n)
 	}
-	for _, want := range []string{"--drop-rate 0.35", "--answer-rate 0.25", "--rl-k 4"} {
+	for _, want := range []string{"--drop-rate 0.35", "--answer-rate 0.25", "--rl-k 4", "--answer-rate 1 --answer-memory subset"} {
 		if !strings.Contains(string(log), want) {
 			t.Fatalf("PRESET=reader: no command with %s", want)
 		}

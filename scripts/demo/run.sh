@@ -105,6 +105,8 @@ SCORE_PER_OBJECTIVE=${SCORE_PER_OBJECTIVE:-0} # 1: P(gold | ·) is the mean over
 SCORE_READER=${SCORE_READER:-0}       # N > 0: R^M of the RL rollouts scored by a reader (mempo-rollout --score-model):
                                       # the SFT model trained N epochs more on answer rows alone, one per SFT task, from
                                       # subsets of its final memory (0: the policy scores its own memories, the paper's)
+READER_MEMORY=${READER_MEMORY:-subset} # the memory a reader row answers from: subset (of the task's final memory) or
+                                      # step (a drawn step's, so intermediate entities a two-hop objective needs next too)
 READER_LR=${READER_LR:-1e-3}          # the reader's peak learning rate
 KL_COEF=${KL_COEF:-0.001}
 TARGET_KL=${TARGET_KL:-}              # PPO early stop of every RL update (MemPO's and GRPO's): mempo-update --target-kl;
@@ -236,11 +238,11 @@ else
 				--tokenizer "$WORLD/tokenizer.json" --keep "$keep" "${proto[@]}" "${score[@]}" "${drop[@]}" "${slots[@]}" "${ans[@]}" --out "$OUT/$name.parquet"
 		done
 		# SCORE_READER's rows: one per SFT task, from a subset of its final
-		# memory (stage 5').
+		# memory or a drawn step's (READER_MEMORY; stage 5').
 		if [ "$SCORE_READER" != 0 ]; then
 			"$BIN/mempo-rollout" expert --tasks "$OUT/sft-tasks$sfx.jsonl" --index "${variant_index[$v]}" \
 				--tokenizer "$WORLD/tokenizer.json" --keep 1 "${proto[@]}" "${score[@]}" "${slots[@]}" \
-				--answer-rows "$OUT/reader-rows$sfx.jsonl" --answer-rate 1 --answer-memory subset --out "$OUT/reader-demos$sfx.parquet"
+				--answer-rows "$OUT/reader-rows$sfx.jsonl" --answer-rate 1 --answer-memory "$READER_MEMORY" --out "$OUT/reader-demos$sfx.parquet"
 			reader_rows+=(--data "$OUT/reader-rows$sfx.jsonl")
 		fi
 		demos+=(--data "$OUT/demos$sfx.parquet") demos_react+=(--data "$OUT/demos-react$sfx.parquet")
