@@ -65,7 +65,8 @@ type AdvConfig struct {
 	// (the same memory and action again; in the demo's world a found fact
 	// left out of the memory and searched for again) gets no memory
 	// advantage, its R^M left out of the pool, so that a scorer that ranks
-	// such a memory high cannot reward repeating it. The steps' outputs are
+	// such a memory high cannot reward repeating it (nor one that ranks it
+	// low penalize it: an ablation, docs/DEMO.md). The steps' outputs are
 	// not part of TrajReward: lib/update's Prepare marks those R^M undefined.
 	MemSkipRepeats bool
 }
