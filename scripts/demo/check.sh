@@ -132,35 +132,32 @@ check() { # check DESCRIPTION A B: passes when A > B
 	if gt "$2" "$3"; then echo "ok    $1 ($2 > $3)"; else echo "FAIL  $1 ($2 vs $3)"; fail=1; fi
 }
 
+# runs_table FILE METRIC: the metric of SFT, MemPO-RL, GRPO-RL and ReAct per
+# k from a scores file, with 95% intervals, as a markdown table.
+runs_table() {
+	echo "| k | SFT | MemPO-RL | GRPO-RL | ReAct |"
+	echo "|---:|---:|---:|---:|---:|"
+	for k in $EVAL_K; do
+		echo "| $k | $(ci "$1" sft "$k" "$2") | $(ci "$1" mempo "$k" "$2") | $(ci "$1" grpo "$k" "$2") | $(ci "$1" react "$k" "$2") |"
+	done
+}
+
 P=$OUT/pooled-scores.jsonl T=$OUT/pooled-train.jsonl
 {
 	runs=""; [ "$RL_RUNS" -gt 1 ] && runs=", $RL_RUNS RL runs each"
 	echo "## Pooled over seeds $SEEDS$runs (F1, 95% bootstrap interval)"
 	echo
-	echo "| k | SFT | MemPO-RL | GRPO-RL | ReAct |"
-	echo "|---:|---:|---:|---:|---:|"
-	for k in $EVAL_K; do
-		echo "| $k | $(ci "$P" sft "$k" f1) | $(ci "$P" mempo "$k" f1) | $(ci "$P" grpo "$k" f1) | $(ci "$P" react "$k" f1) |"
-	done
+	runs_table "$P" f1
 	echo
 	echo "Loops, pooled the same way (% of test tasks where one step's whole output came three times in a row: a fact"
 	echo "left out of the memory and searched for again; 95% bootstrap interval):"
 	echo
-	echo "| k | SFT | MemPO-RL | GRPO-RL | ReAct |"
-	echo "|---:|---:|---:|---:|---:|"
-	for k in $EVAL_K; do
-		echo "| $k | $(ci "$P" sft "$k" loops) | $(ci "$P" mempo "$k" loops) | $(ci "$P" grpo "$k" loops) | $(ci "$P" react "$k" loops) |"
-	done
+	runs_table "$P" loops
 	for s in $SEEDS; do
 		echo
 		echo "Seed $s (F1, 95% interval over its test tasks per k):"
 		echo
-		echo "| k | SFT | MemPO-RL | GRPO-RL | ReAct |"
-		echo "|---:|---:|---:|---:|---:|"
-		for k in $EVAL_K; do
-			S=$OUT/seed$s/scores.jsonl
-			echo "| $k | $(ci "$S" sft "$k" f1) | $(ci "$S" mempo "$k" f1) | $(ci "$S" grpo "$k" f1) | $(ci "$S" react "$k" f1) |"
-		done
+		runs_table "$OUT/seed$s/scores.jsonl" f1
 		if [ "$RL_RUNS" -gt 1 ]; then
 			echo
 			echo "Seed $s, every RL run (F1 of MemPO-RL / GRPO-RL; run 1 is the table above):"
