@@ -104,7 +104,7 @@ SCORE_PER_OBJECTIVE=${SCORE_PER_OBJECTIVE:-0} # 1: P(gold | ·) is the mean over
                                       # --score-per-objective; docs/DEMO.md, "What the scorer copies")
 SCORE_READER=${SCORE_READER:-0}       # N > 0: R^M of the RL rollouts scored by a reader (mempo-rollout --score-model):
                                       # the SFT model trained N epochs more on answer rows alone, one per SFT task, from
-                                      # subsets of its final memory (0: the policy scores its own memories, the paper's)
+                                      # the memory READER_MEMORY names (0: the policy scores its own memories, the paper's)
 READER_MEMORY=${READER_MEMORY:-subset} # the memory a reader row answers from: subset (of the task's final memory) or
                                       # step (a drawn step's, so intermediate entities a two-hop objective needs next too)
 READER_LR=${READER_LR:-1e-3}          # the reader's peak learning rate
@@ -279,9 +279,9 @@ else
 
 	# 5'. With SCORE_READER=N, a reader of memories for R^M: the SFT model
 	#     trained N epochs more on answer rows alone, one per SFT task, each
-	#     from a subset of the task's final memory (docs/DEMO.md, "What the
-	#     scorer copies": the cold start itself reads only the first answers
-	#     of a memory).
+	#     from a subset of the task's final memory or a drawn step's
+	#     (READER_MEMORY; docs/DEMO.md, "What the scorer copies": the cold
+	#     start itself reads only the first answers of a memory).
 	if [ "$SCORE_READER" != 0 ]; then
 		n=$(cat "$OUT"/reader-rows*.jsonl | wc -l)
 		steps=$(( (n + SFT_BATCH - 1) / SFT_BATCH * SCORE_READER ))
