@@ -31,6 +31,25 @@ const (
 	PoolStep
 )
 
+// MemBaseline selects what the memory reward of a step subtracts from
+// P(gold | q, mem_t).
+type MemBaseline int
+
+const (
+	// BaselineHistory subtracts P(gold | q, s_<t), the probability under
+	// the whole history before the step (mempo-paper §2.2, the default):
+	// the rollout's stored R^M.
+	BaselineHistory MemBaseline = iota
+	// BaselinePrevMemory subtracts P(gold | q, mem_t−1), the probability
+	// under the memory the step replaces; the first memory keeps the
+	// paper's term, whose history is the prompt alone. R^M_t is then what
+	// a memory adds to the one before it, a trajectory's terms sum to
+	// P(gold | q, last memory) − P(gold | q), and a memory written again
+	// unchanged scores exactly 0, whatever level the scorer gives it
+	// (docs/DEMO.md, "The memory reward as a gain").
+	BaselinePrevMemory
+)
+
 // NonFinitePolicy says what to do with a NaN or ±Inf reward.
 type NonFinitePolicy int
 
@@ -69,6 +88,11 @@ type AdvConfig struct {
 	// low penalize it: an ablation, docs/DEMO.md). The steps' outputs are
 	// not part of TrajReward: lib/update's Prepare marks those R^M undefined.
 	MemSkipRepeats bool
+
+	// MemBaseline: what R^M subtracts (the history, the paper's; or the
+	// previous memory). The steps' probabilities are not part of
+	// TrajReward: lib/update's StepMemRewards applies it.
+	MemBaseline MemBaseline
 }
 
 // DefaultAdvConfig returns the defaults docs/ARCHITECTURE.md lists: ε = 1e-6, std

@@ -10,6 +10,8 @@ import "fmt"
 var (
 	StdModes = map[string]StdMode{"unbiased": StdUnbiased, "population": StdPopulation}
 	MemPools = map[string]MemPool{"task": PoolTask, "step": PoolStep}
+	// MemBaselines: mempo-update's --mem-baseline.
+	MemBaselines = map[string]MemBaseline{"history": BaselineHistory, "previous": BaselinePrevMemory}
 )
 
 // ParseStdMode accepts "unbiased" and "population".
@@ -26,4 +28,12 @@ func ParseMemPool(s string) (MemPool, error) {
 		return p, nil
 	}
 	return 0, fmt.Errorf("--mem-pool %q: want task or step", s)
+}
+
+// ParseMemBaseline accepts "history" and "previous".
+func ParseMemBaseline(s string) (MemBaseline, error) {
+	if b, ok := MemBaselines[s]; ok {
+		return b, nil
+	}
+	return 0, fmt.Errorf("--mem-baseline %q: want history or previous", s)
 }

@@ -117,6 +117,29 @@ type PrepareOptions struct {
 	Adv rl.AdvConfig
 }
 
+// StepMemRewards returns the memory reward of each step of r that the
+// advantage stage pools, NaN where it is undefined: the stored R^M (the
+// paper's, against the history), or under cfg.MemBaseline ==
+// rl.BaselinePrevMemory P(gold | q, mem_t) − P(gold | q, mem_t−1) with the
+// stored R^M for the first step (whose history is the prompt alone), and,
+// under cfg.MemSkipRepeats, NaN for a step that repeats the step before.
+// mempo-update and scripts/memdrops both read it.
+func StepMemRewards(r *records.Rollout, cfg rl.AdvConfig) []float64 {
+	rm := make([]float64, len(r.Steps))
+	for t := range r.Steps {
+		st := &r.Steps[t]
+		rm[t] = math.NaN()
+		switch {
+		case st.RMem == nil || cfg.MemSkipRepeats && r.Repeats(t):
+		case cfg.MemBaseline == rl.BaselineHistory || t == 0:
+			rm[t] = *st.RMem
+		case st.PGoldMem != nil && r.Steps[t-1].PGoldMem != nil:
+			rm[t] = *st.PGoldMem - *r.Steps[t-1].PGoldMem
+		}
+	}
+	return rm
+}
+
 // Prepare validates the rollouts and builds the batch. Steps with no output
 // ids are skipped (nothing to learn); a step with output ids needs at least
 // one context id, because the first output token must be predicted from
@@ -142,16 +165,15 @@ func Prepare(rolls []records.Rollout, opt PrepareOptions) (*Batch, error) {
 		tr.ID, tr.Peak = id, r.PeakTokens
 		h.Write([]byte(id))
 		put(math.Float64bits(r.RewardTask))
-		rm := make([]float64, len(r.Steps))
+		rm := StepMemRewards(r, opt.Adv)
 		for t := range r.Steps {
 			st := &r.Steps[t]
 			field := func(f string) string { return fmt.Sprintf("steps[%d].%s", t, f) }
-			rm[t] = math.NaN()
 			if st.RMem != nil {
 				put(math.Float64bits(*st.RMem))
-				if !(opt.Adv.MemSkipRepeats && r.Repeats(t)) {
-					rm[t] = *st.RMem
-				}
+			}
+			if opt.Adv.MemBaseline != rl.BaselineHistory && st.PGoldMem != nil {
+				put(math.Float64bits(*st.PGoldMem))
 			}
 			for k, id := range st.ContextIDs {
 				if id < 0 || int(id) >= opt.Vocab {

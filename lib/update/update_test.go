@@ -667,6 +667,50 @@ func TestMemSkipRepeats(t *testing.T) {
 	}
 }
 
+// TestStepMemRewards: the memory rewards the advantage stage pools, worked
+// by hand. Under the paper's baseline they are the stored R^M; under
+// rl.BaselinePrevMemory the first step keeps its R^M (its history is the
+// prompt alone) and every later one is P(gold | mem_t) − P(gold | mem_t−1),
+// so a repeated memory scores exactly 0; a step without the terms, or after
+// one, is undefined; --mem-skip-repeats leaves the repeat out under both.
+func TestStepMemRewards(t *testing.T) {
+	p := records.Ptr
+	step := func(out []int32, pm, ph *float64) records.Step {
+		st := records.Step{OutputIDs: out, PGoldMem: pm, PGoldHist: ph}
+		if pm != nil {
+			st.RMem = p(*pm - *ph)
+		}
+		return st
+	}
+	r := records.Rollout{Steps: []records.Step{
+		step([]int32{1}, p(0.25), p(0.125)), // R^M 0.125
+		step([]int32{2}, p(0.5), p(0.75)),   // R^M −0.25, gain 0.25
+		step([]int32{2}, p(0.5), p(0.875)),  // a repeat: R^M −0.375, gain 0
+		step([]int32{3}, nil, nil),          // no memory terms
+		step([]int32{4}, p(1), p(0.5)),      // R^M 0.5; the step before has no P(gold | mem)
+	}}
+	nan := math.NaN()
+	for _, c := range []struct {
+		name string
+		cfg  func(*rl.AdvConfig)
+		want []float64
+	}{
+		{"history", func(*rl.AdvConfig) {}, []float64{0.125, -0.25, -0.375, nan, 0.5}},
+		{"previous", func(c *rl.AdvConfig) { c.MemBaseline = rl.BaselinePrevMemory }, []float64{0.125, 0.25, 0, nan, nan}},
+		{"history, skip repeats", func(c *rl.AdvConfig) { c.MemSkipRepeats = true }, []float64{0.125, -0.25, nan, nan, 0.5}},
+		{"previous, skip repeats", func(c *rl.AdvConfig) { c.MemBaseline, c.MemSkipRepeats = rl.BaselinePrevMemory, true }, []float64{0.125, 0.25, nan, nan, nan}},
+	} {
+		cfg := rl.DefaultAdvConfig()
+		c.cfg(&cfg)
+		got := StepMemRewards(&r, cfg)
+		for i := range c.want {
+			if !(got[i] == c.want[i] || math.IsNaN(got[i]) && math.IsNaN(c.want[i])) {
+				t.Errorf("%s: step %d R^M %v, want %v", c.name, i, got[i], c.want[i])
+			}
+		}
+	}
+}
+
 // The entropy metric is the mean predictive entropy over the output tokens,
 // between 0 and log V, and it does not enter the loss (no bonus).
 func TestEntropyMetric(t *testing.T) {

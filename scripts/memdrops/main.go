@@ -5,7 +5,12 @@
 // For each file it prints the drop rate (repeats over search steps) and the
 // mean memory reward R^M and P(gold | mem) of those steps against the other
 // searches after the first and the last steps, so one can check that R^M ranks a memory that
-// dropped a fact below one that kept it (docs/DEMO.md).
+// dropped a fact below one that kept it (docs/DEMO.md). With each mean comes
+// the mean memory advantage A^M those steps get from mempo-update's defaults
+// (the z-score over the task's pool), under --mem-pool step (over the
+// memories of the same step index) and under --mem-baseline previous (R^M
+// as the gain over the previous memory): what the update pushes, where the
+// raw R^M means mix steps of different depth.
 //
 //	go run ./scripts/memdrops runs/demo/mempo/rollouts-1.parquet …
 package main
@@ -17,20 +22,28 @@ import (
 	"slices"
 
 	"github.com/mempo/mempo/lib/records"
+	"github.com/mempo/mempo/lib/rl"
+	"github.com/mempo/mempo/lib/update"
 )
 
 type acc struct {
 	n        int
 	rm, pgm  float64
+	adv      [3]float64 // summed A^M: the defaults, --mem-pool step, --mem-baseline previous
 	withTerm int
 }
 
-func (a *acc) add(st records.Step) {
+// add counts step st, whose memory advantages under the three configs are
+// adv (used only where st has its memory terms).
+func (a *acc) add(st records.Step, adv [3]float64) {
 	a.n++
 	if st.RMem != nil && st.PGoldMem != nil {
 		a.withTerm++
 		a.rm += *st.RMem
 		a.pgm += *st.PGoldMem
+		for k := range adv {
+			a.adv[k] += adv[k]
+		}
 	}
 }
 
@@ -38,7 +51,8 @@ func (a acc) String() string {
 	if a.withTerm == 0 {
 		return fmt.Sprintf("%d steps (no R^M)", a.n)
 	}
-	return fmt.Sprintf("%d steps, R^M %.4f, P(gold|mem) %.4f", a.n, a.rm/float64(a.withTerm), a.pgm/float64(a.withTerm))
+	n := float64(a.withTerm)
+	return fmt.Sprintf("%d steps, R^M %.4f, P(gold|mem) %.4f, A^M %+.3f (step pool %+.3f, gain %+.3f)", a.n, a.rm/n, a.pgm/n, a.adv[0]/n, a.adv[1]/n, a.adv[2]/n)
 }
 
 func main() {
@@ -60,9 +74,15 @@ func report(w io.Writer, f string) error {
 	if err != nil {
 		return err
 	}
+	var advs [3][][]float64
+	for k, cfg := range advConfigs() {
+		if advs[k], err = memAdvantages(rows, cfg); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+	}
 	var drop, kept, answer acc
 	searches, correct := 0, 0.0
-	for _, r := range rows {
+	for j, r := range rows {
 		correct += r.RewardTask
 		for i, st := range r.Steps {
 			if st.Action == "search" {
@@ -78,13 +98,13 @@ func report(w io.Writer, f string) error {
 				}
 				return s.OutputIDs[s.MemStart:s.MemEnd]
 			}
+			a := &answer
 			if st.Action == "search" && p.Action == "search" && st.Query == p.Query && slices.Equal(mem(st), mem(p)) {
-				drop.add(st)
+				a = &drop
 			} else if st.Action == "search" {
-				kept.add(st)
-			} else {
-				answer.add(st)
+				a = &kept
 			}
+			a.add(st, [3]float64{advs[0][j][i], advs[1][j][i], advs[2][j][i]})
 		}
 	}
 	rate := 0.0
@@ -94,4 +114,29 @@ func report(w io.Writer, f string) error {
 	_, err = fmt.Fprintf(w, "%s: %d trajectories, mean R^T %.3f, drop rate %.3f of %d searches; drops: %v; other searches after the first: %v; last steps: %v\n",
 		f, len(rows), correct/float64(max(len(rows), 1)), rate, searches, drop, kept, answer)
 	return err
+}
+
+// advConfigs are the three advantage configurations report compares:
+// mempo-update's defaults, --mem-pool step and --mem-baseline previous.
+func advConfigs() [3]rl.AdvConfig {
+	def, step, gain := rl.DefaultAdvConfig(), rl.DefaultAdvConfig(), rl.DefaultAdvConfig()
+	step.MemPool = rl.PoolStep
+	gain.MemBaseline = rl.BaselinePrevMemory
+	return [3]rl.AdvConfig{def, step, gain}
+}
+
+// memAdvantages returns the memory advantage A^M of every step of rows as
+// mempo-update computes it under cfg (one group per task and group index);
+// 0 where a step has no R^M.
+func memAdvantages(rows []records.Rollout, cfg rl.AdvConfig) ([][]float64, error) {
+	trajs := make([]rl.TrajReward, len(rows))
+	for i := range rows {
+		r := &rows[i]
+		trajs[i] = rl.TrajReward{ID: fmt.Sprintf("row %d", i+1), Task: fmt.Sprintf("%s\x00%d", r.TaskID, r.Group), RT: r.RewardTask, RM: update.StepMemRewards(r, cfg)}
+	}
+	adv, err := cfg.ComputeAdvantages(trajs)
+	if err != nil {
+		return nil, err
+	}
+	return adv.Mem, nil
 }

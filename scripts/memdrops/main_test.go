@@ -10,7 +10,11 @@ import (
 
 // report on hand-built trajectories: a search repeating the previous one's
 // query with the same memory is a drop (one with another memory is not),
-// and each kind of step gets the mean of its memory terms.
+// and each kind of step gets the mean of its memory terms and of the memory
+// advantages the three configurations give it (z-scores worked by hand: the
+// task pool's R^M {0.1, 0.3, 0.5, 0.7}, mean 0.4, unbiased std 0.2582; the
+// gains {0.1, 0, 0.4, 0.2}, mean 0.175, std 0.1708; each step pool holds one
+// R^M, so 0).
 func TestReport(t *testing.T) {
 	f := func(v float64) *float64 { return &v }
 	step := func(action, query string, mem []int32, rm, pg *float64) records.Step {
@@ -20,7 +24,7 @@ func TestReport(t *testing.T) {
 	rows := []records.Rollout{
 		{TaskID: "a", K: 1, Golds: [][]string{{"x"}}, RewardTask: 1, Steps: []records.Step{
 			step("search", "q1", []int32{1}, f(0.1), f(0.2)),
-			step("search", "q1", []int32{1}, f(0.3), f(0.4)), // drop
+			step("search", "q1", []int32{1}, f(0.3), f(0.2)), // drop: the same memory, the same P(gold | mem)
 			step("search", "q1", []int32{2}, f(0.5), f(0.6)), // same query, memory changed: not a drop
 			step("answer", "", []int32{2}, f(0.7), f(0.8)),
 		}},
@@ -37,8 +41,10 @@ func TestReport(t *testing.T) {
 	if err := report(&b, path); err != nil {
 		t.Fatal(err)
 	}
-	want := path + ": 2 trajectories, mean R^T 0.500, drop rate 0.250 of 4 searches; drops: 1 steps, R^M 0.3000, P(gold|mem) 0.4000; " +
-		"other searches after the first: 1 steps, R^M 0.5000, P(gold|mem) 0.6000; last steps: 2 steps, R^M 0.7000, P(gold|mem) 0.8000\n"
+	want := path + ": 2 trajectories, mean R^T 0.500, drop rate 0.250 of 4 searches; " +
+		"drops: 1 steps, R^M 0.3000, P(gold|mem) 0.2000, A^M -0.387 (step pool +0.000, gain -1.025); " +
+		"other searches after the first: 1 steps, R^M 0.5000, P(gold|mem) 0.6000, A^M +0.387 (step pool +0.000, gain +1.317); " +
+		"last steps: 2 steps, R^M 0.7000, P(gold|mem) 0.8000, A^M +1.162 (step pool +0.000, gain +0.146)\n"
 	if b.String() != want {
 		t.Errorf("got  %q\nwant %q", b.String(), want)
 	}
