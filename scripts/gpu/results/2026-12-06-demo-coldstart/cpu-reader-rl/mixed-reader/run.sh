@@ -5,7 +5,7 @@
 # step's memory, intermediate entities included), one epoch over both (4,000
 # steps at batch 8: the steps SCORE_READER=2 takes over one kind), from each
 # cold start's SFT model; then MemPO and GRPO from that cold start with it, the
-# paper's R^M (run 1's RL seed; seed 4 also runs 2 and 3). One run at a time
+# paper's R^M (run 1's RL seed; seeds 4 and 1 also runs 2 and 3). One run at a time
 # on two cores, about 3 minutes a reader and 5 a run.
 #   RUNS: the cold starts of ../three-seeds (seedS with sft/, sft-react/,
 #   world/, index/, variants/ and sft-tasks*.jsonl, reader-rows*.jsonl: the
@@ -38,9 +38,12 @@ one() {   # one SEED RUN
 		bin/mempo-update sft --model "$f/reader-init" "${rows[@]}" --out "$f/reader" --epochs 1 --lr 1e-3 --batch-size 8 \
 			--seed "$s" --schedule cosine --warmup $(( steps / 20 )) --total-steps "$steps" --min-lr-ratio 0.1 --metrics "$f/reader-metrics.jsonl"
 	fi
-	[ "$r" = 1 ] || rs=$(( 100 * s + r )) out=$OUT/seed$s-rl$r
+	if [ "$r" != 1 ]; then   # seed 1's runs 2 and 3 take RL seeds 2 and 3, as in ../three-seeds
+		rs=$(( 100 * s + r )) out=$OUT/seed$s-rl$r; [ "$s" = 1 ] && rs=$r
+	fi
 	env PRESET=reader SEED="$s" RL_SEED=$rs FROM_SFT="$f" "${world[@]}" OUT="$out" EVAL_K="2 4" bash scripts/demo/run.sh
 }
 for s in 4 1 2 3 5; do one $s 1; done
 for r in 2 3; do one 4 $r; done
+for r in 2 3; do one 1 $r; done
 OUT=$OUT SEEDS="1 2 3 4 5" RL_RUNS=1 EVAL_K="2 4" REUSE=1 bash scripts/demo/check.sh > "$OUT/check-seeds1-5.txt" || true
