@@ -140,6 +140,19 @@ func StepMemRewards(r *records.Rollout, cfg rl.AdvConfig) []float64 {
 	return rm
 }
 
+// TrajRewardOf is what the advantage stage reads of rollout r: its id
+// (task/group/sample), its group key (one group per task and group index),
+// R^T and the memory rewards StepMemRewards pools under cfg. Prepare and
+// scripts/memdrops both build their advantages from it.
+func TrajRewardOf(r *records.Rollout, cfg rl.AdvConfig) rl.TrajReward {
+	return rl.TrajReward{
+		ID:   fmt.Sprintf("%s/%d/%d", r.TaskID, r.Group, r.Sample),
+		Task: fmt.Sprintf("%s\x00%d", r.TaskID, r.Group),
+		RT:   r.RewardTask,
+		RM:   StepMemRewards(r, cfg),
+	}
+}
+
 // Prepare validates the rollouts and builds the batch. Steps with no output
 // ids are skipped (nothing to learn); a step with output ids needs at least
 // one context id, because the first output token must be predicted from
@@ -160,12 +173,12 @@ func Prepare(rolls []records.Rollout, opt PrepareOptions) (*Batch, error) {
 	rewards := make([]rl.TrajReward, len(rolls))
 	for i := range rolls {
 		r := &rolls[i]
-		id := fmt.Sprintf("%s/%d/%d", r.TaskID, r.Group, r.Sample)
+		rewards[i] = TrajRewardOf(r, opt.Adv)
+		id := rewards[i].ID
 		tr := &b.Trajs[i]
 		tr.ID, tr.Peak = id, r.PeakTokens
 		h.Write([]byte(id))
 		put(math.Float64bits(r.RewardTask))
-		rm := StepMemRewards(r, opt.Adv)
 		for t := range r.Steps {
 			st := &r.Steps[t]
 			field := func(f string) string { return fmt.Sprintf("steps[%d].%s", t, f) }
@@ -220,7 +233,6 @@ func Prepare(rolls []records.Rollout, opt PrepareOptions) (*Batch, error) {
 			b.Tokens += n
 			b.Samples = append(b.Samples, s)
 		}
-		rewards[i] = rl.TrajReward{ID: id, Task: fmt.Sprintf("%s\x00%d", r.TaskID, r.Group), RT: r.RewardTask, RM: rm}
 	}
 	if b.Tokens == 0 {
 		return nil, fmt.Errorf("%d rollouts: %w", len(rolls), ErrEmpty)

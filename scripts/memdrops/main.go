@@ -131,8 +131,7 @@ func advConfigs() [3]rl.AdvConfig {
 func memAdvantages(rows []records.Rollout, cfg rl.AdvConfig) ([][]float64, error) {
 	trajs := make([]rl.TrajReward, len(rows))
 	for i := range rows {
-		r := &rows[i]
-		trajs[i] = rl.TrajReward{ID: fmt.Sprintf("row %d", i+1), Task: fmt.Sprintf("%s\x00%d", r.TaskID, r.Group), RT: r.RewardTask, RM: update.StepMemRewards(r, cfg)}
+		trajs[i] = update.TrajRewardOf(&rows[i], cfg)
 	}
 	adv, err := cfg.ComputeAdvantages(trajs)
 	if err != nil {
