@@ -1,7 +1,9 @@
 package world_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -335,8 +337,8 @@ func TestShortDemo(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out4, "reader", "config.json")); err != nil {
 		t.Fatalf("SCORE_READER: no reader checkpoint: %v", err)
 	}
-	lines := func(glob string) int {
-		fs, _ := filepath.Glob(filepath.Join(out4, glob))
+	lines := func(dir, glob string) int {
+		fs, _ := filepath.Glob(filepath.Join(dir, glob))
 		n := 0
 		for _, f := range fs {
 			b, err := os.ReadFile(f)
@@ -347,7 +349,7 @@ func TestShortDemo(t *testing.T) {
 		}
 		return n
 	}
-	if rows, ts := lines("reader-rows*.jsonl"), lines("sft-tasks*.jsonl"); rows != ts || rows == 0 {
+	if rows, ts := lines(out4, "reader-rows*.jsonl"), lines(out4, "sft-tasks*.jsonl"); rows != ts || rows == 0 {
 		t.Fatalf("SCORE_READER: %d reader rows for %d SFT tasks", rows, ts)
 	}
 	n := 0
@@ -366,6 +368,33 @@ func TestShortDemo(t *testing.T) {
 		if !strings.Contains(string(log), want) {
 			t.Fatalf("PRESET=reader: no command with %s", want)
 		}
+	}
+	// NEW_READER=1 from that run, READER_MEMORY=both: its SFT model is
+	// copied, not its reader; a new reader is trained on one subset row and
+	// one step row per SFT task of that run, and MemPO scores R^M with it.
+	out5 := filepath.Join(tmp, "reader-both")
+	cmd = exec.CommandContext(ctx, "bash", "-x", "scripts/demo/run.sh")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "SHORT=1", "SHORT_SFT_DEMOS=40", "BIN="+bin, "OUT="+out5, "FROM_SFT="+out4,
+		"NEW_READER=1", "READER_MEMORY=both", "PRESET=reader", "SCORE_READER=1", "GRPO_RM=0")
+	if log, err = cmd.CombinedOutput(); err != nil {
+		t.Fatalf("NEW_READER=1 READER_MEMORY=both run: %v\n%s", err, log)
+	}
+	ts := lines(out4, "sft-tasks*.jsonl")
+	subset, step := lines(out5, "reader-rows*.jsonl"), lines(out5, "reader-step-rows*.jsonl")
+	if subset != ts || step != ts || lines(out5, "sft-tasks*.jsonl") != 0 {
+		t.Fatalf("READER_MEMORY=both: %d subset and %d step rows for FROM_SFT's %d SFT tasks (want one of each per task)", subset, step, ts)
+	}
+	for _, want := range []string{"--answer-memory subset", "--answer-memory step", fmt.Sprintf("+ %d answer rows", 2*ts),
+		"--score-model " + filepath.Join(out5, "reader")} {
+		if !strings.Contains(string(log), want) {
+			t.Fatalf("READER_MEMORY=both: no %q in the log", want)
+		}
+	}
+	a, errA := os.ReadFile(filepath.Join(out4, "reader", "model.safetensors"))
+	b, errB := os.ReadFile(filepath.Join(out5, "reader", "model.safetensors"))
+	if errA != nil || errB != nil || bytes.Equal(a, b) {
+		t.Fatalf("NEW_READER=1: the reader was not trained anew (%v, %v, same bytes %v)", errA, errB, bytes.Equal(a, b))
 	}
 	// make demo-check's comparisons (scripts/demo/check.sh, REUSE=1) over
 	// the first run and the RL_K one as two seeds: the pooled and per-seed

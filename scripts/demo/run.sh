@@ -105,8 +105,11 @@ SCORE_PER_OBJECTIVE=${SCORE_PER_OBJECTIVE:-0} # 1: P(gold | ·) is the mean over
 SCORE_READER=${SCORE_READER:-0}       # N > 0: R^M of the RL rollouts scored by a reader (mempo-rollout --score-model):
                                       # the SFT model trained N epochs more on answer rows alone, one per SFT task, from
                                       # the memory READER_MEMORY names (0: the policy scores its own memories, the paper's)
-READER_MEMORY=${READER_MEMORY:-subset} # the memory a reader row answers from: subset (of the task's final memory) or
+READER_MEMORY=${READER_MEMORY:-subset} # the memory a reader row answers from: subset (of the task's final memory),
                                       # step (a drawn step's, so intermediate entities a two-hop objective needs next too)
+                                      # or both (a row of each per SFT task: SCORE_READER=1 takes the steps 2 take on one)
+NEW_READER=${NEW_READER:-0}           # 1 with FROM_SFT: train a reader from its sft/ on its SFT tasks (READER_MEMORY's
+                                      # rows) instead of copying its reader/, to try another reader on one cold start
 READER_LR=${READER_LR:-1e-3}          # the reader's peak learning rate
 KL_COEF=${KL_COEF:-0.001}
 TARGET_KL=${TARGET_KL:-}              # PPO early stop of every RL update (MemPO's and GRPO's): mempo-update --target-kl;
@@ -120,6 +123,9 @@ EVAL_TASKS=${EVAL_TASKS:-32}          # test tasks per k (held-out people), gree
 MAX_STEP_TOKENS=${MAX_STEP_TOKENS:-96}
 TOPK=${TOPK:-2}                       # passages per search: the fact and one other passage about the same entity
 HINT=${HINT:-false}                   # the "[Turns left: N]" line in observations
+
+case $READER_MEMORY in subset|step|both) ;; *) echo "READER_MEMORY=$READER_MEMORY: want subset, step or both" >&2; exit 2 ;; esac
+case $NEW_READER in 0|1) ;; *) echo "NEW_READER=$NEW_READER: want 0 or 1" >&2; exit 2 ;; esac
 
 if [ "$SHORT" = 1 ]; then
 	SFT_DEMOS=${SHORT_SFT_DEMOS:-8}; REACT_DEMOS=$SFT_DEMOS; SFT_EPOCHS=1; REACT_EPOCHS=1; SFT_BATCH=4; RL_MINI_BATCH=2
@@ -164,6 +170,36 @@ slots=(); [ "$MEM_SLOTS" = 1 ] && slots=(--mem-slots)   # the expert's memory la
 # sft_copy DIR: the SFT weights in DIR with a fresh optimizer (what the ReAct
 # SFT, the reader and each RL run start from).
 sft_copy() { rm -rf "$1" && cp -r "$OUT/sft" "$1" && rm -f "$1/optimizer.safetensors"; }
+
+# reader_stage SRC: stage 5', with SCORE_READER=N a reader of memories for
+# R^M: $OUT/sft trained N epochs more on answer rows alone, one per SFT task
+# of the run in SRC (its sft-tasks*.jsonl, index/ and variants/vV/index) and
+# kind of row, each answering from a subset of the task's final memory or a
+# drawn step's (READER_MEMORY; docs/DEMO.md, "What the scorer copies": the
+# cold start itself reads only the first answers of a memory).
+reader_stage() {
+	local src=$1 kinds=$READER_MEMORY kind v sfx idx pre n steps rows=() files=()
+	[ "$READER_MEMORY" = both ] && kinds="subset step"
+	for kind in $kinds; do
+		pre=reader; [ "$READER_MEMORY" = both ] && [ "$kind" = step ] && pre=reader-step
+		for v in $(seq 0 $(( VARIANTS - 1 ))); do
+			sfx=; idx=$src/index; [ "$v" -gt 0 ] && sfx=-v$v idx=$src/variants/v$v/index
+			[ -f "$src/sft-tasks$sfx.jsonl" ] || { echo "reader: no $src/sft-tasks$sfx.jsonl (VARIANTS=$VARIANTS)" >&2; exit 1; }
+			"$BIN/mempo-rollout" expert --tasks "$src/sft-tasks$sfx.jsonl" --index "$idx" \
+				--tokenizer "$WORLD/tokenizer.json" --keep 1 "${proto[@]}" "${score[@]}" "${slots[@]}" \
+				--answer-rows "$OUT/$pre-rows$sfx.jsonl" --answer-rate 1 --answer-memory "$kind" --out "$OUT/$pre-demos$sfx.parquet"
+			rows+=(--data "$OUT/$pre-rows$sfx.jsonl") files+=("$OUT/$pre-rows$sfx.jsonl")
+		done
+	done
+	n=$(cat "${files[@]}" | wc -l)
+	steps=$(( (n + SFT_BATCH - 1) / SFT_BATCH * SCORE_READER ))
+	sft_copy "$OUT/reader-init"
+	say "reader ← $OUT/sft + $n answer rows ($steps steps)"
+	"$BIN/mempo-update" sft --model "$OUT/reader-init" "${rows[@]}" --out "$OUT/reader" \
+		--epochs "$SCORE_READER" --lr "$READER_LR" --batch-size "$SFT_BATCH" --seed "$SEED" \
+		--schedule cosine --warmup $(( steps / 20 )) --total-steps "$steps" --min-lr-ratio 0.1 \
+		--metrics "$OUT/reader-metrics.jsonl" "${dev[@]}"
+}
 
 # 1. The world: corpus, tasks, tokenizer, model config.
 if [ -z "$WORLD" ]; then
@@ -210,14 +246,15 @@ if [ "$VARIANTS" -gt 1 ] && [ -z "$FROM_SFT" ]; then
 fi
 if [ -n "$FROM_SFT" ]; then
 	say "sft, sft-react ← $FROM_SFT (stages 3–5 skipped)"
-	names=(sft sft-react); [ "$SCORE_READER" != 0 ] && names+=(reader)
+	names=(sft sft-react); [ "$SCORE_READER" != 0 ] && [ "$NEW_READER" != 1 ] && names+=(reader)
 	for name in "${names[@]}"; do
 		[ -f "$FROM_SFT/$name/config.json" ] || { echo "FROM_SFT=$FROM_SFT: no $name/ checkpoint there" >&2; exit 1; }
 		[ "$(cd "$FROM_SFT" && pwd)" = "$(cd "$OUT" && pwd)" ] || { rm -rf "${OUT:?}/$name"; cp -r "$FROM_SFT/$name" "$OUT/$name"; }
 	done
+	if [ "$SCORE_READER" != 0 ] && [ "$NEW_READER" = 1 ]; then reader_stage "$FROM_SFT"; fi
 else
 	say "expert demonstrations → $OUT/demos*.parquet ($VARIANTS world(s))"
-	demos=() demos_react=() reader_rows=()
+	demos=() demos_react=()
 	for v in "${!variant_dirs[@]}"; do
 		# n demonstrations split as evenly as the variants allow.
 		n=$(( SFT_DEMOS / VARIANTS + (v < SFT_DEMOS % VARIANTS ? 1 : 0) ))
@@ -237,14 +274,6 @@ else
 			"$BIN/mempo-rollout" expert --tasks "$tasks" --index "${variant_index[$v]}" \
 				--tokenizer "$WORLD/tokenizer.json" --keep "$keep" "${proto[@]}" "${score[@]}" "${drop[@]}" "${slots[@]}" "${ans[@]}" --out "$OUT/$name.parquet"
 		done
-		# SCORE_READER's rows: one per SFT task, from a subset of its final
-		# memory or a drawn step's (READER_MEMORY; stage 5').
-		if [ "$SCORE_READER" != 0 ]; then
-			"$BIN/mempo-rollout" expert --tasks "$OUT/sft-tasks$sfx.jsonl" --index "${variant_index[$v]}" \
-				--tokenizer "$WORLD/tokenizer.json" --keep 1 "${proto[@]}" "${score[@]}" "${slots[@]}" \
-				--answer-rows "$OUT/reader-rows$sfx.jsonl" --answer-rate 1 --answer-memory "$READER_MEMORY" --out "$OUT/reader-demos$sfx.parquet"
-			reader_rows+=(--data "$OUT/reader-rows$sfx.jsonl")
-		fi
 		demos+=(--data "$OUT/demos$sfx.parquet") demos_react+=(--data "$OUT/demos-react$sfx.parquet")
 		if [ "$ANSWER_ROWS" != 0 ]; then demos+=(--data "$OUT/answers$sfx.jsonl"); fi
 	done
@@ -277,21 +306,8 @@ else
 			--metrics "$OUT/$name-metrics.jsonl" "${dev[@]}"
 	done
 
-	# 5'. With SCORE_READER=N, a reader of memories for R^M: the SFT model
-	#     trained N epochs more on answer rows alone, one per SFT task, each
-	#     from a subset of the task's final memory or a drawn step's
-	#     (READER_MEMORY; docs/DEMO.md, "What the scorer copies": the cold
-	#     start itself reads only the first answers of a memory).
-	if [ "$SCORE_READER" != 0 ]; then
-		n=$(cat "$OUT"/reader-rows*.jsonl | wc -l)
-		steps=$(( (n + SFT_BATCH - 1) / SFT_BATCH * SCORE_READER ))
-		sft_copy "$OUT/reader-init"
-		say "reader ← $OUT/sft + $n answer rows ($steps steps)"
-		"$BIN/mempo-update" sft --model "$OUT/reader-init" "${reader_rows[@]}" --out "$OUT/reader" \
-			--epochs "$SCORE_READER" --lr "$READER_LR" --batch-size "$SFT_BATCH" --seed "$SEED" \
-			--schedule cosine --warmup $(( steps / 20 )) --total-steps "$steps" --min-lr-ratio 0.1 \
-			--metrics "$OUT/reader-metrics.jsonl" "${dev[@]}"
-	fi
+	# 5'. The reader (SCORE_READER; reader_stage).
+	if [ "$SCORE_READER" != 0 ]; then reader_stage "$OUT"; fi
 fi
 
 # rollout MODEL TASKS OUT [flags…]: one rollout run with the demo's protocol.
