@@ -10,7 +10,8 @@
 // (the z-score over the task's pool), under --mem-pool step (over the
 // memories of the same step index) and under --mem-baseline previous (R^M
 // as the gain over the previous memory): what the update pushes, where the
-// raw R^M means mix steps of different depth.
+// raw R^M means mix steps of different depth. A file whose tasks have
+// several objective counts gets the same counts for each k on lines of its own.
 //
 //	go run ./scripts/memdrops runs/demo/mempo/rollouts-1.parquet …
 package main
@@ -18,6 +19,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"slices"
 
@@ -80,40 +82,76 @@ func report(w io.Writer, f string) error {
 			return fmt.Errorf("%s: %w", f, err)
 		}
 	}
-	var drop, kept, answer acc
-	searches, correct := 0, 0.0
+	all := &tally{}
+	byK := map[int32]*tally{}
 	for j, r := range rows {
-		correct += r.RewardTask
-		for i, st := range r.Steps {
-			if st.Action == "search" {
-				searches++
-			}
-			if i == 0 {
-				continue
-			}
-			p := r.Steps[i-1]
-			mem := func(s records.Step) []int32 {
-				if s.MemStart < 0 || s.MemEnd > int32(len(s.OutputIDs)) || s.MemStart > s.MemEnd {
-					return nil
-				}
-				return s.OutputIDs[s.MemStart:s.MemEnd]
-			}
-			a := &answer
-			if st.Action == "search" && p.Action == "search" && st.Query == p.Query && slices.Equal(mem(st), mem(p)) {
-				a = &drop
-			} else if st.Action == "search" {
-				a = &kept
-			}
-			a.add(st, [3]float64{advs[0][j][i], advs[1][j][i], advs[2][j][i]})
+		tk := byK[r.K]
+		if tk == nil {
+			tk = &tally{}
+			byK[r.K] = tk
+		}
+		for _, t := range []*tally{all, tk} {
+			t.add(r, func(i int) [3]float64 { return [3]float64{advs[0][j][i], advs[1][j][i], advs[2][j][i]} })
 		}
 	}
-	rate := 0.0
-	if searches > 0 {
-		rate = float64(drop.n) / float64(searches)
+	if _, err := fmt.Fprintf(w, "%s: %v\n", f, all); err != nil {
+		return err
 	}
-	_, err = fmt.Fprintf(w, "%s: %d trajectories, mean R^T %.3f, drop rate %.3f of %d searches; drops: %v; other searches after the first: %v; last steps: %v\n",
-		f, len(rows), correct/float64(max(len(rows), 1)), rate, searches, drop, kept, answer)
-	return err
+	// Files of tasks with several objective counts (RL_K="2 4 8") get a line
+	// per k: what the memory reward does at k = 8 drowns in the pooled means.
+	if len(byK) > 1 {
+		for _, k := range slices.Sorted(maps.Keys(byK)) {
+			if _, err := fmt.Fprintf(w, "  k = %d: %v\n", k, byK[k]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// tally counts the steps of some trajectories by kind: drops, the other
+// searches after the first step, and the last steps (answers).
+type tally struct {
+	trajs, searches    int
+	correct            float64
+	drop, kept, answer acc
+}
+
+// add counts trajectory r, whose step i has the memory advantages adv(i).
+func (t *tally) add(r records.Rollout, adv func(i int) [3]float64) {
+	t.trajs++
+	t.correct += r.RewardTask
+	mem := func(s records.Step) []int32 {
+		if s.MemStart < 0 || s.MemEnd > int32(len(s.OutputIDs)) || s.MemStart > s.MemEnd {
+			return nil
+		}
+		return s.OutputIDs[s.MemStart:s.MemEnd]
+	}
+	for i, st := range r.Steps {
+		if st.Action == "search" {
+			t.searches++
+		}
+		if i == 0 {
+			continue
+		}
+		p := r.Steps[i-1]
+		a := &t.answer
+		if st.Action == "search" && p.Action == "search" && st.Query == p.Query && slices.Equal(mem(st), mem(p)) {
+			a = &t.drop
+		} else if st.Action == "search" {
+			a = &t.kept
+		}
+		a.add(st, adv(i))
+	}
+}
+
+func (t *tally) String() string {
+	rate := 0.0
+	if t.searches > 0 {
+		rate = float64(t.drop.n) / float64(t.searches)
+	}
+	return fmt.Sprintf("%d trajectories, mean R^T %.3f, drop rate %.3f of %d searches; drops: %v; other searches after the first: %v; last steps: %v",
+		t.trajs, t.correct/float64(max(t.trajs, 1)), rate, t.searches, t.drop, t.kept, t.answer)
 }
 
 // advConfigs are the three advantage configurations report compares:

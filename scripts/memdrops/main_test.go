@@ -48,4 +48,23 @@ func TestReport(t *testing.T) {
 	if b.String() != want {
 		t.Errorf("got  %q\nwant %q", b.String(), want)
 	}
+
+	// With task b at k = 2 the same line, then one per k.
+	rows[1].K, rows[1].Golds = 2, [][]string{{"x"}, {"y"}}
+	if err := records.WriteFile(path, rows); err != nil {
+		t.Fatal(err)
+	}
+	b.Reset()
+	if err := report(&b, path); err != nil {
+		t.Fatal(err)
+	}
+	want += "  k = 1: 1 trajectories, mean R^T 1.000, drop rate 0.333 of 3 searches; " +
+		"drops: 1 steps, R^M 0.3000, P(gold|mem) 0.2000, A^M -0.387 (step pool +0.000, gain -1.025); " +
+		"other searches after the first: 1 steps, R^M 0.5000, P(gold|mem) 0.6000, A^M +0.387 (step pool +0.000, gain +1.317); " +
+		"last steps: 1 steps, R^M 0.7000, P(gold|mem) 0.8000, A^M +1.162 (step pool +0.000, gain +0.146)\n" +
+		"  k = 2: 1 trajectories, mean R^T 0.000, drop rate 0.000 of 1 searches; " +
+		"drops: 0 steps (no R^M); other searches after the first: 0 steps (no R^M); last steps: 1 steps (no R^M)\n"
+	if b.String() != want {
+		t.Errorf("per k: got  %q\nwant %q", b.String(), want)
+	}
 }
