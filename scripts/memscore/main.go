@@ -11,8 +11,11 @@
 // instead. Each row is labelled with the step's kind: first, drop (a search
 // repeating the previous step's query with the same memory), other, or last
 // (the answer step, split by whether the answer was right). `memscore
-// summary LOGPROBS` prints the mean P(gold | ·) per context and kind, and
-// for the two layouts the mean R^M (P(gold | mem) − P(gold | history)).
+// summary LOGPROBS [TOKENIZER]` prints the mean P(gold | ·) per context, k
+// and kind, the same per objective (--score-per-objective's form, each
+// objective's "; [j] " ids included) and, with the tokenizer, per objective
+// over each answer's own ids alone, and for the two layouts the mean R^M
+// (P(gold | mem) − P(gold | history)).
 // `memscore copy LOGPROBS TOKENIZER` prints, per context, k and objective
 // number j, the mean P(answer j | ·) of the rows whose memory holds answer j
 // ("[j] value") against those whose memory has another value under [j] or
@@ -27,9 +30,11 @@ package main
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"slices"
@@ -67,14 +72,18 @@ func main() {
 	switch {
 	case len(os.Args) == 4 && os.Args[1] == "seqs":
 		check(seqs(os.Args[2], os.Args[3]))
-	case len(os.Args) == 3 && os.Args[1] == "summary":
-		check(summary(os.Args[2]))
+	case (len(os.Args) == 3 || len(os.Args) == 4) && os.Args[1] == "summary":
+		tok := ""
+		if len(os.Args) == 4 {
+			tok = os.Args[3]
+		}
+		check(summary(os.Args[2], tok))
 	case len(os.Args) == 3 && os.Args[1] == "pairs":
 		check(pairs(os.Args[2]))
 	case len(os.Args) == 4 && os.Args[1] == "copy":
 		check(copied(os.Args[2], os.Args[3]))
 	default:
-		fmt.Fprintln(os.Stderr, "usage: memscore seqs ROLLOUTS TOKENIZER | memscore summary LOGPROBS | memscore pairs LOGPROBS | memscore copy LOGPROBS TOKENIZER")
+		fmt.Fprintln(os.Stderr, "usage: memscore seqs ROLLOUTS TOKENIZER | memscore summary LOGPROBS [TOKENIZER] | memscore pairs LOGPROBS | memscore copy LOGPROBS TOKENIZER")
 		os.Exit(2)
 	}
 }
@@ -242,35 +251,130 @@ func readScored(path string) ([]scored, error) {
 	return out, sc.Err()
 }
 
-func summary(path string) error {
+func summary(path, tokPath string) error {
 	rows, err := readScored(path)
 	if err != nil {
 		return err
 	}
-	type key struct{ ctx, kind string }
-	sum, n := map[key]float64{}, map[key]int{}
-	for _, r := range rows {
-		k := key{r.Ctx, r.Kind}
-		sum[k] += r.P
-		n[k]++
-	}
-	keys := make([]key, 0, len(n))
-	for k := range n {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].ctx+keys[i].kind < keys[j].ctx+keys[j].kind })
-	// R^M's mean is the difference of the means: every step has one row of
-	// each context.
-	fmt.Println("| context | step | steps | mean P(gold \\| ·) | mean R^M |")
-	fmt.Println("|---|---|---:|---:|---:|")
-	for _, k := range keys {
-		rm := "—"
-		if h := (key{"history", k.kind}); k.ctx != "history" && k.ctx != "stepctx" && n[h] == n[k] {
-			rm = fmt.Sprintf("%.4f", sum[k]/float64(n[k])-sum[h]/float64(n[h]))
+	var markers []int
+	if tokPath != "" {
+		maxK := 0
+		for _, r := range rows {
+			maxK = max(maxK, r.K)
 		}
-		fmt.Printf("| %s | %s | %d | %.4f | %s |\n", k.ctx, k.kind, n[k], sum[k]/float64(n[k]), rm)
+		if markers, err = markerIDs(tokPath, maxK); err != nil {
+			return err
+		}
+	}
+	type key struct {
+		ctx  string
+		k    int
+		kind string
+	}
+	type sums struct {
+		n, nObj, nAns int
+		p, pObj, pAns float64
+	}
+	acc := map[key]*sums{}
+	for _, r := range rows {
+		k := key{r.Ctx, r.K, r.Kind}
+		a := acc[k]
+		if a == nil {
+			a = &sums{}
+			acc[k] = a
+		}
+		a.n++
+		a.p += r.P
+		if !math.IsNaN(r.PObj) {
+			a.nObj++
+			a.pObj += r.PObj
+		}
+		if markers != nil {
+			if p := answersAlone(r, markers); !math.IsNaN(p) {
+				a.nAns++
+				a.pAns += p
+			}
+		}
+	}
+	keys := slices.SortedFunc(maps.Keys(acc), func(x, y key) int {
+		return cmp.Or(strings.Compare(x.ctx, y.ctx), cmp.Compare(x.k, y.k), strings.Compare(x.kind, y.kind))
+	})
+	mean := func(s float64, n int) string {
+		if n == 0 {
+			return "—"
+		}
+		return fmt.Sprintf("%.4f", s/float64(n))
+	}
+	// R^M's mean is the difference of the means: every step has one row of
+	// each context. The per-objective column is P(gold | ·) as
+	// --score-per-objective scores it (each objective's ids, its "; [j] "
+	// included); the answers-alone column, with a tokenizer, the same mean
+	// over each answer's own ids (after its "[j]").
+	fmt.Println("| context | k | step | steps | mean P(gold \\| ·) | per objective | answers alone | mean R^M |")
+	fmt.Println("|---|---:|---|---:|---:|---:|---:|---:|")
+	for _, k := range keys {
+		a := acc[k]
+		rm := "—"
+		if h := acc[key{"history", k.k, k.kind}]; k.ctx != "history" && k.ctx != "stepctx" && h != nil && h.n == a.n {
+			rm = fmt.Sprintf("%.4f", a.p/float64(a.n)-h.p/float64(h.n))
+		}
+		fmt.Printf("| %s | %d | %s | %d | %.4f | %s | %s | %s |\n", k.ctx, k.k, k.kind, a.n, a.p/float64(a.n), mean(a.pObj, a.nObj), mean(a.pAns, a.nAns), rm)
 	}
 	return nil
+}
+
+// markerIDs returns the ids of the answer markers "[1]" … "[k]" (index j−1
+// for "[j]"); each must be one id of the tokenizer at tokPath.
+func markerIDs(tokPath string, k int) ([]int, error) {
+	tk, err := tokenizer.Load(tokPath)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int, k)
+	for j := range ids {
+		m := tk.Encode(fmt.Sprintf("[%d]", j+1))
+		if len(m) != 1 {
+			return nil, fmt.Errorf("%s: %q is %d ids, want one", tokPath, fmt.Sprintf("[%d]", j+1), len(m))
+		}
+		ids[j] = m[0]
+	}
+	return ids, nil
+}
+
+// answerSpan returns where objective j's answer ids lie in its part of the
+// gold ids (span, from its "; " on): after its marker, to the part's end;
+// ok is false when the part has no marker or nothing after it.
+func answerSpan(span []int, marker int) (from int, ok bool) {
+	m := slices.Index(span, marker)
+	if m < 0 || m+1 >= len(span) {
+		return 0, false
+	}
+	return m + 1, true
+}
+
+// answersAlone is r's P(gold | ·) per objective over each answer's own ids:
+// the mean over objectives of the geometric mean probability of the ids
+// after its marker (markers[j−1] for objective j); NaN without Ends or when
+// an objective has no answer ids.
+func answersAlone(r scored, markers []int) float64 {
+	if len(r.Ends) == 0 || len(r.Ends) > len(markers) {
+		return math.NaN()
+	}
+	gold, lps := r.IDs[len(r.IDs)-r.N:], r.Logprobs[len(r.Logprobs)-r.N:]
+	sum, from := 0.0, 0
+	for j, end := range r.Ends {
+		a, ok := answerSpan(gold[from:end], markers[j])
+		if !ok {
+			return math.NaN()
+		}
+		t := 0.0
+		for _, lp := range lps[from+a : end] {
+			t += *lp
+		}
+		sum += math.Exp(t / float64(end-from-a))
+		from = end
+	}
+	return sum / float64(len(r.Ends))
 }
 
 // pairs compares, for every drop step (a search repeating the previous
@@ -414,11 +518,11 @@ func copied(path, tokPath string) error {
 			span := gold[from:end]
 			lp := lps[from:end]
 			from = end
-			mi := slices.Index(span, marker)
-			if mi < 0 || mi+1 >= len(span) {
+			a, ok := answerSpan(span, marker)
+			if !ok {
 				continue
 			}
-			value, vlp := span[mi+1:], lp[mi+1:]
+			value, vlp := span[a:], lp[a:]
 			holding := "absent"
 			if p := slices.Index(mem, marker); p >= 0 {
 				holding = "other"
