@@ -89,6 +89,15 @@ type AdvConfig struct {
 	// not part of TrajReward: lib/update's Prepare marks those R^M undefined.
 	MemSkipRepeats bool
 
+	// MemSkipAnswer: the memory written in an answer step (read by no later
+	// step: the answer ends the trajectory) gets no memory advantage, its
+	// R^M left out of the pool. In the demo at k = 8 the cold start's long
+	// memories are copied with errors, the final one scores lowest of a
+	// trajectory's, and the step pool gives every answer step a negative A^M
+	// (docs/DEMO.md, "MemPO at k = 8"). Marked like MemSkipRepeats, by
+	// lib/update's StepMemRewards.
+	MemSkipAnswer bool
+
 	// MemBaseline: what R^M subtracts (the history, the paper's; or the
 	// previous memory). The steps' probabilities are not part of
 	// TrajReward: lib/update's StepMemRewards applies it.

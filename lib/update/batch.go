@@ -122,7 +122,8 @@ type PrepareOptions struct {
 // paper's, against the history), or under cfg.MemBaseline ==
 // rl.BaselinePrevMemory P(gold | q, mem_t) − P(gold | q, mem_t−1) with the
 // stored R^M for the first step (whose history is the prompt alone), and,
-// under cfg.MemSkipRepeats, NaN for a step that repeats the step before.
+// under cfg.MemSkipRepeats, NaN for a step that repeats the step before,
+// under cfg.MemSkipAnswer, NaN for an answer step.
 // mempo-update and scripts/memdrops both read it.
 func StepMemRewards(r *records.Rollout, cfg rl.AdvConfig) []float64 {
 	rm := make([]float64, len(r.Steps))
@@ -130,7 +131,7 @@ func StepMemRewards(r *records.Rollout, cfg rl.AdvConfig) []float64 {
 		st := &r.Steps[t]
 		rm[t] = math.NaN()
 		switch {
-		case st.RMem == nil || cfg.MemSkipRepeats && r.Repeats(t):
+		case st.RMem == nil || cfg.MemSkipRepeats && r.Repeats(t) || cfg.MemSkipAnswer && st.Action == "answer":
 		case cfg.MemBaseline == rl.BaselineHistory || t == 0:
 			rm[t] = *st.RMem
 		case st.PGoldMem != nil && r.Steps[t-1].PGoldMem != nil:

@@ -687,8 +687,9 @@ func TestStepMemRewards(t *testing.T) {
 		step([]int32{2}, p(0.5), p(0.75)),   // R^M −0.25, gain 0.25
 		step([]int32{2}, p(0.5), p(0.875)),  // a repeat: R^M −0.375, gain 0
 		step([]int32{3}, nil, nil),          // no memory terms
-		step([]int32{4}, p(1), p(0.5)),      // R^M 0.5; the step before has no P(gold | mem)
+		step([]int32{4}, p(1), p(0.5)),      // R^M 0.5; the step before has no P(gold | mem); the answer
 	}}
+	r.Steps[4].Action = "answer"
 	nan := math.NaN()
 	for _, c := range []struct {
 		name string
@@ -699,6 +700,7 @@ func TestStepMemRewards(t *testing.T) {
 		{"previous", func(c *rl.AdvConfig) { c.MemBaseline = rl.BaselinePrevMemory }, []float64{0.125, 0.25, 0, nan, nan}},
 		{"history, skip repeats", func(c *rl.AdvConfig) { c.MemSkipRepeats = true }, []float64{0.125, -0.25, nan, nan, 0.5}},
 		{"previous, skip repeats", func(c *rl.AdvConfig) { c.MemBaseline, c.MemSkipRepeats = rl.BaselinePrevMemory, true }, []float64{0.125, 0.25, nan, nan, nan}},
+		{"history, skip the answer", func(c *rl.AdvConfig) { c.MemSkipAnswer = true }, []float64{0.125, -0.25, -0.375, nan, nan}},
 	} {
 		cfg := rl.DefaultAdvConfig()
 		c.cfg(&cfg)

@@ -36,6 +36,7 @@ func RL() []ucli.Flag {
 		&ucli.BoolFlag{Name: "no-mem-adv", Value: !adv.MemAdv, Usage: "plain GRPO: no A^M on <mem> tokens (ablation)"},
 		&ucli.Float64Flag{Name: "mem-std-floor", Value: adv.MemStdFloor, Usage: "least std the A^M z-score divides by (0: none; a flat pool's small R^M differences are not stretched to unit size)"},
 		&ucli.BoolFlag{Name: "mem-skip-repeats", Usage: "a step whose whole output repeats the step before's (the same memory and action again) gets no memory advantage, its R^M left out of the A^M pool (ablation: a scorer that ranks a dropped fact's memory high cannot reward repeating it, nor one that ranks it low penalize it; docs/DEMO.md found it a trade, not a fix)"},
+		&ucli.BoolFlag{Name: "mem-skip-answer", Usage: "the memory written with the answer (read by no later step) gets no memory advantage, its R^M left out of the A^M pool (docs/DEMO.md: at k = 8 the step pool gave every answer step a negative A^M)"},
 		&ucli.StringFlag{Name: "mem-baseline", Value: nameOf(rl.MemBaselines, adv.MemBaseline), Usage: "what R^M subtracts from P(gold | q, mem_t): history (P(gold | q, s_<t), the paper's) or previous (P(gold | q, mem_t−1): what the memory adds to the one before; a memory written again unchanged scores 0)"},
 		&ucli.StringFlag{Name: "mem-pool", Value: nameOf(rl.MemPools, adv.MemPool), Usage: "pool of the A^M z-score: task (all memory blocks of the task) or step (same step index)"},
 		&ucli.Float64Flag{Name: "clip-low", Value: loss.ClipLow, Usage: "ratio clip below 1"},
@@ -78,7 +79,7 @@ func Train(c *ucli.Context, withRL bool) (update.Config, rl.AdvConfig, error) {
 		acfg.Alpha, acfg.MemStdFloor = c.Float64("alpha"), c.Float64("mem-std-floor")
 		acfg.NormStd = !c.Bool("no-std-norm")
 		acfg.MemAdv = !c.Bool("no-mem-adv")
-		acfg.MemSkipRepeats = c.Bool("mem-skip-repeats")
+		acfg.MemSkipRepeats, acfg.MemSkipAnswer = c.Bool("mem-skip-repeats"), c.Bool("mem-skip-answer")
 		if acfg.Std, err = rl.ParseStdMode(c.String("std")); err != nil {
 			return cfg, acfg, err
 		}
