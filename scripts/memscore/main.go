@@ -226,27 +226,20 @@ func readScored(path string) ([]scored, error) {
 		if r.N <= 0 || len(r.Logprobs) < r.N {
 			return nil, fmt.Errorf("%s:%d: %d log-probs for %d gold ids", path, line, len(r.Logprobs), r.N)
 		}
-		s := 0.0
-		for _, lp := range r.Logprobs[len(r.Logprobs)-r.N:] {
-			if lp == nil {
-				return nil, fmt.Errorf("%s:%d: no log-prob for a gold id", path, line)
-			}
-			s += *lp
+		gold := r.Logprobs[len(r.Logprobs)-r.N:]
+		if slices.Contains(gold, nil) {
+			return nil, fmt.Errorf("%s:%d: no log-prob for a gold id", path, line)
 		}
 		pobj := math.NaN()
 		if len(r.Ends) > 0 {
-			gold, sum, from := r.Logprobs[len(r.Logprobs)-r.N:], 0.0, 0
+			sum, from := 0.0, 0
 			for _, end := range r.Ends {
-				t := 0.0
-				for _, lp := range gold[from:end] {
-					t += *lp
-				}
-				sum += math.Exp(t / float64(end-from))
+				sum += geoMean(gold[from:end])
 				from = end
 			}
 			pobj = sum / float64(len(r.Ends))
 		}
-		out = append(out, scored{r, math.Exp(s / float64(r.N)), pobj})
+		out = append(out, scored{r, geoMean(gold), pobj})
 	}
 	return out, sc.Err()
 }
@@ -262,7 +255,11 @@ func summary(path, tokPath string) error {
 		for _, r := range rows {
 			maxK = max(maxK, r.K)
 		}
-		if markers, err = markerIDs(tokPath, maxK); err != nil {
+		tk, err := tokenizer.Load(tokPath)
+		if err != nil {
+			return err
+		}
+		if markers, err = markerIDs(tk, tokPath, maxK); err != nil {
 			return err
 		}
 	}
@@ -323,22 +320,37 @@ func summary(path, tokPath string) error {
 	return nil
 }
 
-// markerIDs returns the ids of the answer markers "[1]" … "[k]" (index j−1
-// for "[j]"); each must be one id of the tokenizer at tokPath.
-func markerIDs(tokPath string, k int) ([]int, error) {
-	tk, err := tokenizer.Load(tokPath)
-	if err != nil {
-		return nil, err
+// oneID returns the id of s, which must be one id of tk (loaded from
+// tokPath, which errors name).
+func oneID(tk *tokenizer.Tokenizer, tokPath, s string) (int, error) {
+	ids := tk.Encode(s)
+	if len(ids) != 1 {
+		return 0, fmt.Errorf("%s: %q is %d ids, want one", tokPath, s, len(ids))
 	}
+	return ids[0], nil
+}
+
+// markerIDs returns the ids of the answer markers "[1]" … "[k]" (index j−1
+// for "[j]"); each must be one id of tk.
+func markerIDs(tk *tokenizer.Tokenizer, tokPath string, k int) ([]int, error) {
 	ids := make([]int, k)
 	for j := range ids {
-		m := tk.Encode(fmt.Sprintf("[%d]", j+1))
-		if len(m) != 1 {
-			return nil, fmt.Errorf("%s: %q is %d ids, want one", tokPath, fmt.Sprintf("[%d]", j+1), len(m))
+		var err error
+		if ids[j], err = oneID(tk, tokPath, fmt.Sprintf("[%d]", j+1)); err != nil {
+			return nil, err
 		}
-		ids[j] = m[0]
 	}
 	return ids, nil
+}
+
+// geoMean is the geometric mean probability of log-probs lps (none nil):
+// exp of their mean, rl.GeoMeanProb's.
+func geoMean(lps []*float64) float64 {
+	t := 0.0
+	for _, lp := range lps {
+		t += *lp
+	}
+	return math.Exp(t / float64(len(lps)))
 }
 
 // answerSpan returns where objective j's answer ids lie in its part of the
@@ -367,11 +379,7 @@ func answersAlone(r scored, markers []int) float64 {
 		if !ok {
 			return math.NaN()
 		}
-		t := 0.0
-		for _, lp := range lps[from+a : end] {
-			t += *lp
-		}
-		sum += math.Exp(t / float64(end-from-a))
+		sum += geoMean(lps[from+a : end])
 		from = end
 	}
 	return sum / float64(len(r.Ends))
@@ -474,17 +482,17 @@ func copied(path, tokPath string) error {
 	if err != nil {
 		return err
 	}
-	one := func(s string) (int, error) {
-		ids := tk.Encode(s)
-		if len(ids) != 1 {
-			return 0, fmt.Errorf("%s: %q is %d ids, want one", tokPath, s, len(ids))
+	memOpen, err1 := oneID(tk, tokPath, "<mem>")
+	memClose, err2 := oneID(tk, tokPath, "</mem>")
+	sep, err3 := oneID(tk, tokPath, ";")
+	maxK := 0
+	for _, r := range rows {
+		if r.Ctx != "history" { // the rows the table reads (below)
+			maxK = max(maxK, len(r.Ends))
 		}
-		return ids[0], nil
 	}
-	memOpen, err1 := one("<mem>")
-	memClose, err2 := one("</mem>")
-	sep, err3 := one(";")
-	if err := errors.Join(err1, err2, err3); err != nil {
+	markers, err4 := markerIDs(tk, tokPath, maxK)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return err
 	}
 	type key struct {
@@ -510,11 +518,7 @@ func copied(path, tokPath string) error {
 		}
 		from := 0
 		for jj, end := range r.Ends {
-			j := jj + 1
-			marker, err := one(fmt.Sprintf("[%d]", j))
-			if err != nil {
-				return err
-			}
+			j, marker := jj+1, markers[jj]
 			span := gold[from:end]
 			lp := lps[from:end]
 			from = end
@@ -531,13 +535,9 @@ func copied(path, tokPath string) error {
 					holding = "in"
 				}
 			}
-			t := 0.0
-			for _, x := range vlp {
-				t += *x
-			}
 			kk := key{r.Ctx, r.K, j, holding}
 			n[kk]++
-			sum[kk] += math.Exp(t / float64(len(vlp)))
+			sum[kk] += geoMean(vlp)
 		}
 	}
 	type row struct {
