@@ -54,6 +54,7 @@ import (
 	"hash/fnv"
 	"math"
 
+	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/rl"
 )
@@ -131,7 +132,7 @@ func StepMemRewards(r *records.Rollout, cfg rl.AdvConfig) []float64 {
 		st := &r.Steps[t]
 		rm[t] = math.NaN()
 		switch {
-		case st.RMem == nil || cfg.MemSkipRepeats && r.Repeats(t) || cfg.MemSkipAnswer && st.Action == "answer":
+		case st.RMem == nil || cfg.MemSkipRepeats && r.Repeats(t) || cfg.MemSkipAnswer && st.Action == agent.ActionAnswer.String():
 		case cfg.MemBaseline == rl.BaselineHistory || t == 0:
 			rm[t] = *st.RMem
 		case st.PGoldMem != nil && r.Steps[t-1].PGoldMem != nil:
