@@ -369,16 +369,38 @@ func TestShortDemo(t *testing.T) {
 			t.Fatalf("PRESET=reader: no command with %s", want)
 		}
 	}
-	// NEW_READER=1 from that run, READER_MEMORY=both: its SFT model is
+	// NEW_READER=1 from that run under PRESET=gpu, whose defaults are
+	// READER_MEMORY=both, SCORE_READER=1, per-objective R^M and MemPO's
+	// updates under --mem-pool step --mem-skip-answer: its SFT model is
 	// copied, not its reader; a new reader is trained on one subset row and
 	// one step row per SFT task of that run, and MemPO scores R^M with it.
 	out5 := filepath.Join(tmp, "reader-both")
 	cmd = exec.CommandContext(ctx, "bash", "-x", "scripts/demo/run.sh")
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "SHORT=1", "SHORT_SFT_DEMOS=40", "BIN="+bin, "OUT="+out5, "FROM_SFT="+out4,
-		"NEW_READER=1", "READER_MEMORY=both", "PRESET=reader", "SCORE_READER=1", "GRPO_RM=0")
+		"NEW_READER=1", "PRESET=gpu", "GRPO_RM=0")
 	if log, err = cmd.CombinedOutput(); err != nil {
-		t.Fatalf("NEW_READER=1 READER_MEMORY=both run: %v\n%s", err, log)
+		t.Fatalf("NEW_READER=1 PRESET=gpu run: %v\n%s", err, log)
+	}
+	updates := 0
+	for _, line := range strings.Split(string(log), "\n") {
+		if strings.Contains(line, "mempo-update") && strings.Contains(line, filepath.Join(out5, "mempo")) {
+			updates++
+			if !strings.Contains(line, "--mem-pool step --mem-skip-answer") {
+				t.Fatalf("PRESET=gpu: MemPO's update without --mem-pool step --mem-skip-answer: %s", line)
+			}
+		}
+		if strings.Contains(line, "mempo-update") && strings.Contains(line, filepath.Join(out5, "grpo")) &&
+			strings.Contains(line, "--mem-skip-answer") {
+			t.Fatalf("PRESET=gpu: GRPO's update with MemPO's flags: %s", line)
+		}
+		if strings.Contains(line, "mempo-rollout --model") && strings.Contains(line, "--score-model") &&
+			!strings.Contains(line, "--score-per-objective") {
+			t.Fatalf("PRESET=gpu: a rollout scoring R^M by the reader without --score-per-objective: %s", line)
+		}
+	}
+	if updates != 1 {
+		t.Fatalf("PRESET=gpu: %d MemPO updates in the log, want one (SHORT's one iteration)", updates)
 	}
 	ts := lines(out4, "sft-tasks*.jsonl")
 	subset, step := lines(out5, "reader-rows*.jsonl"), lines(out5, "reader-step-rows*.jsonl")
@@ -388,7 +410,7 @@ func TestShortDemo(t *testing.T) {
 	for _, want := range []string{"--answer-memory subset", "--answer-memory step", fmt.Sprintf("+ %d answer rows", 2*ts),
 		"--score-model " + filepath.Join(out5, "reader")} {
 		if !strings.Contains(string(log), want) {
-			t.Fatalf("READER_MEMORY=both: no %q in the log", want)
+			t.Fatalf("PRESET=gpu (READER_MEMORY=both): no %q in the log", want)
 		}
 	}
 	a, errA := os.ReadFile(filepath.Join(out4, "reader", "model.safetensors"))
