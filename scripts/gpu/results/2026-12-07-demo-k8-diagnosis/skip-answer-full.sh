@@ -29,3 +29,15 @@ for sr in 1:1 1:102 1:103 2:2 2:202 2:203 3:3 3:302 3:303; do s=${sr%:*} r=${sr#
 done
 for f in /tmp/skip1/base-1 /tmp/skip2/base-2 /tmp/skip/base-302; do for k in 2 4 8; do a+=(--rollouts $f/eval/sft-k$k.parquet --label sft); done; done
 $BIN/mempo-score "${a[@]}" --out scripts/gpu/results/2026-12-07-demo-k8-diagnosis/pooled-skip-answer-cpu.jsonl
+# Training rollouts per iteration pooled over the nine runs (labels skip-I, grpo-I, base-I over the five baselines):
+# mean P(gold | mem), R^M and F1 per iteration, as make demo-check's training table.
+a=()
+for sr in 1:1 1:102 1:103 2:2 2:202 2:203 3:3 3:302 3:303; do s=${sr%:*} r=${sr#*:} E=/tmp/skip$s
+	[ $s = 3 ] && [ $r != 3 ] && E=/tmp/skip
+	for i in $(seq 1 12); do
+		if [ -d $E/full-$r ]; then a+=(--rollouts $E/full-$r/mempo/rollouts-$i.parquet --label skip-$i --rollouts $E/full-$r/grpo/rollouts-$i.parquet --label grpo-$i)
+		else a+=(--rollouts $E/skip-$r/mempo/rollouts-$i.parquet --label skip-$i --rollouts $E/base-$r/grpo/rollouts-$i.parquet --label grpo-$i
+			--rollouts $E/base-$r/mempo/rollouts-$i.parquet --label base-$i); fi
+	done
+done
+$BIN/mempo-score "${a[@]}" --out scripts/gpu/results/2026-12-07-demo-k8-diagnosis/pooled-train-skip-answer-cpu.jsonl
