@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Issue 18 on the CPU: is --mem-skip-answer or the cold start behind MemPO's
+# result on the fresh seeds 4 and 5? MemPO without the knob
+# (MEM_FLAGS="--mem-pool step", PRESET=gpu otherwise) from the cold starts of
+# ../2026-12-07-demo-new-preset-cpu (E=/tmp/fresh: seedS/ holds sft/,
+# sft-react/, reader/) with the same three RL seeds (S, 100·S + 2, 100·S + 3).
+# MemPO only: run.sh is stopped when GRPO starts (its GRPO would equal the
+# earlier run's bit for bit: the knob does not touch GRPO's updates), then
+# MemPO is evaluated greedily at k = 2, 4, 8 on the earlier run's own test
+# tasks. Two runs at a time, one OpenBLAS thread each; commands built at
+# dbe979b (.work/mempool8/bin).
+cd "$(dirname "$0")/../../../.."
+export OPENBLAS_CORETYPE=Zen OPENBLAS_NUM_THREADS=1
+export BIN=${BIN:-$PWD/bin} PRESET=gpu DEVICE=cpu EVAL_K="2 4 8" MEM_FLAGS="--mem-pool step"
+E=${E:-/tmp/fresh} N=${N:-/tmp/noknob}; mkdir -p $N
+mempo_only() { local s=$1 r=$2; local t=$(date +%s) O=$N/seed$s-$r
+	env SEED=$s RL_SEED=$r FROM_SFT=$E/seed$s OUT=$O bash scripts/demo/run.sh > $O.log 2>&1 &
+	local pid=$!
+	until grep -q "== grpo iteration 1/" $O.log 2>/dev/null || ! kill -0 $pid 2>/dev/null; do sleep 3; done
+	pkill -P $pid; kill $pid; sleep 2; pkill -f "$O/grpo"
+	for k in 2 4 8; do
+		$BIN/mempo-rollout --model $O/mempo/final --tasks $E/seed$s/eval/test-k$k.jsonl --index $O/index --out $O/eval-mempo-k$k.parquet \
+			--max-step-tokens 96 --topk 2 --hint=false --score-gold-numbered --score-lead-in "<think>all {k} answers are known</think><answer>" \
+			--score-layout turn --score-per-objective --batch 128 --overwrite --group 1 --temperature 0 --keep 1 --no-memory-reward > /dev/null 2>&1
+	done
+	$BIN/memdrops $(ls $O/mempo/rollouts-*.parquet | sort -V) > $O-memdrops.txt 2>&1
+	echo "seed $s RL seed $r wall $(( $(date +%s) - t ))s" >> $N/done.txt; }
+( mempo_only 4 4; mempo_only 4 402; mempo_only 4 403 ) &
+( mempo_only 5 5; mempo_only 5 502; mempo_only 5 503 ) &
+wait
+# Pooled over the six runs: noknob = MemPO here, knob = MemPO of the earlier
+# runs (same cold starts and RL seeds), grpo and sft from the earlier runs.
+a=()
+for s in 4 5; do for r in $s $((100 * s + 2)) $((100 * s + 3)); do
+	d=$E/seed$s; [ $r != $s ] && d=$E/seed$s-rl${r: -1}
+	for k in 2 4 8; do a+=(--rollouts $N/seed$s-$r/eval-mempo-k$k.parquet --label noknob
+		--rollouts $d/eval/mempo-k$k.parquet --label knob --rollouts $d/eval/grpo-k$k.parquet --label grpo); done
+	done
+	for k in 2 4 8; do a+=(--rollouts $E/seed$s/eval/sft-k$k.parquet --label sft); done
+done
+$BIN/mempo-score "${a[@]}" --out scripts/gpu/results/2026-12-07-demo-fresh-noknob-cpu/pooled-scores.jsonl
