@@ -59,22 +59,43 @@ wait_all() {
 	pids=()
 }
 
-if [ "$REUSE" != 1 ]; then
+# further S: seed S's RL runs 2 … RL_RUNS, from its cold start (in its world).
+further() {
+	local s=$1 r e world=()
+	[ -d "$OUT/seed$s/world" ] && world=(WORLD="$OUT/seed$s/world")
+	for r in $(seq 2 "$RL_RUNS"); do
+		e=$OUT/seed$s-rl$r
+		mkdir -p "$e"
+		launch "$e.log" "${world[@]}" SEED="$s" RL_SEED=$(( 100 * s + r )) FROM_SFT="$OUT/seed$s" OUT="$e"
+	done
+}
+
+if [ "$REUSE" != 1 ] && [ "$PARALLEL" = 1 ]; then
+	# Every run at once: a seed's further RL runs start as soon as its own
+	# run begins RL (its sft/ and reader/ then exist), beside the other
+	# seeds' cold starts, not after them.
+	for s in $SEEDS; do
+		mkdir -p "$OUT/seed$s"
+		launch "$OUT/seed$s.log" SEED="$s" OUT="$OUT/seed$s"
+		[ "$RL_RUNS" -gt 1 ] || continue
+		seed_pid=${pids[-1]}
+		( pids=()
+		  until grep -q "^== mempo iteration 1/" "$OUT/seed$s.log" 2>/dev/null; do
+			kill -0 "$seed_pid" 2> /dev/null || exit 1   # it failed before RL
+			sleep 2
+		  done
+		  further "$s"
+		  wait_all "an RL run of seed $s failed: see $OUT/seed$s-rl*.log" ) &
+		pids+=($!)
+	done
+	wait_all "a run failed: see $OUT/seed*.log"
+elif [ "$REUSE" != 1 ]; then
 	for s in $SEEDS; do
 		mkdir -p "$OUT/seed$s"
 		launch "$OUT/seed$s.log" SEED="$s" OUT="$OUT/seed$s"
 	done
-	wait_all "a seed's run failed: see $OUT/seed*.log"
 	# The further RL runs of each seed, from its cold start.
-	for s in $SEEDS; do
-		world=(); [ -d "$OUT/seed$s/world" ] && world=(WORLD="$OUT/seed$s/world")
-		for r in $(seq 2 "$RL_RUNS"); do
-			e=$OUT/seed$s-rl$r
-			mkdir -p "$e"
-			launch "$e.log" "${world[@]}" SEED="$s" RL_SEED=$(( 100 * s + r )) FROM_SFT="$OUT/seed$s" OUT="$e"
-		done
-	done
-	wait_all "an RL run failed: see $OUT/seed*-rl*.log"
+	for s in $SEEDS; do further "$s"; done
 fi
 
 # Pooled scores: evaluation (runs × k) and training rollouts per iteration.
