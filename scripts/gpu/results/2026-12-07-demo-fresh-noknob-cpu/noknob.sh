@@ -8,10 +8,14 @@
 # earlier run's bit for bit: the knob does not touch GRPO's updates), then
 # MemPO is evaluated greedily at k = 2, 4, 8 on the earlier run's own test
 # tasks. Two runs at a time, one OpenBLAS thread each; commands built at
-# dbe979b (.work/mempool8/bin).
+# dbe979b (.work/mempool8/bin). With RUNS ("S:R …", two chains taking them in
+# turn) and MEM_FLAGS set it runs other MemPO variants from other cold starts
+# and skips the pooled scores: --alpha 0.5 on seeds 6 and 7 ran as
+#   RUNS="6:6 7:703" E=/tmp/fresh67 N=/tmp/alpha05 \
+#   MEM_FLAGS="--mem-pool step --mem-skip-answer --alpha 0.5" noknob.sh
 cd "$(dirname "$0")/../../../.."
 export OPENBLAS_CORETYPE=Zen OPENBLAS_NUM_THREADS=1
-export BIN=${BIN:-$PWD/bin} PRESET=gpu DEVICE=cpu EVAL_K="2 4 8" MEM_FLAGS="--mem-pool step"
+export BIN=${BIN:-$PWD/bin} PRESET=gpu DEVICE=cpu EVAL_K="2 4 8" MEM_FLAGS=${MEM_FLAGS:---mem-pool step}
 E=${E:-/tmp/fresh} N=${N:-/tmp/noknob}; mkdir -p $N
 mempo_only() { local s=$1 r=$2; local t=$(date +%s) O=$N/seed$s-$r
 	env SEED=$s RL_SEED=$r FROM_SFT=$E/seed$s OUT=$O bash scripts/demo/run.sh > $O.log 2>&1 &
@@ -25,6 +29,12 @@ mempo_only() { local s=$1 r=$2; local t=$(date +%s) O=$N/seed$s-$r
 	done
 	$BIN/memdrops $(ls $O/mempo/rollouts-*.parquet | sort -V) > $O-memdrops.txt 2>&1
 	echo "seed $s RL seed $r wall $(( $(date +%s) - t ))s" >> $N/done.txt; }
+if [ -n "${RUNS:-}" ]; then
+	read -r -a runs <<< "$RUNS"
+	for c in 0 1; do ( for ((i = c; i < ${#runs[@]}; i += 2)); do mempo_only ${runs[i]%:*} ${runs[i]#*:}; done ) & done
+	wait
+	exit 0
+fi
 ( mempo_only 4 4; mempo_only 4 402; mempo_only 4 403 ) &
 ( mempo_only 5 5; mempo_only 5 502; mempo_only 5 503 ) &
 wait
