@@ -6,7 +6,7 @@
 cd "$(dirname "$0")/../../../.."
 BIN=${BIN:-$PWD/bin} N=${N:-/tmp/alpha05} E4=${E4:-/tmp/fresh} E6=${E6:-/tmp/fresh67}
 a=()
-for sr in ${RUNS:-4:4 5:5 6:6 6:602 7:7 7:703}; do s=${sr%:*} r=${sr#*:}
+for sr in ${RUNS:-4:4 4:402 5:5 5:502 6:6 6:602 7:7 7:703}; do s=${sr%:*} r=${sr#*:}
 	E=$E4; [ $s -ge 6 ] && E=$E6
 	d=$E/seed$s; [ $r != $s ] && d=$E/seed$s-rl${r: -1}
 	for k in 2 4 8; do a+=(--rollouts $N/seed$s-$r/eval-mempo-k$k.parquet --label alpha05
