@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/mempo/mempo/lib/testenv"
 	"github.com/mempo/mempo/lib/records"
+	"github.com/mempo/mempo/lib/testenv"
 	"github.com/mempo/mempo/lib/tokenizer"
 )
 
