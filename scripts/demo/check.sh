@@ -70,14 +70,14 @@ further() {
 	done
 }
 
-if [ "$REUSE" != 1 ] && [ "$PARALLEL" = 1 ]; then
-	# Every run at once: a seed's further RL runs start as soon as its own
-	# run begins RL (its sft/ and reader/ then exist), beside the other
-	# seeds' cold starts, not after them.
+if [ "$REUSE" != 1 ]; then
 	for s in $SEEDS; do
 		mkdir -p "$OUT/seed$s"
 		launch "$OUT/seed$s.log" SEED="$s" OUT="$OUT/seed$s"
-		[ "$RL_RUNS" -gt 1 ] || continue
+		[ "$PARALLEL" = 1 ] && [ "$RL_RUNS" -gt 1 ] || continue
+		# Every run at once: the seed's further RL runs start as soon as its
+		# own run begins RL (its sft/ and reader/ then exist), beside the
+		# other seeds' cold starts, not after them.
 		seed_pid=${pids[-1]}
 		( pids=()
 		  until grep -q "^== mempo iteration 1/" "$OUT/seed$s.log" 2>/dev/null; do
@@ -88,14 +88,9 @@ if [ "$REUSE" != 1 ] && [ "$PARALLEL" = 1 ]; then
 		  wait_all "an RL run of seed $s failed: see $OUT/seed$s-rl*.log" ) &
 		pids+=($!)
 	done
+	# One at a time: the further RL runs after every seed's own run.
+	if [ "$PARALLEL" != 1 ]; then for s in $SEEDS; do further "$s"; done; fi
 	wait_all "a run failed: see $OUT/seed*.log"
-elif [ "$REUSE" != 1 ]; then
-	for s in $SEEDS; do
-		mkdir -p "$OUT/seed$s"
-		launch "$OUT/seed$s.log" SEED="$s" OUT="$OUT/seed$s"
-	done
-	# The further RL runs of each seed, from its cold start.
-	for s in $SEEDS; do further "$s"; done
 fi
 
 # Pooled scores: evaluation (runs × k) and training rollouts per iteration.
