@@ -18,7 +18,7 @@ B=/tmp/mempool8; [ -x $B/bin/mempo-rollout ] || tar -xJf .work/mempool8.tar.xz -
 . scripts/gpu/longjob.sh
 gpu_env $B/lib
 export BIN=$B/bin DEVICE=${DEVICE:-cuda} PRESET=gpu SCORE_READER=1 READER_MEMORY=both SCORE_PER_OBJECTIVE=1 GRPO_RM=1 EVAL_K="2 4 8"
-export MEM_FLAGS="--mem-pool step --mem-skip-answer"
+export MEM_FLAGS=${MEM_FLAGS:---mem-pool step --mem-skip-answer}   # MEM_FLAGS="… --alpha 0.5" ran too
 PACK_EXCLUDE=('*.parquet' '*.safetensors' 'iter[0-9]*' init '*-init' index variants sft-world 'rl-world-k*' world test-world
 	'*tasks*.jsonl' 'tokenizer*.json' '*.html' '*.png' 'demos*' '*rows*.jsonl' 'answers*')
 RUNS=${RUNS:-1:1 1:102 1:103 2:2 2:202 2:203 3:3 3:302 3:303}
