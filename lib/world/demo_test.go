@@ -377,7 +377,7 @@ func TestShortDemo(t *testing.T) {
 	}
 	// NEW_READER=1 from that run under PRESET=gpu, whose defaults are
 	// READER_MEMORY=both, SCORE_READER=1, per-objective R^M and MemPO's
-	// updates under --mem-pool step --mem-skip-answer: its SFT model is
+	// updates under --mem-pool step --mem-skip-answer --alpha 0.5: its SFT model is
 	// copied, not its reader; a new reader is trained on one subset row and
 	// one step row per SFT task of that run, and MemPO scores R^M with it.
 	out5 := filepath.Join(tmp, "reader-both")
@@ -392,12 +392,12 @@ func TestShortDemo(t *testing.T) {
 	for _, line := range strings.Split(string(log), "\n") {
 		if strings.Contains(line, "mempo-update") && strings.Contains(line, filepath.Join(out5, "mempo")) {
 			updates++
-			if !strings.Contains(line, "--mem-pool step --mem-skip-answer") {
-				t.Fatalf("PRESET=gpu: MemPO's update without --mem-pool step --mem-skip-answer: %s", line)
+			if !strings.Contains(line, "--mem-pool step --mem-skip-answer --alpha 0.5") {
+				t.Fatalf("PRESET=gpu: MemPO's update without --mem-pool step --mem-skip-answer --alpha 0.5: %s", line)
 			}
 		}
 		if strings.Contains(line, "mempo-update") && strings.Contains(line, filepath.Join(out5, "grpo")) &&
-			strings.Contains(line, "--mem-skip-answer") {
+			(strings.Contains(line, "--mem-skip-answer") || strings.Contains(line, "--alpha")) {
 			t.Fatalf("PRESET=gpu: GRPO's update with MemPO's flags: %s", line)
 		}
 	}
