@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Issue 18 on the GPU: make demo-check's three seeds from scratch at the
-# PRESET=gpu run.sh now ships (the both-rows reader, per-objective R^M,
-# MEM_FLAGS="--mem-pool step --mem-skip-answer"), three RL runs per method
+# PRESET=gpu run.sh shipped on the morning of 2026-12-07 (the both-rows reader,
+# per-objective R^M, MEM_FLAGS="--mem-pool step --mem-skip-answer"; the preset
+# has --alpha 0.5 since: set that MEM_FLAGS to repeat it), three RL runs per method
 # and seed: scripts/demo/check.sh RL_RUNS=3 PARALLEL=1 (run 1 is seedS; runs 2
 # and 3, seedS-rl2 and seedS-rl3, start from its SFT and reader as soon as its
 # RL starts, RL_SEED=100·S+r), its verdict in check.txt. Per run, memdrops
