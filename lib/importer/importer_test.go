@@ -143,7 +143,7 @@ func TestImportedContextsAreTheRolloutsOwn(t *testing.T) {
 				!reflect.DeepEqual(g.ObsIDs, w.ObsIDs) || g.MemStart != w.MemStart || g.MemEnd != w.MemEnd ||
 				!reflect.DeepEqual(g.DocIDs, w.DocIDs) {
 				t.Fatalf("keep %s step %d: imported and rolled out differ:\nimported context %q\nrollout  context %q\nimported obs %q\nrollout  obs %q",
-					keep, i, tok.Decode(from32(g.ContextIDs)), tok.Decode(from32(w.ContextIDs)), g.InfoText, w.InfoText)
+					keep, i, tok.Decode(records.IDs(g.ContextIDs)), tok.Decode(records.IDs(w.ContextIDs)), g.InfoText, w.InfoText)
 			}
 		}
 		// topk 2: the third Hamlet passage is not shown.
@@ -151,14 +151,6 @@ func TestImportedContextsAreTheRolloutsOwn(t *testing.T) {
 			t.Fatalf("keep %s: first observation %v %q", keep, got.Steps[0].DocIDs, got.Steps[0].InfoText)
 		}
 	}
-}
-
-func from32(ids []int32) []int {
-	out := make([]int, len(ids))
-	for i, id := range ids {
-		out[i] = int(id)
-	}
-	return out
 }
 
 // TestMessagesFormIsTheSameTrajectory: the OpenAI-style messages of the same

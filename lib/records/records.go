@@ -296,6 +296,19 @@ func (r *Rollout) Repeats(t int) bool {
 // Ptr returns a pointer to x, for the optional float columns.
 func Ptr(x float64) *float64 { return &x }
 
+// IDs is a Step's token ids (int32) as the []int the tokenizer and the
+// model take; nil when there are none.
+func IDs(ids []int32) []int {
+	if len(ids) == 0 {
+		return nil
+	}
+	out := make([]int, len(ids))
+	for i, id := range ids {
+		out[i] = int(id)
+	}
+	return out
+}
+
 // IDs32 is token ids as a Step stores them (int32), from the []int the
 // tokenizer and the model use.
 func IDs32(ids []int) []int32 {

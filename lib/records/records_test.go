@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -189,5 +190,17 @@ func TestMalformedParquetNamesRow(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "junk.parquet"), []byte("not parquet at all"), 0o644)
 	if _, err := ReadFile[Rollout](filepath.Join(dir, "junk.parquet")); err == nil || !strings.Contains(err.Error(), "not a Parquet file") {
 		t.Fatalf("junk: %v", err)
+	}
+}
+
+// IDs and IDs32 convert between a Step's int32 ids and the tokenizer's []int
+// both ways, and a step without ids gives nil (what an absent observation is).
+func TestIDsRoundTrip(t *testing.T) {
+	ids := []int{0, 7, 151643, 2147483647}
+	if got := IDs(IDs32(ids)); !slices.Equal(got, ids) {
+		t.Fatalf("IDs(IDs32(%v)) = %v", ids, got)
+	}
+	if got := IDs([]int32{}); got != nil {
+		t.Fatalf("IDs of no ids = %#v, want nil", got)
 	}
 }

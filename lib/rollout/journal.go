@@ -190,8 +190,8 @@ func (j *Journal) MergeGroups(out, jsonl string, groups []int64, tok Tok) (int, 
 			for i := range rs {
 				for k := range rs[i].Steps {
 					s := &rs[i].Steps[k]
-					s.ContextText = tok.Decode(ints32(s.ContextIDs))
-					s.OutputText = tok.Decode(ints32(s.OutputIDs))
+					s.ContextText = tok.Decode(records.IDs(s.ContextIDs))
+					s.OutputText = tok.Decode(records.IDs(s.OutputIDs))
 				}
 			}
 			if err := jw.Write(rs...); err != nil {
@@ -214,12 +214,4 @@ func (j *Journal) MergeGroups(out, jsonl string, groups []int64, tok Tok) (int, 
 		rt /= float64(rows)
 	}
 	return rows, rt, nil
-}
-
-func ints32(ids []int32) []int {
-	out := make([]int, len(ids))
-	for i, id := range ids {
-		out[i] = int(id)
-	}
-	return out
 }

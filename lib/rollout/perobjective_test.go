@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/mempo/mempo/lib/agent"
+	"github.com/mempo/mempo/lib/records"
 	"github.com/mempo/mempo/lib/retrieval"
 	"github.com/mempo/mempo/lib/rl"
 	"github.com/mempo/mempo/lib/tasks"
@@ -64,9 +65,9 @@ func TestPerObjectiveMemoryReward(t *testing.T) {
 			prob = perObjective
 		}
 		for i, s := range r.Steps {
-			out := from32(s.OutputIDs)
-			mem := append(append(append(from32(r.Steps[0].ContextIDs), out[s.MemStart:s.MemEnd]...), lead...), g...)
-			hist := append(append(from32(s.ContextIDs), lead...), g...) // keep 1, two steps: the context is the raw history
+			out := records.IDs(s.OutputIDs)
+			mem := append(append(append(records.IDs(r.Steps[0].ContextIDs), out[s.MemStart:s.MemEnd]...), lead...), g...)
+			hist := append(append(records.IDs(s.ContextIDs), lead...), g...) // keep 1, two steps: the context is the raw history
 			pm := prob(FakeLogProbs([][]int{mem})[0][len(mem)-len(g):])
 			ph := prob(FakeLogProbs([][]int{hist})[0][len(hist)-len(g):])
 			if s.PGoldMem == nil || math.Abs(*s.PGoldMem-pm) > 1e-12 || math.Abs(*s.PGoldHist-ph) > 1e-12 {
@@ -110,8 +111,8 @@ func TestSeparateScorer(t *testing.T) {
 	rows, _ := run(t, e, []Job{{Task: task}})
 	g, lead := tok.Encode("Paris"), tok.Encode(agent.DefaultScoreLeadIn)
 	for i, s := range rows[0].Steps {
-		out := from32(s.OutputIDs)
-		mem := append(append(append(from32(rows[0].Steps[0].ContextIDs), out[s.MemStart:s.MemEnd]...), lead...), g...)
+		out := records.IDs(s.OutputIDs)
+		mem := append(append(append(records.IDs(rows[0].Steps[0].ContextIDs), out[s.MemStart:s.MemEnd]...), lead...), g...)
 		half, _ := halfLogProbs{}.LogProbs([][]int{mem})
 		want, _ := rl.GeoMeanProb(half[0][len(mem)-len(g):])
 		policy, _ := rl.GeoMeanProb(FakeLogProbs([][]int{mem})[0][len(mem)-len(g):])

@@ -319,16 +319,16 @@ func TestScriptedRolloutsOnRealIndex(t *testing.T) {
 		// By hand, keep 1: step t sees the prompt, then step t−1 as an
 		// assistant turn and its observation as a user turn, then the
 		// generation prompt — nothing older.
-		prompt := from32(r.Steps[0].ContextIDs)
+		prompt := records.IDs(r.Steps[0].ContextIDs)
 		prompt = prompt[:len(prompt)-len(asstOpen)]
 		for i := 1; i < len(r.Steps); i++ {
 			prev := r.Steps[i-1]
 			var want []int
-			for _, part := range [][]int{prompt, asstOpen, from32(prev.OutputIDs), tok.Encode("<|im_end|>\n"),
-				tok.Encode("<|im_start|>user\n"), from32(prev.ObsIDs), tok.Encode("<|im_end|>\n"), asstOpen} {
+			for _, part := range [][]int{prompt, asstOpen, records.IDs(prev.OutputIDs), tok.Encode("<|im_end|>\n"),
+				tok.Encode("<|im_start|>user\n"), records.IDs(prev.ObsIDs), tok.Encode("<|im_end|>\n"), asstOpen} {
 				want = append(want, part...)
 			}
-			if !reflect.DeepEqual(from32(r.Steps[i].ContextIDs), want) {
+			if !reflect.DeepEqual(records.IDs(r.Steps[i].ContextIDs), want) {
 				t.Fatalf("task %d sample %d step %d: context is not prompt ⊕ previous step ⊕ its observation", r.Group, r.Sample, i)
 			}
 		}
@@ -377,7 +377,7 @@ func TestScriptedRolloutsOnRealIndex(t *testing.T) {
 				!strings.HasSuffix(s0.InfoText, "</information>") || !strings.Contains(s0.InfoText, "\nDoc 3(Title: ") {
 				t.Errorf("observation text: %q", s0.InfoText)
 			}
-			if ctx1 := tok.Decode(from32(r.Steps[1].ContextIDs)); !strings.Contains(ctx1, s0.InfoText) {
+			if ctx1 := tok.Decode(records.IDs(r.Steps[1].ContextIDs)); !strings.Contains(ctx1, s0.InfoText) {
 				t.Error("step 1's context does not hold step 0's observation")
 			}
 		case 1:
@@ -427,14 +427,14 @@ func TestScriptedRolloutsOnRealIndex(t *testing.T) {
 			if s.MemStart < 0 {
 				continue
 			}
-			out := from32(s.OutputIDs)
+			out := records.IDs(s.OutputIDs)
 			lead, g := tok.Encode(agent.DefaultScoreLeadIn), tok.Encode(gold)
-			mem := append(append(append(from32(r.Steps[0].ContextIDs), out[s.MemStart:s.MemEnd]...), lead...), g...)
+			mem := append(append(append(records.IDs(r.Steps[0].ContextIDs), out[s.MemStart:s.MemEnd]...), lead...), g...)
 			// keep 1: step 0 and 1 contexts are the whole raw history.
 			if i > 1 {
 				continue
 			}
-			hist := append(append(from32(s.ContextIDs), lead...), g...)
+			hist := append(append(records.IDs(s.ContextIDs), lead...), g...)
 			pm, err1 := rl.GeoMeanProb(FakeLogProbs([][]int{mem})[0][len(mem)-len(g):])
 			ph, err2 := rl.GeoMeanProb(FakeLogProbs([][]int{hist})[0][len(hist)-len(g):])
 			if err1 != nil || err2 != nil {
@@ -474,9 +474,9 @@ func TestKeepAllAndObservationCut(t *testing.T) {
 		}
 		// Full history: step 2 holds the ids of steps 0 and 1 and their
 		// observations.
-		ctx := from32(r.Steps[2].ContextIDs)
+		ctx := records.IDs(r.Steps[2].ContextIDs)
 		for j := 0; j < 2; j++ {
-			if !containsSeq(ctx, from32(r.Steps[j].OutputIDs)) || !containsSeq(ctx, from32(r.Steps[j].ObsIDs)) {
+			if !containsSeq(ctx, records.IDs(r.Steps[j].OutputIDs)) || !containsSeq(ctx, records.IDs(r.Steps[j].ObsIDs)) {
 				t.Errorf("step 2's context lacks step %d", j)
 			}
 			if len(r.Steps[j].ObsIDs) != obsLimit {
@@ -568,9 +568,9 @@ func checkMemoryRewards(t *testing.T, m *model.Model, tok Tok, ag *agent.Agent, 
 				}
 				continue
 			}
-			out := from32(s.OutputIDs)
-			mem := append(append(append(from32(r.Steps[0].ContextIDs), out[s.MemStart:s.MemEnd]...), lead...), g...)
-			hist := append(append(from32(s.ContextIDs), lead...), g...) // keep all: the context is the raw history
+			out := records.IDs(s.OutputIDs)
+			mem := append(append(append(records.IDs(r.Steps[0].ContextIDs), out[s.MemStart:s.MemEnd]...), lead...), g...)
+			hist := append(append(records.IDs(s.ContextIDs), lead...), g...) // keep all: the context is the raw history
 			prob := func(seq []int) float64 {
 				lp, err := m.LogProbs([][]int{seq})
 				if err != nil {

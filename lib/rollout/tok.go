@@ -39,25 +39,14 @@ func StepRecords(r *records.Rollout) []agent.StepRecord {
 	out := make([]agent.StepRecord, len(r.Steps))
 	for i, s := range r.Steps {
 		out[i] = agent.StepRecord{
-			ContextIDs: from32(s.ContextIDs), OutputIDs: from32(s.OutputIDs), Logprobs: s.Logprobs,
-			MemStart: int(s.MemStart), MemEnd: int(s.MemEnd), ObsIDs: from32(s.ObsIDs),
+			ContextIDs: records.IDs(s.ContextIDs), OutputIDs: records.IDs(s.OutputIDs), Logprobs: s.Logprobs,
+			MemStart: int(s.MemStart), MemEnd: int(s.MemEnd), ObsIDs: records.IDs(s.ObsIDs),
 			ContextTokens: int(s.ContextTokens), OutputTokens: int(s.OutputTokens),
 			Query: s.Query, DocIDs: s.DocIDs,
 		}
 		if len(s.Logprobs) == 0 {
 			out[i].Logprobs = nil
 		}
-	}
-	return out
-}
-
-func from32(ids []int32) []int {
-	if len(ids) == 0 {
-		return nil
-	}
-	out := make([]int, len(ids))
-	for i, id := range ids {
-		out[i] = int(id)
 	}
 	return out
 }

@@ -26,7 +26,7 @@ func TestLossyExpert(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	memOf := func(st records.Step) string { return tok.Decode(from32(st.OutputIDs[st.MemStart:st.MemEnd])) }
+	memOf := func(st records.Step) string { return tok.Decode(records.IDs(st.OutputIDs[st.MemStart:st.MemEnd])) }
 	run := func(rate float64, ts []tasks.Task) (rows []records.Rollout) {
 		ex := &Expert{Agent: ag, Tok: tok, Searcher: srch, DropRate: rate, DropSeed: 9}
 		for i, task := range ts {
@@ -129,7 +129,7 @@ func TestAnswerRow(t *testing.T) {
 				parts = append(parts, fmt.Sprintf("[%d] %s", i+1, g[0]))
 			}
 			gold := strings.Join(parts, "; ")
-			if got := tok.Decode(from32(st.OutputIDs)); got != gold+"</answer>" || st.MemStart != -1 ||
+			if got := tok.Decode(records.IDs(st.OutputIDs)); got != gold+"</answer>" || st.MemStart != -1 ||
 				int(st.OutputTokens) != len(st.OutputIDs) || int(st.ContextTokens) != len(st.ContextIDs) {
 				t.Fatalf("%s: output %q, mem span %d, counts %d/%d", task.TaskID, got, st.MemStart, st.ContextTokens, st.OutputTokens)
 			}
@@ -138,14 +138,14 @@ func TestAnswerRow(t *testing.T) {
 			for si, ds := range r.Steps {
 				var hist []agent.Turn
 				for _, p := range r.Steps[:si] {
-					hist = append(hist, agent.Turn{Output: from32(p.OutputIDs), Obs: from32(p.ObsIDs)})
+					hist = append(hist, agent.Turn{Output: records.IDs(p.OutputIDs), Obs: records.IDs(p.ObsIDs)})
 				}
-				hist = append(hist, agent.Turn{Output: from32(ds.OutputIDs)})
+				hist = append(hist, agent.Turn{Output: records.IDs(ds.OutputIDs)})
 				seq, err := ag.MemorySequences(ag.PromptIDs(r.Questions), hist, si, int(ds.MemStart), int(ds.MemEnd), gold, len(r.Golds))
 				if err != nil {
 					t.Fatal(err)
 				}
-				if slices.Equal(from32(st.ContextIDs), seq.Mem[:seq.MemGoldStart]) {
+				if slices.Equal(records.IDs(st.ContextIDs), seq.Mem[:seq.MemGoldStart]) {
 					found, steps[si] = true, true
 					break
 				}
@@ -156,13 +156,13 @@ func TestAnswerRow(t *testing.T) {
 			// The hand-built layout of the context: the memory opens the
 			// answering turn, or is a closed turn before it.
 			prompt, asst := ag.PromptIDs(r.Questions), tok.Encode("<|im_start|>assistant\n")
-			ctx := tok.Decode(from32(st.ContextIDs[len(prompt):]))
+			ctx := tok.Decode(records.IDs(st.ContextIDs[len(prompt):]))
 			lead := fmt.Sprintf("<think>all %d answers are known</think><answer>$", len(r.Golds))
 			want := `^<\|im_start\|>assistant\n<mem>[^<]*</mem>` + lead
 			if layout == agent.ScoreNextStep {
 				want = `^<\|im_start\|>assistant\n<mem>[^<]*</mem><\|im_end\|>\n<\|im_start\|>assistant\n` + lead
 			}
-			if !slices.Equal(from32(st.ContextIDs[:len(prompt)+len(asst)]), slices.Concat(prompt, asst)) || !regexp.MustCompile(want).MatchString(ctx) {
+			if !slices.Equal(records.IDs(st.ContextIDs[:len(prompt)+len(asst)]), slices.Concat(prompt, asst)) || !regexp.MustCompile(want).MatchString(ctx) {
 				t.Fatalf("%s, layout %v: context after the prompt %q", task.TaskID, layout, ctx)
 			}
 		}
@@ -208,8 +208,8 @@ func TestAnswerRowSubset(t *testing.T) {
 			t.Fatalf("%s: two draws differ", task.TaskID)
 		}
 		last := r.Steps[len(r.Steps)-1]
-		final := strings.Split(memRE.FindStringSubmatch(tok.Decode(from32(last.OutputIDs)))[1], "; ")
-		ms := memRE.FindAllStringSubmatch(tok.Decode(from32(ar.Steps[0].ContextIDs)), -1) // the prompt's instructions show one too
+		final := strings.Split(memRE.FindStringSubmatch(tok.Decode(records.IDs(last.OutputIDs)))[1], "; ")
+		ms := memRE.FindAllStringSubmatch(tok.Decode(records.IDs(ar.Steps[0].ContextIDs)), -1) // the prompt's instructions show one too
 		got := strings.Split(ms[len(ms)-1][1], "; ")
 		if len(final) != len(r.Golds) {
 			t.Fatalf("%s: final memory %q for %d objectives", task.TaskID, final, len(r.Golds))
@@ -243,7 +243,7 @@ func TestAnswerRowSubset(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !slices.Equal(from32(ar.Steps[0].ContextIDs), seq.Mem[:seq.MemGoldStart]) {
+		if !slices.Equal(records.IDs(ar.Steps[0].ContextIDs), seq.Mem[:seq.MemGoldStart]) {
 			t.Fatalf("%s: context is not the scoring sequence of memory %q", task.TaskID, got)
 		}
 	}
@@ -274,7 +274,7 @@ func TestExpertSlots(t *testing.T) {
 	mems := func(r records.Rollout) []string {
 		var out []string
 		for _, st := range r.Steps {
-			ms := memRE.FindAllStringSubmatch(tok.Decode(from32(st.OutputIDs)), -1)
+			ms := memRE.FindAllStringSubmatch(tok.Decode(records.IDs(st.OutputIDs)), -1)
 			out = append(out, ms[len(ms)-1][1])
 		}
 		return out
@@ -317,7 +317,7 @@ func TestExpertSlots(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("%s: answer row %v, %v", task.TaskID, ok, err)
 		}
-		ms := memRE.FindAllStringSubmatch(tok.Decode(from32(ar.Steps[0].ContextIDs)), -1)
+		ms := memRE.FindAllStringSubmatch(tok.Decode(records.IDs(ar.Steps[0].ContextIDs)), -1)
 		got := strings.Split(ms[len(ms)-1][1], "; ")
 		final := strings.Split(bm[len(bm)-1], "; ")
 		if len(got) != len(final) {

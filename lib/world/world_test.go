@@ -295,7 +295,7 @@ func TestExpert(t *testing.T) {
 				}
 				checkCopies(t, tok.T, task.TaskID, r)
 				last := r.Steps[len(r.Steps)-1]
-				memText := tok.Decode(from32(last.OutputIDs[last.MemStart:last.MemEnd]))
+				memText := tok.Decode(records.IDs(last.OutputIDs[last.MemStart:last.MemEnd]))
 				for j, g := range r.Golds {
 					if !strings.Contains(memText, g[0]) {
 						t.Fatalf("%s: final memory %q lacks answer %d %q", task.TaskID, memText, j+1, g[0])
@@ -304,7 +304,7 @@ func TestExpert(t *testing.T) {
 				if keep == 1 && k >= 2 {
 					// The first search's observation is gone from the final
 					// context: the answer it gave lives on only in <mem>.
-					ctx := tok.Decode(from32(last.ContextIDs))
+					ctx := tok.Decode(records.IDs(last.ContextIDs))
 					if strings.Contains(ctx, r.Steps[0].InfoText) {
 						t.Fatalf("%s: keep 1 context still holds the first observation", task.TaskID)
 					}
@@ -334,8 +334,8 @@ func checkCopies(t *testing.T, tk *tokenizer.Tokenizer, id string, r records.Rol
 		open[n] = true
 	}
 	for si, st := range r.Steps {
-		out := from32(st.OutputIDs)
-		seen := append(from32(st.ContextIDs), out...)
+		out := records.IDs(st.OutputIDs)
+		seen := append(records.IDs(st.ContextIDs), out...)
 		at := -1
 		for i, x := range out {
 			if open[x] {
@@ -387,14 +387,6 @@ func TestDefaultInstanceIsGenerated(t *testing.T) {
 			t.Fatalf("data/world/%s differs from `mempo-rollout world --seed 1` (regenerate it)", e.Name())
 		}
 	}
-}
-
-func from32(ids []int32) []int {
-	out := make([]int, len(ids))
-	for i, id := range ids {
-		out[i] = int(id)
-	}
-	return out
 }
 
 // A fact-shuffled variant keeps the world's names, held-out people,

@@ -71,11 +71,7 @@ func report(w io.Writer, tk *tokenizer.Tokenizer, f string) error {
 		return err
 	}
 	dec := func(ids []int32) string {
-		v := make([]int, len(ids))
-		for i, x := range ids {
-			v[i] = int(x)
-		}
-		s, _ := tk.Decode(v)
+		s, _ := tk.Decode(records.IDs(ids))
 		return s
 	}
 	means := map[string]*mean{}
