@@ -4,8 +4,8 @@
 # seedS/ with sft/, sft-react/, reader/, eval/), with the same RL seeds (S,
 # 100·S + 2, 100·S + 3), all nine runs at once. MemPO only: run.sh is stopped
 # when GRPO starts, then MemPO is evaluated greedily at k = 2, 4, 8 on the
-# earlier run's test tasks (as ../2026-12-07-demo-fresh-noknob-cpu/noknob.sh
-# does on the CPU). ALPHA picks α (0.5 by default; ALPHA=0.25 ran too).
+# earlier run's test tasks (scripts/demo/mempo-only.sh, as
+# ../2026-12-07-demo-fresh-noknob-cpu/noknob.sh does on the CPU). ALPHA picks α (0.5 by default; ALPHA=0.25 ran too).
 #   carry: .work/mempool8.tar.xz     usage: command.sh [start|wait]
 set -uo pipefail
 ALPHA=${ALPHA:-0.5} E=/tmp/rr
@@ -17,18 +17,8 @@ gpu_env $B/lib
 export BIN=$B/bin DEVICE=cuda PRESET=gpu EVAL_K="2 4 8" MEM_FLAGS="--mem-pool step --mem-skip-answer --alpha $ALPHA"
 PACK_EXCLUDE=('*.parquet' '*.safetensors' 'iter[0-9]*' init '*-init' index variants sft-world 'rl-world-k*' world test-world
 	'*tasks*.jsonl' 'tokenizer*.json' '*.html' '*.png' 'demos*' '*rows*.jsonl' 'answers*')
-mempo_only() { local s=$1 r=$2; local t=$(date +%s) O=$R/seed$s-$r
-	env SEED=$s RL_SEED=$r FROM_SFT=$E/seed$s OUT=$O bash scripts/demo/run.sh > $O.log 2>&1 &
-	local pid=$!
-	until grep -q "== grpo iteration 1/" $O.log 2>/dev/null || ! kill -0 $pid 2>/dev/null; do sleep 3; done
-	pkill -P $pid; kill $pid; sleep 2; pkill -f "$O/grpo"
-	for k in 2 4 8; do
-		$BIN/mempo-rollout --model $O/mempo/final --tasks $E/seed$s/eval/test-k$k.jsonl --index $O/index --out $O/eval-mempo-k$k.parquet \
-			--max-step-tokens 96 --topk 2 --hint=false --score-gold-numbered --score-lead-in "<think>all {k} answers are known</think><answer>" \
-			--score-layout turn --score-per-objective --batch 128 --overwrite --group 1 --temperature 0 --keep 1 --no-memory-reward > /dev/null 2>&1
-	done
-	$BIN/memdrops $(ls $O/mempo/rollouts-*.parquet | sort -V) > $O-memdrops.txt 2>&1
-	echo "seed $s RL seed $r wall $(( $(date +%s) - t ))s" >> $R/done.txt; }
+N=$R
+. scripts/demo/mempo-only.sh
 job() {
 	for s in 1 2 3; do for r in $s $((100 * s + 2)) $((100 * s + 3)); do mempo_only $s $r & done; done
 	wait

@@ -17,18 +17,7 @@ cd "$(dirname "$0")/../../../.."
 export OPENBLAS_CORETYPE=Zen OPENBLAS_NUM_THREADS=1
 export BIN=${BIN:-$PWD/bin} PRESET=gpu DEVICE=cpu EVAL_K="2 4 8" MEM_FLAGS=${MEM_FLAGS:---mem-pool step}
 E=${E:-/tmp/fresh} N=${N:-/tmp/noknob}; mkdir -p $N
-mempo_only() { local s=$1 r=$2; local t=$(date +%s) O=$N/seed$s-$r
-	env SEED=$s RL_SEED=$r FROM_SFT=$E/seed$s OUT=$O bash scripts/demo/run.sh > $O.log 2>&1 &
-	local pid=$!
-	until grep -q "== grpo iteration 1/" $O.log 2>/dev/null || ! kill -0 $pid 2>/dev/null; do sleep 3; done
-	pkill -P $pid; kill $pid; sleep 2; pkill -f "$O/grpo"
-	for k in 2 4 8; do
-		$BIN/mempo-rollout --model $O/mempo/final --tasks $E/seed$s/eval/test-k$k.jsonl --index $O/index --out $O/eval-mempo-k$k.parquet \
-			--max-step-tokens 96 --topk 2 --hint=false --score-gold-numbered --score-lead-in "<think>all {k} answers are known</think><answer>" \
-			--score-layout turn --score-per-objective --batch 128 --overwrite --group 1 --temperature 0 --keep 1 --no-memory-reward > /dev/null 2>&1
-	done
-	$BIN/memdrops $(ls $O/mempo/rollouts-*.parquet | sort -V) > $O-memdrops.txt 2>&1
-	echo "seed $s RL seed $r wall $(( $(date +%s) - t ))s" >> $N/done.txt; }
+. scripts/demo/mempo-only.sh
 if [ -n "${RUNS:-}" ]; then
 	read -r -a runs <<< "$RUNS"
 	for c in 0 1; do ( for ((i = c; i < ${#runs[@]}; i += 2)); do mempo_only ${runs[i]%:*} ${runs[i]#*:}; done ) & done

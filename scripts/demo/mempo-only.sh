@@ -1,0 +1,24 @@
+# Sourced by the scripts that train a MemPO variant from a cold start an
+# earlier run.sh run made (scripts/gpu/results/2026-12-07-demo-*: noknob.sh,
+# the α commands). mempo_only S R runs MemPO alone from $E/seedS (its sft/,
+# sft-react/, reader/ and eval/test-k*.jsonl) with RL seed R into $N/seedS-R:
+# run.sh (whatever PRESET, MEM_FLAGS, DEVICE … the environment sets) is
+# stopped when GRPO starts — GRPO would repeat the earlier run's — then MemPO
+# is evaluated greedily at k = 2, 4, 8 on the earlier run's own test tasks,
+# memdrops reads its training rollouts, and $N/done.txt gets the run's wall.
+# Run from the repository root, with BIN the commands' folder.
+mempo_only() {
+	local s=$1 r=$2 t k pid O
+	t=$(date +%s) O=$N/seed$s-$r
+	env SEED=$s RL_SEED=$r FROM_SFT=$E/seed$s OUT=$O bash scripts/demo/run.sh > $O.log 2>&1 &
+	pid=$!
+	until grep -q "== grpo iteration 1/" $O.log 2>/dev/null || ! kill -0 $pid 2>/dev/null; do sleep 3; done
+	pkill -P $pid; kill $pid; sleep 2; pkill -f "$O/grpo"
+	for k in 2 4 8; do
+		$BIN/mempo-rollout --model $O/mempo/final --tasks $E/seed$s/eval/test-k$k.jsonl --index $O/index --out $O/eval-mempo-k$k.parquet \
+			--max-step-tokens 96 --topk 2 --hint=false --score-gold-numbered --score-lead-in "<think>all {k} answers are known</think><answer>" \
+			--score-layout turn --score-per-objective --batch 128 --overwrite --group 1 --temperature 0 --keep 1 --no-memory-reward > /dev/null 2>&1
+	done
+	$BIN/memdrops $(ls $O/mempo/rollouts-*.parquet | sort -V) > $O-memdrops.txt 2>&1
+	echo "seed $s RL seed $r wall $(( $(date +%s) - t ))s" >> $N/done.txt
+}
