@@ -22,3 +22,21 @@ mempo_only() {
 	$BIN/memdrops $(ls $O/mempo/rollouts-*.parquet | sort -V) > $O-memdrops.txt 2>&1
 	echo "seed $s RL seed $r wall $(( $(date +%s) - t ))s" >> $N/done.txt
 }
+
+# pool_fresh LABEL DIR OUT S:R …: mempo-score over the given runs of the
+# fresh CPU cold starts (seeds 4, 5 under $E4, default /tmp/fresh; 6, 7 under
+# $E6, /tmp/fresh67): DIR/seedS-R's MemPO as LABEL, the same cold start and
+# RL seed's MemPO at α = 0.5 ($A05, default /tmp/alpha05) as alpha05 and that
+# run's GRPO as grpo, each at k = 2, 4, 8, into OUT.
+pool_fresh() {
+	local label=$1 dir=$2 out=$3 sr s r e d k a=()
+	shift 3
+	for sr in "$@"; do
+		s=${sr%:*} r=${sr#*:} e=${E4:-/tmp/fresh}
+		[ "$s" -ge 6 ] && e=${E6:-/tmp/fresh67}
+		d=$e/seed$s; [ "$r" != "$s" ] && d=$e/seed$s-rl${r: -1}
+		for k in 2 4 8; do a+=(--rollouts $dir/seed$s-$r/eval-mempo-k$k.parquet --label $label
+			--rollouts ${A05:-/tmp/alpha05}/seed$s-$r/eval-mempo-k$k.parquet --label alpha05 --rollouts $d/eval/grpo-k$k.parquet --label grpo); done
+	done
+	$BIN/mempo-score "${a[@]}" --out "$out"
+}

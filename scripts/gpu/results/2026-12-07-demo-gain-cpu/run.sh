@@ -12,11 +12,5 @@ if [ "${1:-}" != pool ]; then
 	RUNS="4:4 5:5 4:402 5:502" E=/tmp/fresh N=$G bash scripts/gpu/results/2026-12-07-demo-fresh-noknob-cpu/noknob.sh
 	RUNS="6:6 7:7 6:602 7:703" E=/tmp/fresh67 N=$G bash scripts/gpu/results/2026-12-07-demo-fresh-noknob-cpu/noknob.sh
 fi
-a=()
-for sr in 4:4 4:402 5:5 5:502 6:6 6:602 7:7 7:703; do s=${sr%:*} r=${sr#*:}
-	E=/tmp/fresh; [ $s -ge 6 ] && E=/tmp/fresh67
-	d=$E/seed$s; [ $r != $s ] && d=$E/seed$s-rl${r: -1}
-	for k in 2 4 8; do a+=(--rollouts $G/seed$s-$r/eval-mempo-k$k.parquet --label gain
-		--rollouts /tmp/alpha05/seed$s-$r/eval-mempo-k$k.parquet --label alpha05 --rollouts $d/eval/grpo-k$k.parquet --label grpo); done
-done
-$BIN/mempo-score "${a[@]}" --out scripts/gpu/results/2026-12-07-demo-gain-cpu/pooled-scores.jsonl
+. scripts/demo/mempo-only.sh
+pool_fresh gain $G scripts/gpu/results/2026-12-07-demo-gain-cpu/pooled-scores.jsonl 4:4 4:402 5:5 5:502 6:6 6:602 7:7 7:703

@@ -6,7 +6,7 @@
 # (noknob.sh, two runs at a time, one OpenBLAS thread each): first 6:602 and
 # 7:7 (picked: MemPO trailed GRPO at k = 8 there with the one-epoch reader),
 # then 4:4, 5:5, 4:402, 5:502 (not picked). Then pooled against the same runs'
-# one-epoch MemPO (N=/tmp/alpha05) and GRPO.
+# one-epoch MemPO (label alpha05: /tmp/alpha05) and GRPO; POOL_RUNS picks runs.
 cd "$(dirname "$0")/../../../.."
 export BIN=${BIN:-$PWD/.work/mempool8/bin} MEM_FLAGS="--mem-pool step --mem-skip-answer --alpha 0.5" NEW_READER=1 SCORE_READER=2
 R=${R:-/tmp/reader2}
@@ -14,11 +14,6 @@ if [ "${1:-}" != pool ]; then
 	RUNS="6:602 7:7" E=/tmp/fresh67 N=$R bash scripts/gpu/results/2026-12-07-demo-fresh-noknob-cpu/noknob.sh
 	RUNS="4:4 5:5 4:402 5:502" E=/tmp/fresh N=$R bash scripts/gpu/results/2026-12-07-demo-fresh-noknob-cpu/noknob.sh
 fi
-a=()
-for sr in ${POOL_RUNS:-6:602 7:7 4:4 5:5 4:402 5:502}; do s=${sr%:*} r=${sr#*:}
-	E=/tmp/fresh; [ $s -ge 6 ] && E=/tmp/fresh67
-	d=$E/seed$s; [ $r != $s ] && d=$E/seed$s-rl${r: -1}
-	for k in 2 4 8; do a+=(--rollouts $R/seed$s-$r/eval-mempo-k$k.parquet --label reader2
-		--rollouts /tmp/alpha05/seed$s-$r/eval-mempo-k$k.parquet --label reader1 --rollouts $d/eval/grpo-k$k.parquet --label grpo); done
-done
-$BIN/mempo-score "${a[@]}" --out scripts/gpu/results/2026-12-07-demo-reader2-cpu/pooled-scores.jsonl
+. scripts/demo/mempo-only.sh
+# shellcheck disable=SC2086 # POOL_RUNS is a list of runs
+pool_fresh reader2 $R scripts/gpu/results/2026-12-07-demo-reader2-cpu/pooled-scores.jsonl ${POOL_RUNS:-6:602 7:7 4:4 5:5 4:402 5:502}
