@@ -23,6 +23,11 @@ mempo_only() {
 	echo "seed $s RL seed $r wall $(( $(date +%s) - t ))s" >> $N/done.txt
 }
 
+# run_dir ROOT S R prints the folder of seed S's run with RL seed R under
+# ROOT, in scripts/demo/check.sh's layout: seedS for RL seed S, seedS-rlN for
+# RL seed 100·S + N.
+run_dir() { if [ "$3" = "$2" ]; then echo "$1/seed$2"; else echo "$1/seed$2-rl${3: -1}"; fi; }
+
 # pool_fresh LABEL DIR OUT S:R …: mempo-score over the given runs of the
 # fresh CPU cold starts (seeds 4, 5 under $E4, default /tmp/fresh; 6, 7 under
 # $E6, /tmp/fresh67): DIR/seedS-R's MemPO as LABEL, the same cold start and
@@ -34,7 +39,7 @@ pool_fresh() {
 	for sr in "$@"; do
 		s=${sr%:*} r=${sr#*:} e=${E4:-/tmp/fresh}
 		[ "$s" -ge 6 ] && e=${E6:-/tmp/fresh67}
-		d=$e/seed$s; [ "$r" != "$s" ] && d=$e/seed$s-rl${r: -1}
+		d=$(run_dir "$e" "$s" "$r")
 		for k in 2 4 8; do a+=(--rollouts $dir/seed$s-$r/eval-mempo-k$k.parquet --label $label
 			--rollouts ${A05:-/tmp/alpha05}/seed$s-$r/eval-mempo-k$k.parquet --label alpha05 --rollouts $d/eval/grpo-k$k.parquet --label grpo); done
 	done

@@ -24,7 +24,7 @@ job() {
 	wait
 	local a=() s r d k
 	for s in 1 2 3; do for r in $s $((100 * s + 2)) $((100 * s + 3)); do
-		d=$E/seed$s; [ $r != $s ] && d=$E/seed$s-rl${r: -1}
+		d=$(run_dir $E $s $r)
 		for k in 2 4 8; do a+=(--rollouts $R/seed$s-$r/eval-mempo-k$k.parquet --label alpha${ALPHA/./}
 			--rollouts $d/eval/mempo-k$k.parquet --label alpha1 --rollouts $d/eval/grpo-k$k.parquet --label grpo); done
 		done

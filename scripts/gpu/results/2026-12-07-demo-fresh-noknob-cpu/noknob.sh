@@ -31,7 +31,7 @@ wait
 # runs (same cold starts and RL seeds), grpo and sft from the earlier runs.
 a=()
 for s in 4 5; do for r in $s $((100 * s + 2)) $((100 * s + 3)); do
-	d=$E/seed$s; [ $r != $s ] && d=$E/seed$s-rl${r: -1}
+	d=$(run_dir $E $s $r)
 	for k in 2 4 8; do a+=(--rollouts $N/seed$s-$r/eval-mempo-k$k.parquet --label noknob
 		--rollouts $d/eval/mempo-k$k.parquet --label knob --rollouts $d/eval/grpo-k$k.parquet --label grpo); done
 	done
