@@ -68,6 +68,7 @@ type CUDA struct {
 	attnNoSub    bool // decoding's split attention without the in-block split (attn_split_merged; tests, benchmarks)
 	skinnyOff    bool // steps of 5 to 32 bf16 rows take cuBLAS products, not skinny.cu (MEMPO_CUDA_SKINNY=0; benchmarks)
 	skinnyAll    bool // steps of 5 to 32 bf16 rows take skinny.cu for every product, not only q, k and v (benchmarks, tests)
+	pairOff      bool // decoding steps run gate and up (k and v) as two cuBLAS calls, not one batched call (MEMPO_CUDA_PAIR=0; benchmarks)
 
 	// The small decoding steps' layers in one persistent launch
 	// (dec_persist; cuda_persist.go): at most persistBlocks blocks a
@@ -228,6 +229,7 @@ func NewCUDA() (*CUDA, error) {
 	be.decode = decodeModeFromEnv()
 	be.overlap = envconfig.CUDAPDL.Get() != "0"
 	be.skinnyOff = envconfig.CUDASkinny.Get() == "0"
+	be.pairOff = envconfig.CUDAPair.Get() == "0"
 	be.persistBlocks, be.persistTimeout = persistBlocksFromEnv(), time.Second
 	return be, nil
 }

@@ -126,7 +126,8 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 // rope (q/k/v and RoPE as separate launches), attn1 (split attention
 // without the in-block split, attn_split_merged), cublas (steps of 5 to 32
 // rows with cuBLAS products, not skinny.cu), skinnyall (skinny.cu for every
-// product of those steps, not only q, k and v), sep (small steps' layers
+// product of those steps, not only q, k and v), nopair (gate and up, k
+// and v, as two cuBLAS calls each, not one batched call), sep (small steps' layers
 // as separate launches, not dec_persist), persist (dec_persist, with
 // MEMPO_CUDA_PERSIST's blocks a multiprocessor or 1), p2 and p4 (dec_persist
 // with up to 2 or 4 blocks a multiprocessor).
@@ -136,6 +137,7 @@ func setDecodeVariant(t *testing.T, be *CUDA, mode string) {
 	be.overlap = envconfig.CUDAPDL.Get() != "0"
 	be.perRowAttn, be.ropeApart, be.attnNoSub = false, false, false
 	be.skinnyOff, be.skinnyAll = envconfig.CUDASkinny.Get() == "0", false
+	be.pairOff = envconfig.CUDAPair.Get() == "0"
 	be.persistBlocks = persistBlocksFromEnv()
 	for _, v := range parts[1:] {
 		switch v {
@@ -158,6 +160,8 @@ func setDecodeVariant(t *testing.T, be *CUDA, mode string) {
 			be.skinnyOff = true
 		case "skinnyall":
 			be.skinnyAll = true
+		case "nopair":
+			be.pairOff = true
 		default:
 			t.Fatalf("decoding benchmark mode %q: unknown variant %q", mode, v)
 		}

@@ -28,7 +28,8 @@ func TestStepBucket(t *testing.T) {
 // with the step run directly and replayed from CUDA graphs (with launches
 // overlapped and fused, and not), with split-key attention and with the
 // per-row decode kernel (useSplit), with skinny.cu's products (q, k and v;
-// all) and with cuBLAS's. Graph replays must equal the direct step
+// all) and with cuBLAS's (gate and up, k and v, batched in pairs and
+// not). Graph replays must equal the direct step
 // bit for bit (the same launches), overlapped and fused or not; both must give
 // the op-by-op path's tokens, and log-probs within 1e-4 (fp32) or 2e-2
 // (bf16): the step's attention splits the keys and its small-batch products
@@ -109,7 +110,9 @@ func TestCUDADecodeStep(t *testing.T) {
 					merged := run(decodeGraph, c.opts)
 					be.attnNoSub, be.skinnyOff = false, true
 					cublas := run(decodeGraph, c.opts)
-					be.skinnyOff, be.skinnyAll = false, true
+					be.skinnyOff, be.pairOff = true, true
+					apart := run(decodeGraph, c.opts)
+					be.skinnyOff, be.pairOff, be.skinnyAll = false, false, true
 					skinnyAll := run(decodeGraph, c.opts)
 					be.skinnyAll = false
 					var worst float64
@@ -117,7 +120,7 @@ func TestCUDADecodeStep(t *testing.T) {
 						for _, v := range []struct {
 							what string
 							gen  *Generation
-						}{{"per-row attention", perRow[i]}, {"attn_split_merged", merged[i]}, {"cuBLAS products", cublas[i]}, {"skinny.cu products", skinnyAll[i]}} {
+						}{{"per-row attention", perRow[i]}, {"attn_split_merged", merged[i]}, {"cuBLAS products", cublas[i]}, {"cuBLAS products, pairs apart", apart[i]}, {"skinny.cu products", skinnyAll[i]}} {
 							if !slices.Equal(v.gen.IDs, gen[i].IDs) || v.gen.Finish != gen[i].Finish {
 								t.Errorf("%s row %d, %s: tokens differ from the op-by-op path\n graph   %v (%s)\n generic %v (%s)",
 									c.what, i, v.what, v.gen.IDs, v.gen.Finish, gen[i].IDs, gen[i].Finish)
