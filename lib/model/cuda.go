@@ -66,6 +66,9 @@ type CUDA struct {
 	perRowAttn   bool // decoding takes attndecode.cu's per-row kernel instead of attn_split (tests, benchmarks)
 	ropeApart    bool // small decoding steps run q/k/v and RoPE as separate launches (tests, benchmarks)
 	attnNoSub    bool // decoding's split attention without the in-block split (attn_split_merged; tests, benchmarks)
+	attnNoGroup  bool // steps of more than 4 rows take attn_split_sub or attn_split_merged, not attn_split_group (MEMPO_CUDA_ATTN_GROUP=0; tests, benchmarks)
+	groupWarps   int  // attn_split_group's warps a block where not attnGroupWarps (benchmarks)
+	groupFrom    int  // attn_split_group from this many rows × kv heads where not twice the SMs (tests)
 	skinnyOff    bool // steps of 5 to 32 bf16 rows take cuBLAS products, not skinny.cu (MEMPO_CUDA_SKINNY=0; benchmarks)
 	skinnyAll    bool // steps of 5 to 32 bf16 rows take skinny.cu for every product, not only q, k and v (benchmarks, tests)
 	pairOff      bool // decoding steps run gate and up (k and v) as two cuBLAS calls, not one batched call (MEMPO_CUDA_PAIR=0; benchmarks)
@@ -230,6 +233,7 @@ func NewCUDA() (*CUDA, error) {
 	be.overlap = envconfig.CUDAPDL.Get() != "0"
 	be.skinnyOff = envconfig.CUDASkinny.Get() == "0"
 	be.pairOff = envconfig.CUDAPair.Get() == "0"
+	be.attnNoGroup = envconfig.CUDAAttnGroup.Get() == "0"
 	be.persistBlocks, be.persistTimeout = persistBlocksFromEnv(), time.Second
 	return be, nil
 }

@@ -30,8 +30,10 @@ import (
 // into the q/k/v launch; instead of about 20 plus their host work. The
 // fused elementwise kernels (kernels/decode.cu) keep the arithmetic of the
 // kernels they replace. Some do not: attention with the keys split across
-// blocks at every batch size (attn_split_sub, whose blocks split their keys
-// again among warps, or attn_split_merged; the last split of a head merges
+// blocks at every batch size (steps whose rows × kv heads fill the chip
+// twice attn_split_group, whose warps score 32 keys at once for every query
+// head of a kv head; smaller ones attn_split_sub, whose blocks split their keys again among
+// warps a query head, or attn_split_merged; the last split of a head merges
 // the partials; the op-by-op decode kernel runs one block per row and kv
 // head, 2 to 8 blocks for a batch-1 step, about 50–80 µs a layer on the
 // H200), where a step has few rows the sampler split over blocks (sample_split_*), and,
@@ -147,6 +149,38 @@ func (b *CUDA) attnSubWays(rows, kvHeads, g, hd int) (kernel string, ways, minCh
 	ok = g*ways <= maxWarps && !b.attnNoSub && (hd <= 64 || rows*kvHeads <= 8)
 	return fmt.Sprintf("attn_split_sub%d", ways), ways, max(splitMinChunk, ways*keys), ok
 }
+
+// attnGroup is attn_split_group's warps a block for a step of rows rows,
+// kvHeads kv heads of g query heads each and head dim hd, and ok false where
+// attn_split_sub or attn_split_merged runs instead: where rows × kv heads
+// do not fill the chip twice (so that the keys would be split across
+// blocks), head dims over 128 or not a multiple of 4, groups of more than
+// GRP_G (8) query heads, and CUDA.attnNoGroup. Measured on an H100
+// (2026-12-07, docs/BENCHMARKS.md): 5–17% faster steps at batch 256 (0.5B
+// to 7B) and the rollout benchmark's decoding attention 1.85× faster (batch
+// 1,024, about 600 keys), but 3–29% slower steps at batch 8 to 64, where
+// each block's few keys leave its fixed costs (q staged, the merge over
+// warps) and its two dependent passes (keys, then values) uncovered.
+func (b *CUDA) attnGroup(rows, kvHeads, g, hd int) (warps int, ok bool) {
+	warps = attnGroupWarps
+	if b.groupWarps > 0 {
+		warps = b.groupWarps
+	}
+	from := 2 * b.dev.SMs
+	if b.groupFrom > 0 {
+		from = b.groupFrom
+	}
+	return warps, rows > gemvMaxRows && rows*kvHeads >= from && hd <= 128 && hd%4 == 0 && g <= 8 && !b.attnNoGroup
+}
+
+const (
+	attnGroupWarps    = 4  // warps a block, each taking every 4th tile of 32 keys (at most 8: the kernel's launch bound)
+	attnGroupMinChunk = 32 // the fewest keys a split takes: one tile
+)
+
+// attnGroupShared is attn_split_group's dynamic shared memory: q of the g
+// heads, each warp's weights of a tile and its partials for the merge.
+func attnGroupShared(g, hd, warps int) int { return 4 * (g*hd + warps*g*32 + warps*g*(hd+2)) }
 
 // stepLayerW is one layer's operands: GEMM weights as the products read them
 // (bf16 roundings in bf16 mode), norms and biases in fp32 (0: absent).
@@ -615,7 +649,12 @@ func (s *cudaStepper) launchStep(bk int) {
 		} else {
 			s.qkvApart(bk, W, pos, crow)
 		}
-		if kernel, S, minChunk, ok := s.b.attnSubWays(bk, A.kvHeads, g, hd); s.b.useSplit() && ok {
+		if warps, ok := s.b.attnGroup(bk, A.kvHeads, g, hd); s.b.useSplit() && ok {
+			// Every query head of a kv head at once, a lane a key.
+			nsp := s.b.splitPlan(bk, A.kvHeads, s.cap, attnGroupMinChunk)
+			s.launch("decode", "attn_split_group", cuda.Dim3{X: bk, Y: A.kvHeads, Z: nsp}, 32*warps, attnGroupShared(g, hd, warps),
+				s.att, s.att16, s.lse, s.part, s.q, W.kc, W.vc, rows, A.heads, A.kvHeads, hd, s.scale, attnGroupMinChunk, s.cnt)
+		} else if kernel, S, minChunk, ok := s.b.attnSubWays(bk, A.kvHeads, g, hd); s.b.useSplit() && ok {
 			// Each split's keys split again among S warps a head, merged
 			// in shared memory; the last split merges the splits.
 			nsp := s.b.splitPlan(bk, A.kvHeads, s.cap, minChunk)

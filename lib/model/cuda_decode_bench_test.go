@@ -127,7 +127,9 @@ func TestCUDADecodeBenchmarks(t *testing.T) {
 // without the in-block split, attn_split_merged), cublas (steps of 5 to 32
 // rows with cuBLAS products, not skinny.cu), skinnyall (skinny.cu for every
 // product of those steps, not only q, k and v), nopair (gate and up, k
-// and v, as two cuBLAS calls each, not one batched call), sep (small steps' layers
+// and v, as two cuBLAS calls each, not one batched call), nogroup (steps
+// of more than 4 rows without attn_split_group), gw1, gw2, gw8
+// (attn_split_group with 1, 2 or 8 warps a block), sep (small steps' layers
 // as separate launches, not dec_persist), persist (dec_persist, with
 // MEMPO_CUDA_PERSIST's blocks a multiprocessor or 1), p2 and p4 (dec_persist
 // with up to 2 or 4 blocks a multiprocessor).
@@ -138,6 +140,7 @@ func setDecodeVariant(t *testing.T, be *CUDA, mode string) {
 	be.perRowAttn, be.ropeApart, be.attnNoSub = false, false, false
 	be.skinnyOff, be.skinnyAll = envconfig.CUDASkinny.Get() == "0", false
 	be.pairOff = envconfig.CUDAPair.Get() == "0"
+	be.attnNoGroup, be.groupWarps = envconfig.CUDAAttnGroup.Get() == "0", 0
 	be.persistBlocks = persistBlocksFromEnv()
 	for _, v := range parts[1:] {
 		switch v {
@@ -162,6 +165,10 @@ func setDecodeVariant(t *testing.T, be *CUDA, mode string) {
 			be.skinnyAll = true
 		case "nopair":
 			be.pairOff = true
+		case "nogroup":
+			be.attnNoGroup = true
+		case "gw1", "gw2", "gw8":
+			be.groupWarps = int(v[2] - '0')
 		default:
 			t.Fatalf("decoding benchmark mode %q: unknown variant %q", mode, v)
 		}

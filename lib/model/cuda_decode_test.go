@@ -26,8 +26,9 @@ func TestStepBucket(t *testing.T) {
 // greedy and sampled continuations of batches whose rows finish at
 // different steps (so the step runs several buckets, padded rows included),
 // with the step run directly and replayed from CUDA graphs (with launches
-// overlapped and fused, and not), with split-key attention and with the
-// per-row decode kernel (useSplit), with skinny.cu's products (q, k and v;
+// overlapped and fused, and not), with split-key attention (attn_split_sub,
+// attn_split_group, attn_split_merged) and with the per-row decode kernel
+// (useSplit), with skinny.cu's products (q, k and v;
 // all) and with cuBLAS's (gate and up, k and v, batched in pairs and
 // not). Graph replays must equal the direct step
 // bit for bit (the same launches), overlapped and fused or not; both must give
@@ -102,11 +103,16 @@ func TestCUDADecodeStep(t *testing.T) {
 						}
 					}
 					// The same with the per-row attention kernel instead of
-					// split keys, and with split keys but no in-block split
-					// (attn_split_merged).
+					// split keys, with attn_split_group at every step of more
+					// than 4 rows (by default only where rows × kv heads fill
+					// the chip twice), and with split keys but no in-block
+					// split (attn_split_merged).
 					be.perRowAttn = true
 					perRow := run(decodeGraph, c.opts)
-					be.perRowAttn, be.attnNoSub = false, true
+					be.perRowAttn, be.groupFrom = false, 1
+					group := run(decodeGraph, c.opts)
+					be.groupFrom = 0
+					be.attnNoSub = true
 					merged := run(decodeGraph, c.opts)
 					be.attnNoSub, be.skinnyOff = false, true
 					cublas := run(decodeGraph, c.opts)
@@ -120,7 +126,7 @@ func TestCUDADecodeStep(t *testing.T) {
 						for _, v := range []struct {
 							what string
 							gen  *Generation
-						}{{"per-row attention", perRow[i]}, {"attn_split_merged", merged[i]}, {"cuBLAS products", cublas[i]}, {"cuBLAS products, pairs apart", apart[i]}, {"skinny.cu products", skinnyAll[i]}} {
+						}{{"per-row attention", perRow[i]}, {"attn_split_group", group[i]}, {"attn_split_merged", merged[i]}, {"cuBLAS products", cublas[i]}, {"cuBLAS products, pairs apart", apart[i]}, {"skinny.cu products", skinnyAll[i]}} {
 							if !slices.Equal(v.gen.IDs, gen[i].IDs) || v.gen.Finish != gen[i].Finish {
 								t.Errorf("%s row %d, %s: tokens differ from the op-by-op path\n graph   %v (%s)\n generic %v (%s)",
 									c.what, i, v.what, v.gen.IDs, v.gen.Finish, gen[i].IDs, gen[i].Finish)
@@ -305,7 +311,8 @@ func equalF32(a, b []float32) bool {
 // fresh random inputs and the model shapes (head dims 64 and 128, groups of
 // 7 and 6 query heads) besides small odd ones, outputs poisoned with NaN:
 // attn_split (with its merge, several splits, splits past the keys, one
-// split) against the CPU backend's attention over the same KV-cache slots,
+// split) and attn_split_group against the CPU backend's attention over the
+// same KV-cache slots,
 // and gemv_bf16 against cuBLAS's bf16 product of the same operands.
 func TestCUDADecodeKernels(t *testing.T) {
 	p := newOpPair(t, 21)
@@ -338,6 +345,27 @@ func TestCUDADecodeKernels(t *testing.T) {
 			what := fmt.Sprintf("attn_split heads %d/%d hd %d splits %d", sh.Heads, sh.KVHeads, sh.HeadDim, nsp)
 			p.check(what+" out", out, 1e-5)
 			p.checkAbs(what+" lse", lse, 1e-5)
+			// attn_split_group (steps of more than 4 rows), its counters
+			// zero before and after.
+			if g := sh.Heads / sh.KVHeads; sh.HeadDim <= 128 && sh.HeadDim%4 == 0 && g <= 8 {
+				b.Fill(out.g, float32(math.NaN()))
+				b.Fill(lse.g, float32(math.NaN()))
+				cnt, csize := b.rawAlloc(4 * R * sh.Heads)
+				must(b.dev.Memset32(cnt, 0, R*sh.Heads))
+				b.launch2("decode", "attn_split_group", cuda.Dim3{X: R, Y: sh.KVHeads, Z: nsp}, 32*attnGroupWarps, attnGroupShared(g, sh.HeadDim, attnGroupWarps),
+					O.ptr(), cuda.Ptr(0), L.ptr(), part, gt(q.g).ptr(), gt(k.g).ptr(), gt(v.g).ptr(), rp, sh.Heads, sh.KVHeads, sh.HeadDim, sh.Scale, attnGroupMinChunk, cnt)
+				what := fmt.Sprintf("attn_split_group heads %d/%d hd %d splits %d", sh.Heads, sh.KVHeads, sh.HeadDim, nsp)
+				p.check(what+" out", out, 1e-5)
+				p.checkAbs(what+" lse", lse, 1e-5)
+				left := make([]int32, R*sh.Heads)
+				must(b.dev.DtoH(unsafe.Pointer(&left[0]), cnt, 4*len(left)))
+				for i, n := range left {
+					if n != 0 {
+						t.Errorf("%s: counter %d left at %d", what, i, n)
+					}
+				}
+				b.rawFree(cnt, csize, false)
+			}
 			b.rawFree(part, size, false)
 		}
 	}

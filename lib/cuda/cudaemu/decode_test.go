@@ -228,14 +228,18 @@ func TestEmuDecodeAttention(t *testing.T) {
 	// Head dims of the three kernel bodies of each (1–2, 3–4 and 5–8
 	// values a lane).
 	for _, hd := range []int{40, 72, 160} {
-		emuDecodeAttention(t, e, hd)
+		emuDecodeAttention(t, e, hd, 4, 2)
 	}
+	// Qwen2.5-0.5B's and 7B's groups of 7 query heads (hd 64, 128).
+	emuDecodeAttention(t, e, 64, 14, 2)
+	emuDecodeAttention(t, e, 128, 7, 1)
 }
 
 // emuDecodeAttention checks attn_split (+ attn_split_combine),
-// attn_split_merged and attn_split_sub for head dim hd.
-func emuDecodeAttention(t *testing.T, e *decEmu, hd int) {
-	const heads, kvh, slotRows = 4, 2, 64
+// attn_split_merged, attn_split_sub and attn_split_group for head dim hd,
+// heads query heads and kvh kv heads.
+func emuDecodeAttention(t *testing.T, e *decEmu, hd, heads, kvh int) {
+	const slotRows = 64
 	g, qd, kvd := heads/kvh, heads*hd, kvh*hd
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	keys := []int{1, 23, 50}
@@ -286,11 +290,27 @@ func emuDecodeAttention(t *testing.T, e *decEmu, hd int) {
 		if hd <= 64 {
 			kernels = append(kernels, "attn_split_sub, 2 ways") // small steps' (lib/model's attnSubWays)
 		}
+		if hd <= 128 && hd%4 == 0 && g <= 8 {
+			kernels = append(kernels, "attn_split_group, 4 warps", "attn_split_group, 1 warp") // large steps' (attnGroup)
+		}
 		for _, kernel := range kernels {
 			name := fmt.Sprintf("%s hd %d nsp %d min chunk %d", kernel, hd, nsp, c.minChunk)
 			out, o16, lse := e.empty(4*R*qd), e.empty(2*R*qd), e.empty(4*R*heads)
 			part := e.empty(4 * R * heads * nsp * (hd + 2))
-			if strings.HasPrefix(kernel, "attn_split_sub") {
+			if strings.HasPrefix(kernel, "attn_split_group") {
+				W := 4
+				if strings.HasSuffix(kernel, "1 warp") {
+					W = 1
+				}
+				cnt := e.i32(make([]int32, R*heads))
+				shared := 4 * (g*hd + W*g*32 + W*g*(hd+2))
+				e.runShared("attn_split_group", cuda.Dim3{X: R, Y: kvh, Z: nsp}, cuda.Dim3{X: 32 * W}, shared, out, o16, lse, part, qp, kp, vp, rp, heads, kvh, hd, scale, c.minChunk, cnt)
+				for i, n := range e.geti(cnt, R*heads) {
+					if n != 0 {
+						t.Errorf("%s: counter %d left at %d", name, i, n)
+					}
+				}
+			} else if strings.HasPrefix(kernel, "attn_split_sub") {
 				// S warps a head: 4 up to hd 64 (2 for small steps), 2 up to
 				// 128, 1 beyond; the fewest keys a split a multiple of S·8
 				// (S·4 beyond 128).

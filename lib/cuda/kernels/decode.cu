@@ -453,6 +453,156 @@ extern "C" __global__ void __launch_bounds__(256) attn_split_sub1(ATTN_SUB_ARGS)
 	attn_split_sub_run<8, 4, 1>(ATTN_SUB_PASS);
 }
 
+// attn_split_group: split decode attention for steps of many rows, where
+// attn_split_sub's warp-per-query-head layout pays for every key with a
+// five-shuffle sum in each of the group's g warps, all reading the same
+// keys from L1. Here a block (row, kv head, split) has W warps, each taking
+// every W-th tile of 32 keys of the block's chunk for all g query heads of
+// the kv head at once: lane t scores key t of the tile against every head's
+// q (the key's row read as 16-byte pieces, q · scale from shared memory), one
+// warp maximum per head and tile for the online softmax (the sums stay
+// per lane until the end); then the tile's weights go to shared memory and
+// lane d accumulates dims d, d+32, … of every head's output over the tile's
+// values, 8 keys' loads in flight. The W partials of a head merge in shared
+// memory as attn_split_sub's; warp w then finishes heads w, w+W, … as
+// attn_split_merged's warps do (the whole output with one split in use,
+// else a partial, the count and the merge by the last split). Sums run in
+// another order than attn_split's, so the bits differ from it in the last
+// places. hd a multiple of 4 up to 128, g ≤ GRP_G; dynamic shared memory
+// 4·(g·hd + W·g·32 + W·g·(hd+2)) bytes (lib/model's attnGroupShared).
+#define GRP_G 8
+
+template <int NT>
+__device__ __forceinline__ void attn_split_group_run(float *out, unsigned short *o16, float *lse, float *part, const float *q,
+                                                     const float *__restrict__ k, const float *__restrict__ v, const int *rows, int heads,
+                                                     int kvheads, int hd, float scale, int minchunk, int *cnt) {
+	extern __shared__ float grp_sm[];
+	const int g = heads / kvheads, nw = blockDim.x >> 5, w = threadIdx.x >> 5, lane = threadIdx.x & 31;
+	const int row = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z, nsp = gridDim.z;
+	const int qrow = rows[3 * row], kbase = rows[3 * row + 1], nkeys = rows[3 * row + 2];
+	const int chunk = split_chunk(nkeys, nsp, minchunk), used = split_used(nkeys, nsp, minchunk);
+	const long long qld = (long long)heads * hd, kld = (long long)kvheads * hd;
+	const int k0 = sp * chunk, k1 = min(nkeys, k0 + chunk), st = hd + 2;
+	float *qs = grp_sm, *ps = grp_sm + g * hd + w * g * 32, *mg = grp_sm + g * hd + nw * g * 32;
+	for (int i = threadIdx.x; i < g * hd; i += blockDim.x) qs[i] = q[qrow * qld + (long long)kh * g * hd + i] * scale;
+	__syncthreads();
+	float acc[GRP_G][NT], m[GRP_G], l[GRP_G];
+#pragma unroll
+	for (int h = 0; h < GRP_G; h++) {
+		m[h] = -DEC_INF, l[h] = 0.f;
+#pragma unroll
+		for (int i = 0; i < NT; i++) acc[h][i] = 0.f;
+	}
+	const float *kp = k + (long long)kbase * kld + (long long)kh * hd;
+	const float *vp = v + (long long)kbase * kld + (long long)kh * hd;
+	for (int j0 = (sp < used ? k0 : k1) + 32 * w; j0 < k1; j0 += 32 * nw) {
+		// Scores: lane t, key j0 + t, every head.
+		const int j = j0 + lane;
+		const bool ok = j < k1;
+		float s[GRP_G];
+#pragma unroll
+		for (int h = 0; h < GRP_G; h++) s[h] = 0.f;
+		const float4 *kr = reinterpret_cast<const float4 *>(kp + (long long)(ok ? j : k0) * kld);
+		for (int d4 = 0; d4 < hd / 4; d4 += 8) {
+			float4 x[8];
+#pragma unroll
+			for (int c = 0; c < 8; c++) x[c] = d4 + c < hd / 4 ? kr[d4 + c] : make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+			for (int c = 0; c < 8; c++) {
+				if (d4 + c >= hd / 4) break;
+#pragma unroll
+				for (int h = 0; h < GRP_G; h++) {
+					if (h >= g) break;
+					float4 qq = reinterpret_cast<const float4 *>(qs + h * hd)[d4 + c];
+					s[h] += qq.x * x[c].x + qq.y * x[c].y + qq.z * x[c].z + qq.w * x[c].w;
+				}
+			}
+		}
+		// Online softmax, one maximum a head and tile; the weights to
+		// shared memory, the per-lane sums rescaled with the outputs.
+#pragma unroll
+		for (int h = 0; h < GRP_G; h++) {
+			if (h >= g) break;
+			float sh = ok ? s[h] : -DEC_INF;
+			float mn = fmaxf(m[h], dec_warp_max(sh)); // finite: key j0 exists
+			float corr = __expf(m[h] - mn);
+			float p = ok ? __expf(sh - mn) : 0.f;
+			l[h] = l[h] * corr + p;
+			m[h] = mn;
+#pragma unroll
+			for (int i = 0; i < NT; i++) acc[h][i] *= corr;
+			ps[h * 32 + lane] = p;
+		}
+		__syncwarp();
+		// Values: lane d, dims d, d+32, …; 8 keys' loads at a time.
+		const int n = min(32, k1 - j0);
+		for (int u0 = 0; u0 < n; u0 += 8) {
+			float xv[8][NT];
+#pragma unroll
+			for (int u = 0; u < 8; u++)
+#pragma unroll
+				for (int i = 0; i < NT; i++) {
+					int d = lane + 32 * i;
+					xv[u][i] = u0 + u < n && d < hd ? vp[(long long)(j0 + u0 + u) * kld + d] : 0.f;
+				}
+#pragma unroll
+			for (int h = 0; h < GRP_G; h++) {
+				if (h >= g) break;
+				float4 pa = *reinterpret_cast<const float4 *>(ps + h * 32 + u0);
+				float4 pb = *reinterpret_cast<const float4 *>(ps + h * 32 + u0 + 4);
+				float pw[8] = {pa.x, pa.y, pa.z, pa.w, pb.x, pb.y, pb.z, pb.w};
+#pragma unroll
+				for (int u = 0; u < 8; u++)
+#pragma unroll
+					for (int i = 0; i < NT; i++) acc[h][i] += pw[u] * xv[u][i];
+			}
+		}
+		__syncwarp();
+	}
+	// Each warp's partials (sums over the lanes first), then the heads'
+	// merge over the warps; warps with no keys have m = −inf, l = 0.
+#pragma unroll
+	for (int h = 0; h < GRP_G; h++) {
+		if (h >= g) break;
+		float lh = dec_warp_sum(l[h]);
+		put_partial<NT>(mg + (w * g + h) * st, acc[h], m[h], lh, hd, lane);
+	}
+	__syncthreads();
+	for (int h = w; h < g; h += nw) {
+		float M = -DEC_INF, L = 0.f, a[NT];
+		for (int s2 = 0; s2 < nw; s2++) M = fmaxf(M, mg[(s2 * g + h) * st + hd]);
+#pragma unroll
+		for (int i = 0; i < NT; i++) a[i] = 0.f;
+		if (sp < used) {
+			for (int s2 = 0; s2 < nw; s2++) {
+				const float *p = mg + (s2 * g + h) * st;
+				float c = __expf(p[hd] - M);
+				L += c * p[hd + 1];
+#pragma unroll
+				for (int i = 0; i < NT; i++) {
+					int d = lane + 32 * i;
+					if (d < hd) a[i] += c * p[d];
+				}
+			}
+		}
+		split_finish<NT>(a, M, L, out, o16, lse, part, cnt, row, qrow, kh * g + h, heads, hd, sp, nsp, used, lane);
+	}
+}
+
+extern "C" __global__ void __launch_bounds__(256) attn_split_group(ATTN_SUB_ARGS) {
+	PDL_WAIT();
+	PDL_RELEASE();
+	const int nt = (hd + 31) >> 5;
+	if (nt <= 1)
+		attn_split_group_run<1>(ATTN_SUB_PASS);
+	else if (nt == 2)
+		attn_split_group_run<2>(ATTN_SUB_PASS);
+	else if (nt == 3)
+		attn_split_group_run<3>(ATTN_SUB_PASS);
+	else
+		attn_split_group_run<4>(ATTN_SUB_PASS);
+}
+
 // gemv_bf16: y[m×n] = x[m×k]·wᵀ for the few rows of a decoding step
 // (m ≤ GEMV_MAXM): w [n×k] and x in bf16, products summed in fp32, y fp32.
 // One warp per output column j (row j of w), lanes reading 16-byte pieces
