@@ -355,6 +355,30 @@ __device__ void split_merge(float *out, unsigned short *o16, float *lse, const f
 	if (lane == 0) lse[(long long)qrow * heads + h] = M + __logf(L);
 }
 
+// smem_merge merges head h's n partials in shared memory (partial s at
+// sm + (s·g + h)·(hd + 2), put_partial's layout) into acc, m and l, in
+// partial order; partials with no keys have m = −inf, l = 0.
+template <int NT>
+__device__ __forceinline__ void smem_merge(const float *sm, int n, int g, int h, int hd, int lane, float *acc, float &m, float &l) {
+	const int st = hd + 2;
+	float M = -DEC_INF;
+	for (int s2 = 0; s2 < n; s2++) M = fmaxf(M, sm[(s2 * g + h) * st + hd]);
+	l = 0.f;
+#pragma unroll
+	for (int i = 0; i < NT; i++) acc[i] = 0.f;
+	for (int s2 = 0; s2 < n; s2++) {
+		const float *p = sm + (s2 * g + h) * st;
+		float c = __expf(p[hd] - M);
+		l += c * p[hd + 1];
+#pragma unroll
+		for (int i = 0; i < NT; i++) {
+			int d = lane + 32 * i;
+			if (d < hd) acc[i] += c * p[d];
+		}
+	}
+	m = M;
+}
+
 // attn_split_sub_run: attn_split_merged whose blocks split their keys again,
 // S ways, among S warps per query head (blockDim = 32·g·S): warp w takes
 // head w mod g and every S-th group of KU keys from group w / g of the
@@ -390,23 +414,7 @@ __device__ __forceinline__ void attn_split_sub_block(float *sub_sm, int row, int
 		put_partial<NT>(sub_sm + (sub * g + hw) * st, acc, m, l, hd, lane);
 		__syncthreads();
 		if (sub != 0) return;
-		// Head hw's S partials; sub-ranges with no keys have m = −inf, l = 0.
-		float M = -DEC_INF;
-		for (int s2 = 0; s2 < S; s2++) M = fmaxf(M, sub_sm[(s2 * g + hw) * st + hd]);
-		l = 0.f;
-#pragma unroll
-		for (int i = 0; i < NT; i++) acc[i] = 0.f;
-		for (int s2 = 0; s2 < S; s2++) {
-			const float *p = sub_sm + (s2 * g + hw) * st;
-			float c = __expf(p[hd] - M);
-			l += c * p[hd + 1];
-#pragma unroll
-			for (int i = 0; i < NT; i++) {
-				int d = lane + 32 * i;
-				if (d < hd) acc[i] += c * p[d];
-			}
-		}
-		m = M;
+		smem_merge<NT>(sub_sm, S, g, hw, hd, lane, acc, m, l);
 	}
 	split_finish<NT>(acc, m, l, out, o16, lse, part, cnt, row, qrow, h, heads, hd, sp, nsp, used, lane);
 }
@@ -569,22 +577,8 @@ __device__ __forceinline__ void attn_split_group_run(float *out, unsigned short 
 	}
 	__syncthreads();
 	for (int h = w; h < g; h += nw) {
-		float M = -DEC_INF, L = 0.f, a[NT];
-		for (int s2 = 0; s2 < nw; s2++) M = fmaxf(M, mg[(s2 * g + h) * st + hd]);
-#pragma unroll
-		for (int i = 0; i < NT; i++) a[i] = 0.f;
-		if (sp < used) {
-			for (int s2 = 0; s2 < nw; s2++) {
-				const float *p = mg + (s2 * g + h) * st;
-				float c = __expf(p[hd] - M);
-				L += c * p[hd + 1];
-#pragma unroll
-				for (int i = 0; i < NT; i++) {
-					int d = lane + 32 * i;
-					if (d < hd) a[i] += c * p[d];
-				}
-			}
-		}
+		float a[NT] = {}, M = -DEC_INF, L = 0.f;
+		if (sp < used) smem_merge<NT>(mg, nw, g, h, hd, lane, a, M, L); // (a split past the keys only counts)
 		split_finish<NT>(a, M, L, out, o16, lse, part, cnt, row, qrow, kh * g + h, heads, hd, sp, nsp, used, lane);
 	}
 }
