@@ -30,10 +30,10 @@ import (
 // into the q/k/v launch; instead of about 20 plus their host work. The
 // fused elementwise kernels (kernels/decode.cu) keep the arithmetic of the
 // kernels they replace. Some do not: attention with the keys split across
-// blocks at every batch size (steps whose rows × kv heads fill the chip
-// twice attn_split_group, whose warps score 32 keys at once for every query
-// head of a kv head; smaller ones attn_split_sub, whose blocks split their keys again among
-// warps a query head, or attn_split_merged; the last split of a head merges
+// blocks at every batch size (where rows × kv heads fill the chip twice
+// attn_split_group, whose warps score 32 keys at once for every query head
+// of a kv head; elsewhere attn_split_sub, whose blocks split their keys
+// again among warps a query head, or attn_split_merged; the last split of a head merges
 // the partials; the op-by-op decode kernel runs one block per row and kv
 // head, 2 to 8 blocks for a batch-1 step, about 50–80 µs a layer on the
 // H200), where a step has few rows the sampler split over blocks (sample_split_*), and,
@@ -152,15 +152,17 @@ func (b *CUDA) attnSubWays(rows, kvHeads, g, hd int) (kernel string, ways, minCh
 
 // attnGroup is attn_split_group's warps a block for a step of rows rows,
 // kvHeads kv heads of g query heads each and head dim hd, and ok false where
-// attn_split_sub or attn_split_merged runs instead: where rows × kv heads
-// do not fill the chip twice (so that the keys would be split across
-// blocks), head dims over 128 or not a multiple of 4, groups of more than
-// GRP_G (8) query heads, and CUDA.attnNoGroup. Measured on an H100
-// (2026-12-07, docs/BENCHMARKS.md): 5–17% faster steps at batch 256 (0.5B
-// to 7B) and the rollout benchmark's decoding attention 1.85× faster (batch
-// 1,024, about 600 keys), but 3–29% slower steps at batch 8 to 64, where
-// each block's few keys leave its fixed costs (q staged, the merge over
-// warps) and its two dependent passes (keys, then values) uncovered.
+// attn_split_sub or attn_split_merged runs instead: steps of at most
+// gemvMaxRows rows (their separate launches keep dec_persist's sums), steps
+// whose rows × kv heads do not fill the chip twice (the keys would then be
+// split across blocks; CUDA.groupFrom moves that line for tests), head dims
+// over 128 or not a multiple of 4, groups of more than GRP_G (8) query
+// heads, and CUDA.attnNoGroup. Measured on an H100 (2026-12-07,
+// docs/BENCHMARKS.md): 1.06–1.17× faster steps at batch 256 (7B to 0.5B)
+// and the rollout benchmark's decoding attention 1.85× faster (batch 1,024,
+// about 600 keys), but 1.03–1.29× slower steps at batch 8 to 64, where each
+// block's few keys leave its fixed costs (q staged, the merge over warps)
+// and its two dependent passes (keys, then values) uncovered.
 func (b *CUDA) attnGroup(rows, kvHeads, g, hd int) (warps int, ok bool) {
 	warps = attnGroupWarps
 	if b.groupWarps > 0 {
