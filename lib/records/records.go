@@ -79,6 +79,12 @@ type Step struct {
 	PGoldMem  *float64 `parquet:"p_gold_mem,optional" json:"p_gold_mem"`
 	PGoldHist *float64 `parquet:"p_gold_hist,optional" json:"p_gold_hist"`
 	RMem      *float64 `parquet:"r_mem,optional" json:"r_mem"`
+	// The same terms per objective, when the memory reward was scored per
+	// objective (mempo-rollout --score-per-objective): P(gold_j | q, mem_t)
+	// and P(gold_j | q, s_<t) of each objective j, whose means are
+	// PGoldMem and PGoldHist. Empty otherwise.
+	PGoldMemObj  []float64 `parquet:"p_gold_mem_obj,list" json:"p_gold_mem_obj,omitempty"`
+	PGoldHistObj []float64 `parquet:"p_gold_hist_obj,list" json:"p_gold_hist_obj,omitempty"`
 
 	// Readable text, written by --jsonl copies; usually empty in Parquet.
 	ContextText string `parquet:"context_text" json:"context_text,omitempty"`
@@ -245,6 +251,16 @@ func (s *Step) validate() *FieldError {
 	}
 	if s.RMem != nil && (!finite(*s.RMem) || *s.RMem < -1 || *s.RMem > 1) {
 		return bad("r_mem", "value %v is outside [-1, 1]", *s.RMem)
+	}
+	if len(s.PGoldMemObj) != len(s.PGoldHistObj) {
+		return bad("p_gold_hist_obj", "has %d objectives where p_gold_mem_obj has %d", len(s.PGoldHistObj), len(s.PGoldMemObj))
+	}
+	for i, ps := range [][]float64{s.PGoldMemObj, s.PGoldHistObj} {
+		for _, p := range ps {
+			if !finite(p) || p < 0 || p > 1 {
+				return bad([...]string{"p_gold_mem_obj", "p_gold_hist_obj"}[i], "value %v is not a probability", p)
+			}
+		}
 	}
 	return nil
 }

@@ -116,6 +116,7 @@ func TestParquetLayout(t *testing.T) {
 		"golds.list.element.list.element",
 		"steps.list.element.context_ids.list.element",
 		"steps.list.element.p_gold_mem",
+		"steps.list.element.p_gold_mem_obj.list.element",
 		"answers.list.element",
 	} {
 		if !strings.Contains(" "+all+" ", " "+want+" ") {
@@ -202,5 +203,42 @@ func TestIDsRoundTrip(t *testing.T) {
 	}
 	if got := IDs([]int32{}); got != nil {
 		t.Fatalf("IDs of no ids = %#v, want nil", got)
+	}
+}
+
+// TestPerObjectiveTerms: the per-objective memory-reward terms survive both
+// formats, and the row checks name a bad one.
+func TestPerObjectiveTerms(t *testing.T) {
+	rows := sampleRollouts()
+	st := &rows[0].Steps[0]
+	st.PGoldMemObj, st.PGoldHistObj = []float64{0.75, 0.125}, []float64{0.5, 0.25}
+	for _, ext := range []string{".parquet", ".jsonl"} {
+		path := filepath.Join(t.TempDir(), "r"+ext)
+		if err := WriteFile(path, rows); err != nil {
+			t.Fatal(err)
+		}
+		back, err := ReadFile[Rollout](path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := back[0].Steps[0]
+		if !reflect.DeepEqual(g.PGoldMemObj, st.PGoldMemObj) || !reflect.DeepEqual(g.PGoldHistObj, st.PGoldHistObj) {
+			t.Errorf("%s: per-objective terms read back as %v, %v", ext, g.PGoldMemObj, g.PGoldHistObj)
+		}
+		for i := range back {
+			for k, st := range back[i].Steps {
+				if n := len(st.PGoldMemObj); (i != 0 || k != 0) && n != 0 {
+					t.Errorf("%s: row %d step %d, written without them, read back %d", ext, i, k, n)
+				}
+			}
+		}
+	}
+	st.PGoldHistObj = []float64{0.5}
+	if err := rows[0].Validate(); err == nil || !strings.Contains(err.Error(), "objectives where p_gold_mem_obj") {
+		t.Errorf("ragged terms: %v", err)
+	}
+	st.PGoldHistObj = []float64{0.5, 1.5}
+	if err := rows[0].Validate(); err == nil || !strings.Contains(err.Error(), "not a probability") {
+		t.Errorf("a term above 1: %v", err)
 	}
 }

@@ -102,6 +102,17 @@ type AdvConfig struct {
 	// previous memory). The steps' probabilities are not part of
 	// TrajReward: lib/update's StepMemRewards applies it.
 	MemBaseline MemBaseline
+
+	// MemPerObjective: in each pool, every objective's R^M (TrajReward.RMObj:
+	// P(gold_j | q, mem_t) less its baseline) is z-scored on its own, with
+	// MemStdFloor, and A^M is the mean of the objectives' z. The pooled R^M
+	// of a k-objective task is a mean over k objectives, so a memory that
+	// drops one found fact moves it by about 1/k of that fact's
+	// probability, inside the noise of the others (docs/DEMO.md, "Why k =
+	// 8"); per objective the drop stands against the pool's spread on that
+	// objective alone. Needs rollouts scored per objective (an ablation,
+	// off by default).
+	MemPerObjective bool
 }
 
 // DefaultAdvConfig returns the defaults docs/ARCHITECTURE.md lists: ε = 1e-6, std
@@ -117,6 +128,10 @@ type TrajReward struct {
 	Task string    // group key: one group per task (all G rollouts share it)
 	RT   float64   // trajectory reward R^T
 	RM   []float64 // memory reward R^M of each step; NaN = undefined (no gold, no <mem>)
+	// RMObj holds each step's R^M per objective (AdvConfig.MemPerObjective
+	// reads it: every step with a defined RM needs one, all of a pool the
+	// same length); nil otherwise.
+	RMObj [][]float64
 }
 
 // AdvStats summarises an advantage computation for the run log.
@@ -202,7 +217,7 @@ func (cfg AdvConfig) ComputeAdvantages(trajs []TrajReward) (*Advantages, error) 
 	}
 
 	// A^M: pools keyed by task (and step index for PoolStep).
-	type ref struct{ i, t int }
+	type ref = stepRef
 	type pkey struct {
 		task string
 		step int
@@ -226,6 +241,12 @@ func (cfg AdvConfig) ComputeAdvantages(trajs []TrajReward) (*Advantages, error) 
 	}
 	for _, k := range porder {
 		refs := pools[k]
+		if cfg.MemPerObjective {
+			if err := memPerObjective(trajs, refs, cfg, out.Mem); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		vals = vals[:0]
 		for _, r := range refs {
 			vals = append(vals, rm[r.i][r.t])
@@ -252,6 +273,48 @@ func (cfg AdvConfig) ComputeAdvantages(trajs []TrajReward) (*Advantages, error) 
 	out.Stats.RewardMemMean, _ = meanStd(defR, StdPopulation)
 	out.Stats.MemMean, out.Stats.MemStd = meanStd(defA, StdPopulation)
 	return out, nil
+}
+
+// stepRef is step t of trajectory i.
+type stepRef struct{ i, t int }
+
+// memPerObjective writes A^M of one pool's steps under
+// AdvConfig.MemPerObjective: the mean over objectives of each objective's
+// z-score over the pool.
+func memPerObjective(trajs []TrajReward, refs []stepRef, cfg AdvConfig, mem [][]float64) error {
+	k := -1
+	for _, r := range refs {
+		tr := trajs[r.i]
+		if r.t >= len(tr.RMObj) || tr.RMObj[r.t] == nil {
+			return fmt.Errorf("rl: trajectory %q step %d: no memory reward per objective (per-objective A^M needs rollouts scored per objective)", tr.ID, r.t)
+		}
+		n := len(tr.RMObj[r.t])
+		if k < 0 {
+			k = n
+		}
+		if n != k || n == 0 {
+			return fmt.Errorf("rl: trajectory %q step %d: %d objectives' memory rewards where its pool has %d", tr.ID, r.t, n, k)
+		}
+		for j, v := range tr.RMObj[r.t] {
+			if math.IsNaN(v) || math.IsInf(v, 0) {
+				return fmt.Errorf("rl: trajectory %q step %d: non-finite memory reward %v of objective %d", tr.ID, r.t, v, j)
+			}
+		}
+	}
+	vals := make([]float64, len(refs))
+	for _, r := range refs {
+		mem[r.i][r.t] = 0
+	}
+	for j := 0; j < k; j++ {
+		for n, r := range refs {
+			vals[n] = trajs[r.i].RMObj[r.t][j]
+		}
+		z := zscore(vals, cfg, cfg.MemStdFloor)
+		for n, r := range refs {
+			mem[r.i][r.t] += z[n] / float64(k)
+		}
+	}
+	return nil
 }
 
 // meanStd returns the mean and std of v (0, 0 for an empty slice; std 0 for

@@ -273,3 +273,63 @@ func TestMemStdFloor(t *testing.T) {
 		t.Error("a negative floor was accepted")
 	}
 }
+
+// TestMemPerObjective works A^M of MemPerObjective by hand: one step pool of
+// three memories of a two-objective task.
+func TestMemPerObjective(t *testing.T) {
+	trajs := []TrajReward{
+		{ID: "a", Task: "t", RT: 1, RM: []float64{0.1}, RMObj: [][]float64{{0, 0.2}}},
+		{ID: "b", Task: "t", RT: 0, RM: []float64{0}, RMObj: [][]float64{{0, 0}}},
+		{ID: "c", Task: "t", RT: 0, RM: []float64{0.2}, RMObj: [][]float64{{0.3, 0.1}}},
+	}
+	cfg := DefaultAdvConfig()
+	cfg.MemPool, cfg.MemPerObjective = PoolStep, true
+	adv, err := cfg.ComputeAdvantages(trajs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Objective 0: {0, 0, 0.3}, mean 0.1, unbiased std √0.03: z = −0.1/√0.03,
+	// −0.1/√0.03, 0.2/√0.03. Objective 1: {0.2, 0, 0.1}, mean 0.1, std 0.1:
+	// z = 1, −1, 0. A^M is their mean.
+	s0, s1 := math.Sqrt(0.03)+1e-6, 0.1+1e-6
+	want := []float64{(-0.1/s0 + 0.1/s1) / 2, (-0.1/s0 - 0.1/s1) / 2, (0.2 / s0) / 2}
+	for i, w := range want {
+		if !near(adv.Mem[i][0], w, 1e-12) {
+			t.Errorf("A^M of %s = %v, want %v", trajs[i].ID, adv.Mem[i][0], w)
+		}
+	}
+	// The pooled z-score of the mean (the default) ranks by RM alone:
+	// c > a > b.
+	cfg.MemPerObjective = false
+	plain, err := cfg.ComputeAdvantages(trajs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !(plain.Mem[2][0] > plain.Mem[0][0] && plain.Mem[0][0] > plain.Mem[1][0]) {
+		t.Errorf("pooled A^M = %v", plain.Mem)
+	}
+	// With a floor of 0.5 every objective divides by it: objective 0 −0.2,
+	// −0.2, 0.4; objective 1 0.2, −0.2, 0.
+	cfg.MemPerObjective, cfg.MemStdFloor = true, 0.5
+	adv, err = cfg.ComputeAdvantages(trajs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range []float64{0, -0.2, 0.2} {
+		if !near(adv.Mem[i][0], w*0.5/(0.5+1e-6), 1e-9) {
+			t.Errorf("floored A^M of %s = %v, want %v", trajs[i].ID, adv.Mem[i][0], w)
+		}
+	}
+	// A step with a defined R^M but no per-objective terms is an error
+	// naming it; so are pools whose objective counts differ.
+	cfg.MemStdFloor = 0
+	bad := append([]TrajReward(nil), trajs...)
+	bad[1].RMObj = nil
+	if _, err := cfg.ComputeAdvantages(bad); err == nil || !strings.Contains(err.Error(), `"b"`) {
+		t.Errorf("missing per-objective terms: error %v, want one naming b", err)
+	}
+	bad[1].RMObj = [][]float64{{0}}
+	if _, err := cfg.ComputeAdvantages(bad); err == nil || !strings.Contains(err.Error(), "objectives") {
+		t.Errorf("ragged objectives: error %v", err)
+	}
+}

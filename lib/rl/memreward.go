@@ -66,25 +66,39 @@ func MemoryReward(memLogp, histLogp []float32) (float64, error) {
 // takes the best alias), and the result is the mean over objectives. This is
 // our choice; the paper does not say.
 func MultiGoldProb(objectives [][][]float32) (float64, error) {
-	if len(objectives) == 0 {
-		return math.NaN(), fmt.Errorf("rl: multi-objective gold with no objectives")
+	ps, err := ObjectiveGoldProbs(objectives)
+	if err != nil {
+		return math.NaN(), err
 	}
 	sum := 0.0
+	for _, p := range ps {
+		sum += p
+	}
+	return sum / float64(len(ps)), nil
+}
+
+// ObjectiveGoldProbs is each objective's term of MultiGoldProb: the largest
+// GeoMeanProb over its aliases.
+func ObjectiveGoldProbs(objectives [][][]float32) ([]float64, error) {
+	if len(objectives) == 0 {
+		return nil, fmt.Errorf("rl: multi-objective gold with no objectives")
+	}
+	ps := make([]float64, len(objectives))
 	for k, aliases := range objectives {
 		if len(aliases) == 0 {
-			return math.NaN(), fmt.Errorf("rl: objective %d has no gold alias", k)
+			return nil, fmt.Errorf("rl: objective %d has no gold alias", k)
 		}
 		best := math.Inf(-1)
 		for a, lp := range aliases {
 			p, err := GeoMeanProb(lp)
 			if err != nil {
-				return math.NaN(), fmt.Errorf("objective %d alias %d: %w", k, a, err)
+				return nil, fmt.Errorf("objective %d alias %d: %w", k, a, err)
 			}
 			best = math.Max(best, p)
 		}
-		sum += best
+		ps[k] = best
 	}
-	return sum / float64(len(objectives)), nil
+	return ps, nil
 }
 
 // MultiMemoryReward is R^M with MultiGoldProb in place of GeoMeanProb:

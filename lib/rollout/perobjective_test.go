@@ -73,6 +73,25 @@ func TestPerObjectiveMemoryReward(t *testing.T) {
 			if s.PGoldMem == nil || math.Abs(*s.PGoldMem-pm) > 1e-12 || math.Abs(*s.PGoldHist-ph) > 1e-12 {
 				t.Errorf("per-objective %v, step %d: p_mem %v p_hist %v, by hand %v %v", per, i, s.PGoldMem, s.PGoldHist, pm, ph)
 			}
+			// Per objective, each term is stored too: the geometric means
+			// of Paris's and of Dijon's ids.
+			if !per {
+				if len(s.PGoldMemObj) != 0 || len(s.PGoldHistObj) != 0 {
+					t.Errorf("joint scoring, step %d: per-objective terms %v %v stored", i, s.PGoldMemObj, s.PGoldHistObj)
+				}
+				continue
+			}
+			for k, c := range []struct {
+				got []float64
+				seq []int
+			}{{s.PGoldMemObj, mem}, {s.PGoldHistObj, hist}} {
+				lp := FakeLogProbs([][]int{c.seq})[0][len(c.seq)-len(g):]
+				a, _ := rl.GeoMeanProb(lp[:ends[0]])
+				b, _ := rl.GeoMeanProb(lp[ends[0]:])
+				if len(c.got) != 2 || math.Abs(c.got[0]-a) > 1e-12 || math.Abs(c.got[1]-b) > 1e-12 || math.Abs(a-b) < 1e-6 {
+					t.Errorf("step %d, %s: per-objective terms %v, by hand [%v %v]", i, [...]string{"memory", "history"}[k], c.got, a, b)
+				}
+			}
 		}
 		// The two forms differ here, so the check above tells them apart.
 		if lp := FakeLogProbs([][]int{g})[0]; math.Abs(joint(lp)-perObjective(lp)) < 1e-6 {

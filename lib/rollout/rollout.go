@@ -282,8 +282,9 @@ func (t *traj) done() bool { return t.overflow || t.tr.Done() }
 func (o *Options) fits(n, step int) bool { return o.MaxContext <= 0 || n+step <= o.MaxContext }
 
 type memTerms struct {
-	ok         bool
-	pMem, pHis float64
+	ok               bool
+	pMem, pHis       float64
+	pMemObj, pHisObj []float64 // per objective, under agent.Config.ScorePerObjective
 }
 
 type jobState struct {
@@ -651,10 +652,12 @@ type memRef struct {
 // goldProb is P(gold | context) from the gold ids' log-probs: their
 // geometric mean (rl.GeoMeanProb, the paper's), or with the ends of the
 // objectives' ids (agent.Config.ScorePerObjective) the mean over objectives
-// of each one's (rl.MultiGoldProb, one alias each).
-func goldProb(lp []float32, ends []int) (float64, error) {
+// of each one's (rl.MultiGoldProb, one alias each), then also each
+// objective's term (stored as p_gold_*_obj).
+func goldProb(lp []float32, ends []int) (p float64, perObjective []float64, err error) {
 	if ends == nil {
-		return rl.GeoMeanProb(lp)
+		p, err = rl.GeoMeanProb(lp)
+		return p, nil, err
 	}
 	objs := make([][][]float32, len(ends))
 	from := 0
@@ -662,7 +665,11 @@ func goldProb(lp []float32, ends []int) (float64, error) {
 		objs[j] = [][]float32{lp[from:end]}
 		from = end
 	}
-	return rl.MultiGoldProb(objs)
+	if p, err = rl.MultiGoldProb(objs); err != nil {
+		return p, nil, err
+	}
+	perObjective, err = rl.ObjectiveGoldProbs(objs)
+	return p, perObjective, err
 }
 
 // memoryRewards fills the memory-reward terms of every step with a <mem>
@@ -726,16 +733,16 @@ func (e *Engine) memoryRewards(done []*jobState, stats *Stats) error {
 	// (Model.LogProbs' layout), so the gold's are lp[start:end].
 	score := func(j int, lp []float32) error {
 		for _, r := range refs[j] {
-			p, err := goldProb(lp[r.start:r.end], r.ends)
+			p, po, err := goldProb(lp[r.start:r.end], r.ends)
 			if err != nil {
 				return fmt.Errorf("rollout: memory reward of task %s step %d: %w", r.t.job.job.Task.TaskID, r.step, err)
 			}
 			m := &r.t.mem[r.step]
 			m.ok = true
 			if r.hist {
-				m.pHis = p
+				m.pHis, m.pHisObj = p, po
 			} else {
-				m.pMem = p
+				m.pMem, m.pMemObj = p, po
 			}
 		}
 		return nil
@@ -843,6 +850,7 @@ func (e *Engine) rows(js *jobState) []records.Rollout {
 			if tj.mem != nil && tj.mem[i].ok {
 				m := tj.mem[i]
 				st.PGoldMem, st.PGoldHist, st.RMem = records.Ptr(m.pMem), records.Ptr(m.pHis), records.Ptr(m.pMem-m.pHis)
+				st.PGoldMemObj, st.PGoldHistObj = m.pMemObj, m.pHisObj
 			}
 			r.Steps = append(r.Steps, st)
 		}

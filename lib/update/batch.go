@@ -142,17 +142,52 @@ func StepMemRewards(r *records.Rollout, cfg rl.AdvConfig) []float64 {
 	return rm
 }
 
+// StepMemRewardsPerObjective is StepMemRewards objective by objective
+// (rl.AdvConfig.MemPerObjective): for each step whose pooled R^M is defined,
+// P(gold_j | q, mem_t) less the same baseline, from the rows' p_gold_*_obj;
+// nil where the pooled R^M is undefined or the step was not scored per
+// objective (the advantage stage then names the trajectory).
+func StepMemRewardsPerObjective(r *records.Rollout, cfg rl.AdvConfig, rm []float64) [][]float64 {
+	out := make([][]float64, len(r.Steps))
+	diff := func(a, b []float64) []float64 {
+		if len(a) == 0 || len(a) != len(b) {
+			return nil
+		}
+		d := make([]float64, len(a))
+		for j := range a {
+			d[j] = a[j] - b[j]
+		}
+		return d
+	}
+	for t := range r.Steps {
+		st := &r.Steps[t]
+		switch {
+		case math.IsNaN(rm[t]):
+		case cfg.MemBaseline == rl.BaselineHistory || t == 0:
+			out[t] = diff(st.PGoldMemObj, st.PGoldHistObj)
+		default:
+			out[t] = diff(st.PGoldMemObj, r.Steps[t-1].PGoldMemObj)
+		}
+	}
+	return out
+}
+
 // TrajRewardOf is what the advantage stage reads of rollout r: its id
 // (task/group/sample), its group key (one group per task and group index),
-// R^T and the memory rewards StepMemRewards pools under cfg. Prepare and
+// R^T and the memory rewards StepMemRewards pools under cfg (and, under
+// cfg.MemPerObjective, StepMemRewardsPerObjective's). Prepare and
 // scripts/memdrops both build their advantages from it.
 func TrajRewardOf(r *records.Rollout, cfg rl.AdvConfig) rl.TrajReward {
-	return rl.TrajReward{
+	tr := rl.TrajReward{
 		ID:   fmt.Sprintf("%s/%d/%d", r.TaskID, r.Group, r.Sample),
 		Task: fmt.Sprintf("%s\x00%d", r.TaskID, r.Group),
 		RT:   r.RewardTask,
 		RM:   StepMemRewards(r, cfg),
 	}
+	if cfg.MemPerObjective {
+		tr.RMObj = StepMemRewardsPerObjective(r, cfg, tr.RM)
+	}
+	return tr
 }
 
 // Prepare validates the rollouts and builds the batch. Steps with no output
@@ -189,6 +224,11 @@ func Prepare(rolls []records.Rollout, opt PrepareOptions) (*Batch, error) {
 			}
 			if opt.Adv.MemBaseline != rl.BaselineHistory && st.PGoldMem != nil {
 				put(math.Float64bits(*st.PGoldMem))
+			}
+			if opt.Adv.MemPerObjective {
+				for _, p := range append(append([]float64(nil), st.PGoldMemObj...), st.PGoldHistObj...) {
+					put(math.Float64bits(p))
+				}
 			}
 			for k, id := range st.ContextIDs {
 				if id < 0 || int(id) >= opt.Vocab {

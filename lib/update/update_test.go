@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -710,6 +711,38 @@ func TestStepMemRewards(t *testing.T) {
 				t.Errorf("%s: step %d R^M %v, want %v", c.name, i, got[i], c.want[i])
 			}
 		}
+	}
+}
+
+// TestStepMemRewardsPerObjective: the per-objective terms follow the same
+// baseline and the same undefined steps as the pooled R^M (by hand).
+func TestStepMemRewardsPerObjective(t *testing.T) {
+	p := records.Ptr
+	r := records.Rollout{Steps: []records.Step{
+		{PGoldMem: p(0.5), PGoldHist: p(0.25), RMem: p(0.25), PGoldMemObj: []float64{0.75, 0.25}, PGoldHistObj: []float64{0.25, 0.25}},
+		{PGoldMem: p(0.625), PGoldHist: p(0.5), RMem: p(0.125), PGoldMemObj: []float64{0.5, 0.75}, PGoldHistObj: []float64{0.25, 0.75}},
+		{PGoldMem: p(0.5), PGoldHist: p(0.5), RMem: p(0)}, // scored jointly: no terms per objective
+		{Action: "answer", PGoldMem: p(1), PGoldHist: p(0.5), RMem: p(0.5), PGoldMemObj: []float64{1, 1}, PGoldHistObj: []float64{0.5, 0.5}},
+	}}
+	for _, c := range []struct {
+		name string
+		cfg  func(*rl.AdvConfig)
+		want [][]float64
+	}{
+		{"history", func(*rl.AdvConfig) {}, [][]float64{{0.5, 0}, {0.25, 0}, nil, {0.5, 0.5}}},
+		{"previous", func(c *rl.AdvConfig) { c.MemBaseline = rl.BaselinePrevMemory }, [][]float64{{0.5, 0}, {-0.25, 0.5}, nil, nil}},
+		{"history, skip the answer", func(c *rl.AdvConfig) { c.MemSkipAnswer = true }, [][]float64{{0.5, 0}, {0.25, 0}, nil, nil}},
+	} {
+		cfg := rl.DefaultAdvConfig()
+		c.cfg(&cfg)
+		cfg.MemPerObjective = true
+		got := TrajRewardOf(&r, cfg).RMObj
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: per-objective R^M %v, want %v", c.name, got, c.want)
+		}
+	}
+	if TrajRewardOf(&r, rl.DefaultAdvConfig()).RMObj != nil {
+		t.Error("per-objective terms read without MemPerObjective")
 	}
 }
 

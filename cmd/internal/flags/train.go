@@ -38,6 +38,7 @@ func RL() []ucli.Flag {
 		&ucli.BoolFlag{Name: "mem-skip-repeats", Usage: "a step whose whole output repeats the step before's (the same memory and action again) gets no memory advantage, its R^M left out of the A^M pool (ablation: a scorer that ranks a dropped fact's memory high cannot reward repeating it, nor one that ranks it low penalize it; docs/DEMO.md found it a trade, not a fix)"},
 		&ucli.BoolFlag{Name: "mem-skip-answer", Usage: "the memory written with the answer (read by no later step) gets no memory advantage, its R^M left out of the A^M pool (docs/DEMO.md: at k = 8 the step pool gave every answer step a negative A^M)"},
 		&ucli.StringFlag{Name: "mem-baseline", Value: nameOf(rl.MemBaselines, adv.MemBaseline), Usage: "what R^M subtracts from P(gold | q, mem_t): history (P(gold | q, s_<t), the paper's) or previous (P(gold | q, mem_t−1): what the memory adds to the one before; a memory written again unchanged scores 0)"},
+		&ucli.BoolFlag{Name: "mem-per-objective", Usage: "A^M is the mean over a task's objectives of each objective's own z-score over the pool (its R^M from P(gold_j | q, mem_t)), not the z-score of the mean over objectives: a dropped fact of one objective of eight then stands against that objective's spread alone (ablation; needs rollouts from mempo-rollout --score-per-objective)"},
 		&ucli.StringFlag{Name: "mem-pool", Value: nameOf(rl.MemPools, adv.MemPool), Usage: "pool of the A^M z-score: task (all memory blocks of the task) or step (same step index)"},
 		&ucli.Float64Flag{Name: "clip-low", Value: loss.ClipLow, Usage: "ratio clip below 1"},
 		&ucli.Float64Flag{Name: "clip-high", Value: loss.ClipHigh, Usage: "ratio clip above 1"},
@@ -80,6 +81,7 @@ func Train(c *ucli.Context, withRL bool) (update.Config, rl.AdvConfig, error) {
 		acfg.NormStd = !c.Bool("no-std-norm")
 		acfg.MemAdv = !c.Bool("no-mem-adv")
 		acfg.MemSkipRepeats, acfg.MemSkipAnswer = c.Bool("mem-skip-repeats"), c.Bool("mem-skip-answer")
+		acfg.MemPerObjective = c.Bool("mem-per-objective")
 		if acfg.Std, err = rl.ParseStdMode(c.String("std")); err != nil {
 			return cfg, acfg, err
 		}
