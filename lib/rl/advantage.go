@@ -110,8 +110,9 @@ type AdvConfig struct {
 	// drops one found fact moves it by about 1/k of that fact's
 	// probability, inside the noise of the others (docs/DEMO.md, "Why k =
 	// 8"); per objective the drop stands against the pool's spread on that
-	// objective alone. Needs rollouts scored per objective (an ablation,
-	// off by default).
+	// objective alone. The mean of the objectives' z is z-scored over the
+	// pool again, so that A^M has the pooled form's scale. Needs rollouts
+	// scored per objective (an ablation, off by default).
 	MemPerObjective bool
 }
 
@@ -280,7 +281,7 @@ type stepRef struct{ i, t int }
 
 // memPerObjective writes A^M of one pool's steps under
 // AdvConfig.MemPerObjective: the mean over objectives of each objective's
-// z-score over the pool.
+// z-score over the pool, z-scored over the pool again.
 func memPerObjective(trajs []TrajReward, refs []stepRef, cfg AdvConfig, mem [][]float64) error {
 	k := -1
 	for _, r := range refs {
@@ -302,17 +303,20 @@ func memPerObjective(trajs []TrajReward, refs []stepRef, cfg AdvConfig, mem [][]
 		}
 	}
 	vals := make([]float64, len(refs))
-	for _, r := range refs {
-		mem[r.i][r.t] = 0
-	}
+	mean := make([]float64, len(refs))
 	for j := 0; j < k; j++ {
 		for n, r := range refs {
 			vals[n] = trajs[r.i].RMObj[r.t][j]
 		}
-		z := zscore(vals, cfg, cfg.MemStdFloor)
-		for n, r := range refs {
-			mem[r.i][r.t] += z[n] / float64(k)
+		for n, z := range zscore(vals, cfg, cfg.MemStdFloor) {
+			mean[n] += z / float64(k)
 		}
+	}
+	// The mean of k z-scores has a spread of about 1/√k where the
+	// objectives vary apart: z-scored again, A^M keeps the pooled form's
+	// scale, so that α means the same with and without the knob.
+	for n, z := range zscore(mean, cfg, 0) {
+		mem[refs[n].i][refs[n].t] = z
 	}
 	return nil
 }

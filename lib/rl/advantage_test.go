@@ -290,9 +290,9 @@ func TestMemPerObjective(t *testing.T) {
 	}
 	// Objective 0: {0, 0, 0.3}, mean 0.1, unbiased std √0.03: z = −0.1/√0.03,
 	// −0.1/√0.03, 0.2/√0.03. Objective 1: {0.2, 0, 0.1}, mean 0.1, std 0.1:
-	// z = 1, −1, 0. A^M is their mean.
+	// z = 1, −1, 0. A^M is their mean, z-scored again.
 	s0, s1 := math.Sqrt(0.03)+1e-6, 0.1+1e-6
-	want := []float64{(-0.1/s0 + 0.1/s1) / 2, (-0.1/s0 - 0.1/s1) / 2, (0.2 / s0) / 2}
+	want := restandardize([]float64{(-0.1/s0 + 0.1/s1) / 2, (-0.1/s0 - 0.1/s1) / 2, (0.2 / s0) / 2})
 	for i, w := range want {
 		if !near(adv.Mem[i][0], w, 1e-12) {
 			t.Errorf("A^M of %s = %v, want %v", trajs[i].ID, adv.Mem[i][0], w)
@@ -309,14 +309,14 @@ func TestMemPerObjective(t *testing.T) {
 		t.Errorf("pooled A^M = %v", plain.Mem)
 	}
 	// With a floor of 0.5 every objective divides by it: objective 0 −0.2,
-	// −0.2, 0.4; objective 1 0.2, −0.2, 0.
+	// −0.2, 0.4; objective 1 0.2, −0.2, 0; means 0, −0.2, 0.2.
 	cfg.MemPerObjective, cfg.MemStdFloor = true, 0.5
 	adv, err = cfg.ComputeAdvantages(trajs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, w := range []float64{0, -0.2, 0.2} {
-		if !near(adv.Mem[i][0], w*0.5/(0.5+1e-6), 1e-9) {
+	for i, w := range restandardize([]float64{0, -0.2 * 0.5 / (0.5 + 1e-6), 0.2 * 0.5 / (0.5 + 1e-6)}) {
+		if !near(adv.Mem[i][0], w, 1e-9) {
 			t.Errorf("floored A^M of %s = %v, want %v", trajs[i].ID, adv.Mem[i][0], w)
 		}
 	}
@@ -332,4 +332,22 @@ func TestMemPerObjective(t *testing.T) {
 	if _, err := cfg.ComputeAdvantages(bad); err == nil || !strings.Contains(err.Error(), "objectives") {
 		t.Errorf("ragged objectives: error %v", err)
 	}
+}
+
+// restandardize is (v − mean)/(unbiased std + 1e-6), worked out here.
+func restandardize(v []float64) []float64 {
+	var m, ss float64
+	for _, x := range v {
+		m += x
+	}
+	m /= float64(len(v))
+	for _, x := range v {
+		ss += (x - m) * (x - m)
+	}
+	sd := math.Sqrt(ss/float64(len(v)-1)) + 1e-6
+	out := make([]float64, len(v))
+	for i, x := range v {
+		out[i] = (x - m) / sd
+	}
+	return out
 }
