@@ -9,8 +9,9 @@
 // the mean memory advantage A^M those steps get from mempo-update's defaults
 // (the z-score over the task's pool), under --mem-pool step (over the
 // memories of the same step index) and under --mem-baseline previous (R^M
-// as the gain over the previous memory): what the update pushes, where the
-// raw R^M means mix steps of different depth. A file whose tasks have
+// as the gain over the previous memory), and, where the rollouts were scored
+// per objective, under --mem-pool step --mem-per-objective: what the update
+// pushes, where the raw R^M means mix steps of different depth. A file whose tasks have
 // several objective counts gets the same counts for each k on lines of its own.
 //
 //	go run ./scripts/memdrops runs/demo/mempo/rollouts-1.parquet …
@@ -20,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"os"
 	"slices"
 
@@ -31,13 +33,13 @@ import (
 type acc struct {
 	n        int
 	rm, pgm  float64
-	adv      [3]float64 // summed A^M: the defaults, --mem-pool step, --mem-baseline previous
+	adv      [4]float64 // summed A^M: the defaults, --mem-pool step, --mem-baseline previous, step pool per objective (NaN: not scored per objective)
 	withTerm int
 }
 
 // add counts step st, whose memory advantages under the three configs are
 // adv (used only where st has its memory terms).
-func (a *acc) add(st records.Step, adv [3]float64) {
+func (a *acc) add(st records.Step, adv [4]float64) {
 	a.n++
 	if st.RMem != nil && st.PGoldMem != nil {
 		a.withTerm++
@@ -54,7 +56,11 @@ func (a acc) String() string {
 		return fmt.Sprintf("%d steps (no R^M)", a.n)
 	}
 	n := float64(a.withTerm)
-	return fmt.Sprintf("%d steps, R^M %.4f, P(gold|mem) %.4f, A^M %+.3f (step pool %+.3f, gain %+.3f)", a.n, a.rm/n, a.pgm/n, a.adv[0]/n, a.adv[1]/n, a.adv[2]/n)
+	per := ""
+	if !math.IsNaN(a.adv[3]) {
+		per = fmt.Sprintf(", per objective %+.3f", a.adv[3]/n)
+	}
+	return fmt.Sprintf("%d steps, R^M %.4f, P(gold|mem) %.4f, A^M %+.3f (step pool %+.3f, gain %+.3f%s)", a.n, a.rm/n, a.pgm/n, a.adv[0]/n, a.adv[1]/n, a.adv[2]/n, per)
 }
 
 func main() {
@@ -76,9 +82,9 @@ func report(w io.Writer, f string) error {
 	if err != nil {
 		return err
 	}
-	var advs [3][][]float64
+	var advs [4][][]float64
 	for k, cfg := range advConfigs() {
-		if advs[k], err = memAdvantages(rows, cfg); err != nil {
+		if advs[k], err = memAdvantages(rows, cfg); err != nil && (!cfg.MemPerObjective || !missingPerObjective(rows)) {
 			return fmt.Errorf("%s: %w", f, err)
 		}
 	}
@@ -91,7 +97,13 @@ func report(w io.Writer, f string) error {
 			byK[r.K] = tk
 		}
 		for _, t := range []*tally{all, tk} {
-			t.add(r, func(i int) [3]float64 { return [3]float64{advs[0][j][i], advs[1][j][i], advs[2][j][i]} })
+			t.add(r, func(i int) [4]float64 {
+				a := [4]float64{advs[0][j][i], advs[1][j][i], advs[2][j][i], math.NaN()}
+				if advs[3] != nil {
+					a[3] = advs[3][j][i]
+				}
+				return a
+			})
 		}
 	}
 	if _, err := fmt.Fprintf(w, "%s: %v\n", f, all); err != nil {
@@ -118,7 +130,7 @@ type tally struct {
 }
 
 // add counts trajectory r, whose step i has the memory advantages adv(i).
-func (t *tally) add(r records.Rollout, adv func(i int) [3]float64) {
+func (t *tally) add(r records.Rollout, adv func(i int) [4]float64) {
 	t.trajs++
 	t.correct += r.RewardTask
 	mem := func(s records.Step) []int32 {
@@ -154,13 +166,29 @@ func (t *tally) String() string {
 		t.trajs, t.correct/float64(max(t.trajs, 1)), rate, t.searches, t.drop, t.kept, t.answer)
 }
 
-// advConfigs are the three advantage configurations report compares:
-// mempo-update's defaults, --mem-pool step and --mem-baseline previous.
-func advConfigs() [3]rl.AdvConfig {
+// advConfigs are the advantage configurations report compares:
+// mempo-update's defaults, --mem-pool step, --mem-baseline previous and
+// --mem-pool step --mem-per-objective.
+func advConfigs() [4]rl.AdvConfig {
 	def, step, gain := rl.DefaultAdvConfig(), rl.DefaultAdvConfig(), rl.DefaultAdvConfig()
 	step.MemPool = rl.PoolStep
 	gain.MemBaseline = rl.BaselinePrevMemory
-	return [3]rl.AdvConfig{def, step, gain}
+	per := step
+	per.MemPerObjective = true
+	return [4]rl.AdvConfig{def, step, gain, per}
+}
+
+// missingPerObjective says whether some step with memory terms was not
+// scored per objective (the per-objective column is then left out).
+func missingPerObjective(rows []records.Rollout) bool {
+	for _, r := range rows {
+		for _, st := range r.Steps {
+			if st.RMem != nil && len(st.PGoldMemObj) == 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // memAdvantages returns the memory advantage A^M of every step of rows as

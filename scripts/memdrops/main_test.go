@@ -68,3 +68,27 @@ func TestReport(t *testing.T) {
 		t.Errorf("per k: got  %q\nwant %q", b.String(), want)
 	}
 }
+
+// Rollouts scored per objective get the per-objective column (each step
+// pool here holds one memory: 0); the others do not (TestReport).
+func TestReportPerObjective(t *testing.T) {
+	f := func(v float64) *float64 { return &v }
+	st := func(action, query string, m int32, rm, pg float64) records.Step {
+		return records.Step{Action: action, Query: query, OutputIDs: []int32{7, m, 8}, MemStart: 1, MemEnd: 2, RMem: f(rm), PGoldMem: f(pg),
+			PGoldHist: f(pg - rm), PGoldMemObj: []float64{pg}, PGoldHistObj: []float64{pg - rm}}
+	}
+	rows := []records.Rollout{{TaskID: "a", K: 1, Golds: [][]string{{"x"}}, RewardTask: 1, Steps: []records.Step{
+		st("search", "q1", 1, 0.1, 0.2), st("search", "q1", 1, 0.3, 0.5), st("search", "q2", 2, 0.5, 0.6), st("answer", "", 2, 0.7, 0.8),
+	}}}
+	path := filepath.Join(t.TempDir(), "r.jsonl")
+	if err := records.WriteFile(path, rows); err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := report(&b, path); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(b.String(), ", per objective +0.000)"); n != 3 {
+		t.Errorf("%d per-objective columns in %q, want 3", n, b.String())
+	}
+}
