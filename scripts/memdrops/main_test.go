@@ -34,38 +34,26 @@ func TestReport(t *testing.T) {
 		}},
 	}
 	path := filepath.Join(t.TempDir(), "r.jsonl")
-	if err := records.WriteFile(path, rows); err != nil {
-		t.Fatal(err)
-	}
-	var b strings.Builder
-	if err := report(&b, path); err != nil {
-		t.Fatal(err)
-	}
+	got := reportOf(t, path, rows)
 	want := path + ": 2 trajectories, mean R^T 0.500, drop rate 0.250 of 4 searches; " +
 		"drops: 1 steps, R^M 0.3000, P(gold|mem) 0.2000, A^M -0.387 (step pool +0.000, gain -1.025); " +
 		"other searches after the first: 1 steps, R^M 0.5000, P(gold|mem) 0.6000, A^M +0.387 (step pool +0.000, gain +1.317); " +
 		"last steps: 2 steps, R^M 0.7000, P(gold|mem) 0.8000, A^M +1.162 (step pool +0.000, gain +0.146)\n"
-	if b.String() != want {
-		t.Errorf("got  %q\nwant %q", b.String(), want)
+	if got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
 	}
 
 	// With task b at k = 2 the same line, then one per k.
 	rows[1].K, rows[1].Golds = 2, [][]string{{"x"}, {"y"}}
-	if err := records.WriteFile(path, rows); err != nil {
-		t.Fatal(err)
-	}
-	b.Reset()
-	if err := report(&b, path); err != nil {
-		t.Fatal(err)
-	}
+	got = reportOf(t, path, rows)
 	want += "  k = 1: 1 trajectories, mean R^T 1.000, drop rate 0.333 of 3 searches; " +
 		"drops: 1 steps, R^M 0.3000, P(gold|mem) 0.2000, A^M -0.387 (step pool +0.000, gain -1.025); " +
 		"other searches after the first: 1 steps, R^M 0.5000, P(gold|mem) 0.6000, A^M +0.387 (step pool +0.000, gain +1.317); " +
 		"last steps: 1 steps, R^M 0.7000, P(gold|mem) 0.8000, A^M +1.162 (step pool +0.000, gain +0.146)\n" +
 		"  k = 2: 1 trajectories, mean R^T 0.000, drop rate 0.000 of 1 searches; " +
 		"drops: 0 steps (no R^M); other searches after the first: 0 steps (no R^M); last steps: 1 steps (no R^M)\n"
-	if b.String() != want {
-		t.Errorf("per k: got  %q\nwant %q", b.String(), want)
+	if got != want {
+		t.Errorf("per k: got  %q\nwant %q", got, want)
 	}
 }
 
@@ -80,7 +68,15 @@ func TestReportPerObjective(t *testing.T) {
 	rows := []records.Rollout{{TaskID: "a", K: 1, Golds: [][]string{{"x"}}, RewardTask: 1, Steps: []records.Step{
 		st("search", "q1", 1, 0.1, 0.2), st("search", "q1", 1, 0.3, 0.5), st("search", "q2", 2, 0.5, 0.6), st("answer", "", 2, 0.7, 0.8),
 	}}}
-	path := filepath.Join(t.TempDir(), "r.jsonl")
+	got := reportOf(t, filepath.Join(t.TempDir(), "r.jsonl"), rows)
+	if n := strings.Count(got, ", per objective +0.000)"); n != 3 {
+		t.Errorf("%d per-objective columns in %q, want 3", n, got)
+	}
+}
+
+// reportOf writes rows to path and returns report's lines for it.
+func reportOf(t *testing.T, path string, rows []records.Rollout) string {
+	t.Helper()
 	if err := records.WriteFile(path, rows); err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +84,5 @@ func TestReportPerObjective(t *testing.T) {
 	if err := report(&b, path); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(b.String(), ", per objective +0.000)"); n != 3 {
-		t.Errorf("%d per-objective columns in %q, want 3", n, b.String())
-	}
+	return b.String()
 }
