@@ -4,7 +4,8 @@
 # sft-react/, reader/ and eval/test-k*.jsonl) with RL seed R into $N/seedS-R:
 # run.sh (whatever PRESET, MEM_FLAGS, DEVICE … the environment sets) is
 # stopped when GRPO starts — GRPO would repeat the earlier run's — then MemPO
-# is evaluated greedily at k = 2, 4, 8 on the earlier run's own test tasks,
+# is evaluated greedily at k = 2, 4, 8 on the earlier run's own test tasks
+# (waiting for them where that run has not written them yet),
 # memdrops reads its training rollouts, and $N/done.txt gets the run's wall.
 # Run from the repository root, with BIN the commands' folder.
 mempo_only() {
@@ -14,6 +15,14 @@ mempo_only() {
 	pid=$!
 	until grep -q "== grpo iteration 1/" $O.log 2>/dev/null || ! kill -0 $pid 2>/dev/null; do sleep 3; done
 	pkill -P $pid; kill $pid; sleep 2; pkill -f "$O/grpo"
+	# The test tasks are the earlier run's, written at its evaluation stage:
+	# wait (up to an hour) while that run has not reached it, then say so
+	# where one is missing instead of evaluating nothing in silence.
+	for _ in $(seq 720); do [ -f $E/seed$s/eval/test-k2.jsonl ] && break; sleep 5; done
+	sleep 2
+	for k in 2 4 8; do
+		[ -f $E/seed$s/eval/test-k$k.jsonl ] || echo "seed $s RL seed $r: no $E/seed$s/eval/test-k$k.jsonl, k = $k not evaluated" | tee -a $N/done.txt >&2
+	done
 	for k in 2 4 8; do
 		$BIN/mempo-rollout --model $O/mempo/final --tasks $E/seed$s/eval/test-k$k.jsonl --index $O/index --out $O/eval-mempo-k$k.parquet \
 			--max-step-tokens 96 --topk 2 --hint=false --score-gold-numbered --score-lead-in "<think>all {k} answers are known</think><answer>" \
