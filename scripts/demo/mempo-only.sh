@@ -16,10 +16,13 @@ mempo_only() {
 	until grep -q "== grpo iteration 1/" $O.log 2>/dev/null || ! kill -0 $pid 2>/dev/null; do sleep 3; done
 	pkill -P $pid; kill $pid; sleep 2; pkill -f "$O/grpo"
 	# The test tasks are the earlier run's, written at its evaluation stage:
-	# wait (up to an hour) while that run has not reached it, then say so
-	# where one is missing instead of evaluating nothing in silence.
-	for _ in $(seq 720); do [ -f $E/seed$s/eval/test-k2.jsonl ] && break; sleep 5; done
-	sleep 2
+	# wait (up to an hour) until it has written k = 8's or finished (its
+	# report), then say where one is missing instead of evaluating nothing
+	# in silence.
+	for _ in $(seq 720); do
+		[ -f $E/seed$s/eval/test-k8.jsonl ] || [ -f $E/seed$s/report/table.md ] && break
+		sleep 5
+	done
 	for k in 2 4 8; do
 		[ -f $E/seed$s/eval/test-k$k.jsonl ] || echo "seed $s RL seed $r: no $E/seed$s/eval/test-k$k.jsonl, k = $k not evaluated" | tee -a $N/done.txt >&2
 	done
