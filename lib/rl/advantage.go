@@ -218,12 +218,11 @@ func (cfg AdvConfig) ComputeAdvantages(trajs []TrajReward) (*Advantages, error) 
 	}
 
 	// A^M: pools keyed by task (and step index for PoolStep).
-	type ref = stepRef
 	type pkey struct {
 		task string
 		step int
 	}
-	pools := map[pkey][]ref{}
+	pools := map[pkey][]stepRef{}
 	var porder []pkey
 	for i, tr := range trajs {
 		for t := range rm[i] {
@@ -237,7 +236,7 @@ func (cfg AdvConfig) ComputeAdvantages(trajs []TrajReward) (*Advantages, error) 
 			if _, ok := pools[k]; !ok {
 				porder = append(porder, k)
 			}
-			pools[k] = append(pools[k], ref{i, t})
+			pools[k] = append(pools[k], stepRef{i, t})
 		}
 	}
 	for _, k := range porder {

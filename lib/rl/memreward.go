@@ -70,11 +70,17 @@ func MultiGoldProb(objectives [][][]float32) (float64, error) {
 	if err != nil {
 		return math.NaN(), err
 	}
+	return MeanGoldProb(ps), nil
+}
+
+// MeanGoldProb is MultiGoldProb from ObjectiveGoldProbs' terms: their mean,
+// summed in objective order.
+func MeanGoldProb(ps []float64) float64 {
 	sum := 0.0
 	for _, p := range ps {
 		sum += p
 	}
-	return sum / float64(len(ps)), nil
+	return sum / float64(len(ps))
 }
 
 // ObjectiveGoldProbs is each objective's term of MultiGoldProb: the largest

@@ -652,8 +652,8 @@ type memRef struct {
 // goldProb is P(gold | context) from the gold ids' log-probs: their
 // geometric mean (rl.GeoMeanProb, the paper's), or with the ends of the
 // objectives' ids (agent.Config.ScorePerObjective) the mean over objectives
-// of each one's (rl.MultiGoldProb, one alias each), then also each
-// objective's term (stored as p_gold_*_obj).
+// of each one's (rl.MultiGoldProb's, one alias each), with each objective's
+// term (stored as p_gold_*_obj).
 func goldProb(lp []float32, ends []int) (p float64, perObjective []float64, err error) {
 	if ends == nil {
 		p, err = rl.GeoMeanProb(lp)
@@ -665,11 +665,10 @@ func goldProb(lp []float32, ends []int) (p float64, perObjective []float64, err 
 		objs[j] = [][]float32{lp[from:end]}
 		from = end
 	}
-	if p, err = rl.MultiGoldProb(objs); err != nil {
-		return p, nil, err
+	if perObjective, err = rl.ObjectiveGoldProbs(objs); err != nil {
+		return 0, nil, err
 	}
-	perObjective, err = rl.ObjectiveGoldProbs(objs)
-	return p, perObjective, err
+	return rl.MeanGoldProb(perObjective), perObjective, nil
 }
 
 // memoryRewards fills the memory-reward terms of every step with a <mem>

@@ -226,8 +226,10 @@ func Prepare(rolls []records.Rollout, opt PrepareOptions) (*Batch, error) {
 				put(math.Float64bits(*st.PGoldMem))
 			}
 			if opt.Adv.MemPerObjective {
-				for _, p := range append(append([]float64(nil), st.PGoldMemObj...), st.PGoldHistObj...) {
-					put(math.Float64bits(p))
+				for _, ps := range [][]float64{st.PGoldMemObj, st.PGoldHistObj} {
+					for _, p := range ps {
+						put(math.Float64bits(p))
+					}
 				}
 			}
 			for k, id := range st.ContextIDs {

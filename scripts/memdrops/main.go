@@ -37,7 +37,7 @@ type acc struct {
 	withTerm int
 }
 
-// add counts step st, whose memory advantages under the three configs are
+// add counts step st, whose memory advantages under advConfigs' four are
 // adv (used only where st has its memory terms).
 func (a *acc) add(st records.Step, adv [4]float64) {
 	a.n++
@@ -83,8 +83,12 @@ func report(w io.Writer, f string) error {
 		return err
 	}
 	var advs [4][][]float64
+	perObjective := !missingPerObjective(rows)
 	for k, cfg := range advConfigs() {
-		if advs[k], err = memAdvantages(rows, cfg); err != nil && (!cfg.MemPerObjective || !missingPerObjective(rows)) {
+		if cfg.MemPerObjective && !perObjective {
+			continue // the column is left out
+		}
+		if advs[k], err = memAdvantages(rows, cfg); err != nil {
 			return fmt.Errorf("%s: %w", f, err)
 		}
 	}
