@@ -66,6 +66,7 @@ var (
 	CUDASkinny      = add("MEMPO_CUDA_SKINNY", "0: bf16 decoding steps of 5 to 32 rows take cuBLAS for their q, k and v products (default: one launch of lib/cuda/kernels/skinny.cu, which streams the three weights through the tensor cores with k split over the chip)")
 	CUDAPair        = add("MEMPO_CUDA_PAIR", "0: decoding steps that take cuBLAS run their gate and up products (and k and v) as two calls (default: one strided-batched call for each pair)")
 	CUDAAttnGroup   = add("MEMPO_CUDA_ATTN_GROUP", "0: decoding steps of more than 4 rows take attention with a warp a query head (attn_split_sub, attn_split_merged) instead of attn_split_group, whose warps score 32 keys at once for every query head of a kv head")
+	CUDAFuse        = add("MEMPO_CUDA_FUSE", "0: the forward's residual adds and the norms after them, and q's and k's biases and RoPE, as two launches each (default: one each, add_rmsnorm_f32 and rope_f32 with the bias, the same bits)")
 	CUDAPDL         = add("MEMPO_CUDA_PDL", "0: launch the decoding step's kernels one after another (default: overlapped by programmatic dependent launch where the GPU has it, sm_90 and later)")
 	HostOptimizer   = add("MEMPO_HOST_OPTIMIZER", "1: mempo-update keeps the AdamW step on the host even when the model is on the GPU")
 	SkipMemCheck    = add("MEMPO_SKIP_MEMORY_CHECK", "1: mempo-update and sft start a GPU run even when their memory estimate exceeds the free device memory")

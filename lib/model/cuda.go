@@ -72,6 +72,8 @@ type CUDA struct {
 	skinnyOff    bool // steps of 5 to 32 bf16 rows take cuBLAS products, not skinny.cu (MEMPO_CUDA_SKINNY=0; benchmarks)
 	skinnyAll    bool // steps of 5 to 32 bf16 rows take skinny.cu for every product, not only q, k and v (benchmarks, tests)
 	pairOff      bool // decoding steps run gate and up (k and v) as two cuBLAS calls, not one batched call (MEMPO_CUDA_PAIR=0; benchmarks)
+	addNormOff   bool // AddRMSNorm as Add and RMSNorm, two launches (MEMPO_CUDA_FUSE=0; benchmarks)
+	biasRoPEOff  bool // BiasRoPE as AddBias and RoPE, two launches (MEMPO_CUDA_FUSE=0; benchmarks)
 
 	// The small decoding steps' layers in one persistent launch
 	// (dec_persist; cuda_persist.go): at most persistBlocks blocks a
@@ -233,6 +235,8 @@ func NewCUDA() (*CUDA, error) {
 	be.overlap = envconfig.CUDAPDL.Get() != "0"
 	be.skinnyOff = envconfig.CUDASkinny.Get() == "0"
 	be.pairOff = envconfig.CUDAPair.Get() == "0"
+	be.addNormOff = envconfig.CUDAFuse.Get() == "0"
+	be.biasRoPEOff = be.addNormOff
 	be.attnNoGroup = envconfig.CUDAAttnGroup.Get() == "0"
 	be.persistBlocks, be.persistTimeout = persistBlocksFromEnv(), time.Second
 	return be, nil
@@ -905,6 +909,31 @@ func (b *CUDA) RMSNorm(out, rstd, x, w Tensor, eps float32) {
 	b.dualDone(o, o16)
 }
 
+// AddRMSNorm is Add(x, d) then RMSNorm(out, rstd, x, w, eps) over whole
+// rows (len(w) = cols) in one launch, add_rmsnorm_f32: the same bits as the
+// two, the rows read once (Model.addNorm).
+func (b *CUDA) AddRMSNorm(out, rstd, x, d, w Tensor, eps float32) {
+	if b.addNormOff {
+		b.Add(x, d)
+		b.RMSNorm(out, rstd, x, w, eps)
+		return
+	}
+	o, s, X, D, W := gt(out), gt(rstd), gt(x), gt(d), gt(w)
+	dim, n := W.n(), X.r
+	if X.c != dim || s.n() != n {
+		panic(fmt.Sprintf("model: AddRMSNorm of %d×%d by %d with rstd %d×%d", X.r, X.c, dim, s.r, s.c))
+	}
+	sameShapeG("AddRMSNorm", D, X)
+	sameShapeG("AddRMSNorm", o, X)
+	b.wrote(X, o, s)
+	if n == 0 {
+		return
+	}
+	o16 := b.dual(o)
+	b.launch("model", "add_rmsnorm_f32", min(n, 65535*4), normLaunch(dim), 0, b.f32Out(o, o16), s.ptr(), X.ptr(), D.ptr(), W.ptr(), n, dim, eps, o16)
+	b.dualDone(o, o16)
+}
+
 func (b *CUDA) RMSNormBackward(dx, dw, dy, x, w, rstd Tensor) {
 	DX, DW, DY, X, W, S := gt(dx), gt(dw), gt(dy), gt(x), gt(w), gt(rstd)
 	dim := W.n()
@@ -949,9 +978,33 @@ func (b *CUDA) ropeTable(headDim int, theta float64, maxPos int) *cudaRope {
 }
 
 func (b *CUDA) RoPE(x Tensor, pos []int, headDim int, theta float64, inverse bool) {
+	b.ropeLaunch(x, nil, pos, headDim, theta, inverse)
+}
+
+// BiasRoPE is AddBias(x, bias) then RoPE(x, …) in one launch, the same bits
+// as the two (Model.biasRoPE).
+func (b *CUDA) BiasRoPE(x, bias Tensor, pos []int, headDim int, theta float64) {
+	if b.biasRoPEOff {
+		b.AddBias(x, bias)
+		b.RoPE(x, pos, headDim, theta, false)
+		return
+	}
+	b.ropeLaunch(x, bias, pos, headDim, theta, false)
+}
+
+// ropeLaunch is RoPE, with the 1×cols bias added first when bias is not nil.
+func (b *CUDA) ropeLaunch(x, bias Tensor, pos []int, headDim int, theta float64, inverse bool) {
 	X := gt(x)
 	if len(pos) != X.r || X.c%headDim != 0 {
 		panic("model: RoPE shape mismatch")
+	}
+	var bp cuda.Ptr
+	if bias != nil {
+		B := gt(bias)
+		if B.n() != X.c {
+			panic("model: BiasRoPE width mismatch")
+		}
+		bp = B.ptr()
 	}
 	b.wrote(X)
 	if X.r == 0 {
@@ -976,7 +1029,7 @@ func (b *CUDA) RoPE(x Tensor, pos []int, headDim int, theta float64, inverse boo
 	// per-head norms the norm's backward rewrites them and the rounding goes
 	// unused).
 	x16 := b.dual(X)
-	b.launch("model", "rope_f32", b.gridFor(pairs, 256), 256, 0, X.ptr(), pp, tab.cos, tab.sin, X.r, X.c, headDim, inv, x16)
+	b.launch("model", "rope_f32", b.gridFor(pairs, 256), 256, 0, X.ptr(), pp, tab.cos, tab.sin, X.r, X.c, headDim, inv, x16, bp)
 	b.dualDone(X, x16)
 }
 

@@ -90,6 +90,18 @@ func (p *opPair) check(name string, x pair, tol float64) {
 	}
 }
 
+// sameBits fails unless two tensors of the GPU backend hold the same bits.
+func (p *opPair) sameBits(name string, a, b Tensor) {
+	p.t.Helper()
+	av, bv := p.gpu.ToHost(a, nil), p.gpu.ToHost(b, nil)
+	for i := range av {
+		if math.Float32bits(av[i]) != math.Float32bits(bv[i]) {
+			p.t.Errorf("%s: element %d = %v against %v", name, i, av[i], bv[i])
+			return
+		}
+	}
+}
+
 func (p *opPair) checkAbs(name string, x pair, tol float64) {
 	p.t.Helper()
 	a, b := p.gpu.ToHost(x.g, nil), p.cpu.ToHost(x.c, nil)
@@ -218,6 +230,25 @@ func TestCUDANormEmbedRoPE(t *testing.T) {
 		p.cpu.RMSNormBackward(dy2.c, dw2.c, dy2.c, x.c, w.c, s.c)
 		p.gpu.RMSNormBackward(dy2.g, dw2.g, dy2.g, x.g, w.g, s.g)
 		p.check("RMSNormBackward in place "+name, dy2, 1e-5)
+		if c == dim {
+			// The residual add and the norm in one launch: against the
+			// CPU's two, and the same bits as the backend's own two.
+			xa, d := p.rnd(r, c, 1), p.rnd(r, c, 1)
+			xb := p.gpu.FromHost(p.gpu.ToHost(xa.g, nil), r, c)
+			oa, sa := p.out(r, c), p.out(r, 1)
+			p.cpu.Add(xa.c, d.c)
+			p.cpu.RMSNorm(oa.c, sa.c, xa.c, w.c, 1e-6)
+			p.gpu.AddRMSNorm(oa.g, sa.g, xa.g, d.g, w.g, 1e-6)
+			p.check("AddRMSNorm x "+name, xa, 0)
+			p.check("AddRMSNorm "+name, oa, 1e-5)
+			p.check("AddRMSNorm rstd "+name, sa, 1e-5)
+			ob, sb := p.gpu.Zeros(r, c), p.gpu.Zeros(r, 1)
+			p.gpu.Add(xb, d.g)
+			p.gpu.RMSNorm(ob, sb, xb, w.g, 1e-6)
+			p.sameBits("AddRMSNorm x, Add then RMSNorm "+name, xa.g, xb)
+			p.sameBits("AddRMSNorm, Add then RMSNorm "+name, oa.g, ob)
+			p.sameBits("AddRMSNorm rstd, Add then RMSNorm "+name, sa.g, sb)
+		}
 
 		for _, hd := range []int{4, 64, 128} {
 			if c%hd != 0 {
@@ -233,6 +264,17 @@ func TestCUDANormEmbedRoPE(t *testing.T) {
 				p.gpu.RoPE(xr.g, pos, hd, 1e6, inv)
 				p.check(fmt.Sprintf("RoPE hd=%d inv=%v %s", hd, inv, name), xr, 1e-5)
 			}
+			// The bias and the rotation in one launch: against the CPU's
+			// two, and the same bits as the backend's own two.
+			xr, bias := p.rnd(r, c, 1), p.rnd(1, c, 1)
+			x2 := p.gpu.FromHost(p.gpu.ToHost(xr.g, nil), r, c)
+			p.cpu.AddBias(xr.c, bias.c)
+			p.cpu.RoPE(xr.c, pos, hd, 1e6, false)
+			p.gpu.BiasRoPE(xr.g, bias.g, pos, hd, 1e6)
+			p.check(fmt.Sprintf("BiasRoPE hd=%d %s", hd, name), xr, 1e-5)
+			p.gpu.AddBias(x2, bias.g)
+			p.gpu.RoPE(x2, pos, hd, 1e6, false)
+			p.sameBits(fmt.Sprintf("BiasRoPE, AddBias then RoPE hd=%d %s", hd, name), xr.g, x2)
 		}
 	}
 	for _, sz := range [][2]int{{1, 3}, {13, 7}, {300, 129}} {

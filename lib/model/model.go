@@ -509,8 +509,10 @@ func (a *acts) release(m *Model, keepInput bool) {
 }
 
 // layerForward runs layer l on x (rows of the batch) and returns its
-// activations; a.outp is the layer's output.
-func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
+// activations. With res (the layer before's a.h), x still lacks that
+// residual: the layer's first norm adds it into x. a.outp + a.h is the
+// layer's output; the caller adds a.h (trunk: the next layer's norm does).
+func (m *Model) layerForward(l int, x, res Tensor, b *batch) *acts {
 	be, A, W := m.be, &m.a, &m.params.layers[l]
 	R, H := x.Rows(), A.hidden
 	qd, kvd := A.heads*A.headDim, A.kvHeads*A.headDim
@@ -522,17 +524,26 @@ func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
 	if !m.needsF32Input(tQ) && !m.needsF32Input(tK) && !m.needsF32Input(tV) {
 		m.productOnly(a.xn1)
 	}
-	be.RMSNorm(a.xn1, a.rstd1, x, W.inNorm, A.eps)
-	proj := func(w, bias Tensor, cols, target int) Tensor {
+	m.addNorm(a.xn1, a.rstd1, x, res, W.inNorm)
+	// q's and k's biases go in with RoPE (biasRoPE) where nothing reads q
+	// and k between the two: no adapter on them, no per-head norm.
+	qBias, kBias := W.bq, W.bk
+	if A.qkNorm || m.loraOn(l, tQ) != nil {
+		qBias = nil
+	}
+	if A.qkNorm || m.loraOn(l, tK) != nil {
+		kBias = nil
+	}
+	proj := func(w, bias, ropeBias Tensor, cols, target int) Tensor {
 		t := be.Empty(R, cols)
 		be.MatMul(t, a.xn1, w, false, true, 1, 0)
-		if bias != nil {
+		if bias != nil && ropeBias == nil {
 			be.AddBias(t, bias)
 		}
 		m.loraForward(l, target, a.xn1, t, a, b)
 		return t
 	}
-	a.q, a.k, a.v = proj(W.wq, W.bq, qd, tQ), proj(W.wk, W.bk, kvd, tK), proj(W.wv, W.bv, kvd, tV)
+	a.q, a.k, a.v = proj(W.wq, W.bq, qBias, qd, tQ), proj(W.wk, W.bk, kBias, kvd, tK), proj(W.wv, W.bv, nil, kvd, tV)
 	if A.qkNorm {
 		// Qwen3 normalizes each head's q and k over head_dim before RoPE.
 		a.qPre, a.kPre = a.q, a.k
@@ -541,8 +552,8 @@ func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
 		be.RMSNorm(a.q, a.rstdQ, a.qPre, W.qNorm, A.eps)
 		be.RMSNorm(a.k, a.rstdK, a.kPre, W.kNorm, A.eps)
 	}
-	be.RoPE(a.q, b.pos, A.headDim, A.theta, false)
-	be.RoPE(a.k, b.pos, A.headDim, A.theta, false)
+	m.biasRoPE(a.q, qBias, b.pos)
+	m.biasRoPE(a.k, kBias, b.pos)
 	keys, vals := a.k, a.v
 	if b.cache != nil {
 		// Append this batch's keys and values to each sequence's cache
@@ -571,12 +582,11 @@ func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
 		be.AddBias(a.h, W.bo)
 	}
 	m.loraForward(l, tO, a.att, a.h, a, b)
-	be.Add(a.h, x)
 	a.xn2, a.rstd2 = be.Empty(R, H), be.Empty(R, 1)
 	if !m.needsF32Input(tGate) && !m.needsF32Input(tUp) {
 		m.productOnly(a.xn2)
 	}
-	be.RMSNorm(a.xn2, a.rstd2, a.h, W.postNorm, A.eps)
+	m.addNorm(a.xn2, a.rstd2, a.h, x, W.postNorm) // h = attention's output + x
 	a.gate, a.up, a.act = be.Empty(R, A.inter), be.Empty(R, A.inter), be.Empty(R, A.inter)
 	// In a pass that trains, gate and up are written by products (an
 	// adapter's too) and read by SwiGLU and its backward only: bf16 is
@@ -599,8 +609,39 @@ func (m *Model) layerForward(l int, x Tensor, b *batch) *acts {
 	a.outp = be.Empty(R, H)
 	be.MatMul(a.outp, a.act, W.wd, false, true, 1, 0)
 	m.loraForward(l, tDown, a.act, a.outp, a, b)
-	be.Add(a.outp, a.h)
 	return a
+}
+
+// biasRoPE is AddBias(x, bias) (when bias ≠ nil) then RoPE(x): one launch
+// where the backend fuses them (the CUDA backend's BiasRoPE, the same bits
+// as the two), AddBias and RoPE otherwise.
+func (m *Model) biasRoPE(x, bias Tensor, pos []int) {
+	if bias != nil {
+		if f, ok := m.be.(interface {
+			BiasRoPE(x, bias Tensor, pos []int, headDim int, theta float64)
+		}); ok {
+			f.BiasRoPE(x, bias, pos, m.a.headDim, m.a.theta)
+			return
+		}
+		m.be.AddBias(x, bias)
+	}
+	m.be.RoPE(x, pos, m.a.headDim, m.a.theta, false)
+}
+
+// addNorm is x += d (when d ≠ nil), then out = RMSNorm(x)·w with rstd: one
+// launch where the backend fuses them (the CUDA backend's AddRMSNorm, the
+// same bits as the two), Add and RMSNorm otherwise.
+func (m *Model) addNorm(out, rstd, x, d, w Tensor) {
+	if d != nil {
+		if f, ok := m.be.(interface {
+			AddRMSNorm(out, rstd, x, d, w Tensor, eps float32)
+		}); ok {
+			f.AddRMSNorm(out, rstd, x, d, w, m.a.eps)
+			return
+		}
+		m.be.Add(x, d)
+	}
+	m.be.RMSNorm(out, rstd, x, w, m.a.eps)
 }
 
 // layerBackward takes dy = dL/d(layer output), accumulates the layer's
@@ -704,19 +745,39 @@ func (m *Model) trunk(b *batch, keep bool) (Tensor, []*acts) {
 	x := be.Zeros(len(b.ids), m.a.hidden)
 	be.Embedding(x, m.params.embed, b.ids)
 	var saved []*acts
-	for l := 0; l < m.a.layers; l++ {
-		a := m.layerForward(l, x, b)
-		out := a.outp
+	// A layer's output is a.outp + a.h, the sum made by the next layer's
+	// first norm (last's h is added there), so each layer's activations are
+	// let go one layer later.
+	var last *acts
+	retire := func(a *acts) {
 		switch {
 		case keep && m.Recompute:
 			a.release(m, true)
-			saved = append(saved, &acts{x: x})
 		case keep:
-			saved = append(saved, a)
 		default:
 			a.release(m, false)
 		}
-		x = out
+	}
+	for l := 0; l < m.a.layers; l++ {
+		var res Tensor
+		if last != nil {
+			res = last.h
+		}
+		a := m.layerForward(l, x, res, b)
+		if last != nil {
+			retire(last)
+		}
+		switch {
+		case keep && m.Recompute:
+			saved = append(saved, &acts{x: x})
+		case keep:
+			saved = append(saved, a)
+		}
+		x, last = a.outp, a
+	}
+	if last != nil {
+		be.Add(x, last.h)
+		retire(last)
 	}
 	return x, saved
 }
@@ -969,7 +1030,7 @@ func (m *Model) Backward(seqs [][]int, weights [][]float32) (float64, [][]float3
 	for l := m.a.layers - 1; l >= 0; l-- {
 		a := saved[l]
 		if m.Recompute {
-			a = m.layerForward(l, a.x, b)
+			a = m.layerForward(l, a.x, nil, b) // a.x is whole: the next layer's norm added its residual
 			m.free(a.outp)
 		}
 		ndx := m.layerBackward(l, dx, a, b)

@@ -57,6 +57,48 @@ func TestEmuNormLaunchSameBits(t *testing.T) {
 	}
 }
 
+// add_rmsnorm_f32 gives the bits of add_f32 followed by rmsnorm_f32: the
+// sums it stores, the norm's output, its bf16 rounding and rstd, with the
+// norms' full and fewer-thread launches.
+func TestEmuAddRMSNormSameBits(t *testing.T) {
+	e := newEmuModule(t, "model", 9)
+	for _, c := range []struct{ dim, block int }{{896, 224}, {896, 896}, {1536, 256}, {3584, 256}, {320, 160}} {
+		const rows = 5
+		x, d, w := e.rnd(rows*c.dim, 1), e.rnd(rows*c.dim, 1), e.rnd(c.dim, 1)
+		n := rows * c.dim
+		// Two kernels: the sums by add_f32, then the norm.
+		x1, d1, w1 := e.f32(x), e.f32(d), e.f32(w)
+		e.run("add_f32", cuda.Dim3{X: 3}, cuda.Dim3{X: 256}, x1, d1, int64(n))
+		out1, rstd1, o161 := e.empty(4*n), e.empty(4*rows), e.empty(2*n+16)
+		e.run("rmsnorm_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: c.block}, out1, rstd1, x1, w1, rows, c.dim, float32(1e-6), o161)
+		// One.
+		x2, d2, w2 := e.f32(x), e.f32(d), e.f32(w)
+		out2, rstd2, o162 := e.empty(4*n), e.empty(4*rows), e.empty(2*n+16)
+		e.run("add_rmsnorm_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: c.block}, out2, rstd2, x2, d2, w2, rows, c.dim, float32(1e-6), o162)
+		for _, v := range []struct {
+			what string
+			a, b []float32
+		}{
+			{"x", e.get(x1, n), e.get(x2, n)}, {"out", e.get(out1, n), e.get(out2, n)},
+			{"rstd", e.get(rstd1, rows), e.get(rstd2, rows)}, {"out16", e.get(o161, n/2), e.get(o162, n/2)},
+		} {
+			for i := range v.a {
+				if math.Float32bits(v.a[i]) != math.Float32bits(v.b[i]) {
+					t.Errorf("dim %d, %d threads: %s[%d] = %v fused, %v apart", c.dim, c.block, v.what, i, v.b[i], v.a[i])
+					break
+				}
+			}
+		}
+		// And the sums are x + d.
+		got := e.get(x2, n)
+		for i := range got {
+			if got[i] != x[i]+d[i] {
+				t.Fatalf("dim %d: x[%d] = %v, want %v", c.dim, i, got[i], x[i]+d[i])
+			}
+		}
+	}
+}
+
 // The vectorized SwiGLU kernels (every operand bf16 only) give the bits of
 // the scalar ones reading and writing the same bf16 tensors.
 func TestEmuSwiGLUVectorSameBits(t *testing.T) {

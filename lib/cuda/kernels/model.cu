@@ -183,21 +183,34 @@ __device__ float norm_sum(const float *part, int G, int vt, float *scratch) {
 	return warp_sum(t);
 }
 
-// rmsnorm_f32: one block per row of dim elements. out may be null when o16
-// is not (a ProductOnly output: only its bf16 rounding is written).
-extern "C" __global__ void rmsnorm_f32(float *out, float *rstd, const float *x, const float *w, int n, int dim, float eps, unsigned short *o16) {
+// rmsnorm_rows: one block per row of dim elements, out = w·x·rstd. With d,
+// the residual first, in the same pass over the row: x += d (stored; add_f32's
+// sum), then the norm of the sums. out may be null when o16 is not (a
+// ProductOnly output: only its bf16 rounding is written).
+__device__ __forceinline__ void rmsnorm_rows(float *out, float *rstd, float *x, const float *d, const float *w, int n, int dim,
+                                             float eps, unsigned short *o16) {
 	__shared__ float scratch[32];
 	const int vt = norm_vthreads(dim), G = vt / blockDim.x;
 	for (int r = blockIdx.x; r < n; r += gridDim.x) {
-		const float *xr = x + (long long)r * dim;
+		float *xr = x + (long long)r * dim;
+		const float *dr = d ? d + (long long)r * dim : 0;
 		float part[NORM_GMAX];
 #pragma unroll
 		for (int g = 0; g < NORM_GMAX; g++) {
 			float ss = 0.f;
 			if (g < G)
-				for (int j = g * blockDim.x + threadIdx.x; j < dim; j += vt) ss += xr[j] * xr[j];
+				for (int j = g * blockDim.x + threadIdx.x; j < dim; j += vt) {
+					float v = xr[j];
+					if (dr) {
+						v = v + dr[j];
+						xr[j] = v;
+					}
+					ss += v * v;
+				}
 			part[g] = ss;
 		}
+		// The loop below reads back only elements this thread wrote above
+		// (both visit j ≡ threadIdx.x modulo blockDim.x).
 		float ss = norm_sum(part, G, vt, scratch);
 		float rs = 1.0f / sqrtf(ss / (float)dim + eps);
 		if (threadIdx.x == 0) rstd[r] = rs;
@@ -208,6 +221,19 @@ extern "C" __global__ void rmsnorm_f32(float *out, float *rstd, const float *x, 
 			if (o16) o16[(long long)r * dim + j] = to_bf16(v);
 		}
 	}
+}
+
+// rmsnorm_f32: rmsnorm_rows without a residual.
+extern "C" __global__ void rmsnorm_f32(float *out, float *rstd, const float *x, const float *w, int n, int dim, float eps, unsigned short *o16) {
+	rmsnorm_rows(out, rstd, (float *)x, 0, w, n, dim, eps, o16);
+}
+
+// add_rmsnorm_f32: add_f32 (x += d) then rmsnorm_f32 on the sums in one
+// launch, the same bits as the two (lib/model's AddRMSNorm): the forward's
+// residual adds, each followed by the next norm, read the rows once.
+extern "C" __global__ void add_rmsnorm_f32(float *out, float *rstd, float *x, const float *d, const float *w, int n, int dim, float eps,
+                                           unsigned short *o16) {
+	rmsnorm_rows(out, rstd, x, d, w, n, dim, eps, o16);
 }
 
 // rmsnorm_bwd_dw_f32: dw[j] += Σ_r dy[r,j]·x[r,j]·rstd[r]. Grid (column
@@ -246,8 +272,11 @@ extern "C" __global__ void rmsnorm_bwd_dx_f32(float *dx, const float *dy, const 
 
 // rope_f32: rotate pairs (i, i+half) of every head of row r by the angle of
 // position pos[r]; cs/sn are [position][half] tables computed on the host
-// exactly as the CPU backend computes them.
-extern "C" __global__ void rope_f32(float *x, const int *pos, const float *cs, const float *sn, int rows, int cols, int hd, int inverse, unsigned short *x16) {
+// exactly as the CPU backend computes them. With bias (1×cols), add_bias_f32
+// first, in the same pass: x + bias, then the rotation (the same bits as the
+// two launches).
+extern "C" __global__ void rope_f32(float *x, const int *pos, const float *cs, const float *sn, int rows, int cols, int hd, int inverse,
+                                    unsigned short *x16, const float *bias) {
 	int half = hd / 2;
 	long long pairs = (long long)rows * (cols / 2);
 	GRID_STRIDE(t, pairs) {
@@ -259,6 +288,10 @@ extern "C" __global__ void rope_f32(float *x, const int *pos, const float *cs, c
 		if (inverse) s = -s;
 		float *a = x + (long long)r * cols + h * hd;
 		float x1 = a[i], x2 = a[i + half];
+		if (bias) {
+			x1 = x1 + bias[h * hd + i];
+			x2 = x2 + bias[h * hd + i + half];
+		}
 		float y1 = x1 * c - x2 * s, y2 = x2 * c + x1 * s;
 		a[i] = y1;
 		a[i + half] = y2;
