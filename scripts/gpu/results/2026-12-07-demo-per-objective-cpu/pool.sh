@@ -22,5 +22,7 @@ score() { # score FILE [RUNDIR:RL:LABEL …]
 }
 score rl4.parquet "$E/seed4:4:sft" "$E/seed4:4:mempo" "$E/seed4:4:grpo" "$P/f0:4:perobj-f0" "$P/f05:4:perobj-f05"
 score rl401.parquet "$E/seed4-rl1:401:mempo" "$E/seed4-rl1:401:grpo" "$P/f05:401:perobj-f05"
+score rl402.parquet "$E/seed4-rl2:402:mempo" "$E/seed4-rl2:402:grpo" "$P/f05:402:perobj-f05"
 score pooled.parquet "$E/seed4:4:mempo" "$E/seed4:4:grpo" "$P/f05:4:perobj-f05" \
-	"$E/seed4-rl1:401:mempo" "$E/seed4-rl1:401:grpo" "$P/f05:401:perobj-f05"
+	"$E/seed4-rl1:401:mempo" "$E/seed4-rl1:401:grpo" "$P/f05:401:perobj-f05" \
+	"$E/seed4-rl2:402:mempo" "$E/seed4-rl2:402:grpo" "$P/f05:402:perobj-f05"

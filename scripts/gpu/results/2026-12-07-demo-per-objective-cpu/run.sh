@@ -5,7 +5,8 @@
 # 6c913a7 into $E/seed4, its MemPO and GRPO at RL seed 4 the reference):
 # without a floor (f0) and with --mem-std-floor 0.05 (f05), two at a time.
 # Then, with RL seed 401, the same cold start's MemPO and GRPO (run.sh
-# FROM_SFT) beside per-objective MemPO with the floor.
+# FROM_SFT) beside per-objective MemPO with the floor; then the same with RL
+# seed 402 (the next session, commands built at 8ceac36).
 #   usage: E=/tmp/cs BIN=… bash run.sh  (from the repository root)
 set -u
 . scripts/demo/mempo-only.sh
@@ -17,4 +18,7 @@ mkdir -p /tmp/po/f0 /tmp/po/f05
 wait
 (SEED=4 RL_SEED=401 FROM_SFT=$E/seed4 OUT=$E/seed4-rl1 bash scripts/demo/run.sh > $E/seed4-rl1.log 2>&1) &
 (N=/tmp/po/f05 MEM_FLAGS="$base --mem-std-floor 0.05" mempo_only 4 401) &
+wait
+(SEED=4 RL_SEED=402 FROM_SFT=$E/seed4 OUT=$E/seed4-rl2 bash scripts/demo/run.sh > $E/seed4-rl2.log 2>&1) &
+(N=/tmp/po/f05 MEM_FLAGS="$base --mem-std-floor 0.05" mempo_only 4 402) &
 wait
