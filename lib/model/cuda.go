@@ -72,7 +72,7 @@ type CUDA struct {
 	skinnyOff    bool // steps of 5 to 32 bf16 rows take cuBLAS products, not skinny.cu (MEMPO_CUDA_SKINNY=0; benchmarks)
 	skinnyAll    bool // steps of 5 to 32 bf16 rows take skinny.cu for every product, not only q, k and v (benchmarks, tests)
 	pairOff      bool // decoding steps run gate and up (k and v) as two cuBLAS calls, not one batched call (MEMPO_CUDA_PAIR=0; benchmarks)
-	addNormOff   bool // AddRMSNorm as Add and RMSNorm, two launches (MEMPO_CUDA_FUSE=0; benchmarks)
+	addNormOff   bool // AddRMSNorm and RMSNormBackwardAdd as two launches each (MEMPO_CUDA_FUSE=0; benchmarks)
 	biasRoPEOff  bool // BiasRoPE as AddBias and RoPE, two launches (MEMPO_CUDA_FUSE=0; benchmarks)
 
 	// The small decoding steps' layers in one persistent launch
@@ -935,11 +935,36 @@ func (b *CUDA) AddRMSNorm(out, rstd, x, d, w Tensor, eps float32) {
 }
 
 func (b *CUDA) RMSNormBackward(dx, dw, dy, x, w, rstd Tensor) {
+	b.rmsNormBackward(dx, dw, dy, x, w, rstd, nil)
+}
+
+// RMSNormBackwardAdd is RMSNormBackward then Add(dx, res) (the residual
+// path's gradient) with the sum made in the dx launch: the same bits as the
+// two (Model.normBackwardAdd). res must not alias dx.
+func (b *CUDA) RMSNormBackwardAdd(dx, dw, dy, x, w, rstd, res Tensor) {
+	if b.addNormOff {
+		b.RMSNormBackward(dx, dw, dy, x, w, rstd)
+		b.Add(dx, res)
+		return
+	}
+	b.rmsNormBackward(dx, dw, dy, x, w, rstd, res)
+}
+
+func (b *CUDA) rmsNormBackward(dx, dw, dy, x, w, rstd, res Tensor) {
 	DX, DW, DY, X, W, S := gt(dx), gt(dw), gt(dy), gt(x), gt(w), gt(rstd)
 	dim := W.n()
 	n := X.n() / dim
 	sameShapeG("RMSNormBackward", DY, X)
 	sameShapeG("RMSNormBackward", DX, X)
+	var rp cuda.Ptr
+	if res != nil {
+		R := gt(res)
+		sameShapeG("RMSNormBackwardAdd", R, X)
+		if R.ptr() == DX.ptr() {
+			panic("model: RMSNormBackwardAdd: res aliases dx")
+		}
+		rp = R.ptr()
+	}
 	b.wrote(DX, DW)
 	if n == 0 {
 		return
@@ -948,7 +973,7 @@ func (b *CUDA) RMSNormBackward(dx, dw, dy, x, w, rstd Tensor) {
 	g := cuda.Dim3{X: (dim + 255) / 256, Y: (n + chunk - 1) / chunk}
 	// dw first: dx may overwrite dy.
 	b.launch2("model", "rmsnorm_bwd_dw_f32", g, 256, 0, DW.ptr(), DY.ptr(), X.ptr(), S.ptr(), n, dim, chunk)
-	b.launch("model", "rmsnorm_bwd_dx_f32", min(n, 65535*4), normLaunch(dim), 0, DX.ptr(), DY.ptr(), X.ptr(), W.ptr(), S.ptr(), n, dim)
+	b.launch("model", "rmsnorm_bwd_dx_f32", min(n, 65535*4), normLaunch(dim), 0, DX.ptr(), DY.ptr(), X.ptr(), W.ptr(), S.ptr(), n, dim, rp)
 }
 
 // ropeTable returns device cos/sin tables [position][headDim/2] covering

@@ -248,6 +248,20 @@ func TestCUDANormEmbedRoPE(t *testing.T) {
 			p.sameBits("AddRMSNorm x, Add then RMSNorm "+name, xa.g, xb)
 			p.sameBits("AddRMSNorm, Add then RMSNorm "+name, oa.g, ob)
 			p.sameBits("AddRMSNorm rstd, Add then RMSNorm "+name, sa.g, sb)
+			// The backward with the residual's gradient added in dx's
+			// launch.
+			g, res := p.rnd(r, c, 1), p.rnd(r, c, 1)
+			dxa, dwa := p.out(r, c), p.acc(1, dim)
+			dxb, dwb := p.gpu.Zeros(r, c), p.gpu.FromHost(p.gpu.ToHost(dwa.g, nil), 1, dim)
+			p.cpu.RMSNormBackward(dxa.c, dwa.c, g.c, xa.c, w.c, sa.c)
+			p.cpu.Add(dxa.c, res.c)
+			p.gpu.RMSNormBackwardAdd(dxa.g, dwa.g, g.g, xa.g, w.g, sa.g, res.g)
+			p.check("RMSNormBackwardAdd dx "+name, dxa, 1e-5)
+			p.check("RMSNormBackwardAdd dw "+name, dwa, 1e-5)
+			p.gpu.RMSNormBackward(dxb, dwb, g.g, xa.g, w.g, sa.g)
+			p.gpu.Add(dxb, res.g)
+			p.sameBits("RMSNormBackwardAdd dx, RMSNormBackward then Add "+name, dxa.g, dxb)
+			p.sameBits("RMSNormBackwardAdd dw, RMSNormBackward "+name, dwa.g, dwb)
 		}
 
 		for _, hd := range []int{4, 64, 128} {

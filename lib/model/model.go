@@ -628,6 +628,20 @@ func (m *Model) biasRoPE(x, bias Tensor, pos []int) {
 	m.be.RoPE(x, pos, m.a.headDim, m.a.theta, false)
 }
 
+// normBackwardAdd is RMSNormBackward(dx, dw, dy, x, w, rstd) then
+// Add(dx, res): one launch for dx where the backend fuses them (the CUDA
+// backend's RMSNormBackwardAdd, the same bits as the two).
+func (m *Model) normBackwardAdd(dx, dw, dy, x, w, rstd, res Tensor) {
+	if f, ok := m.be.(interface {
+		RMSNormBackwardAdd(dx, dw, dy, x, w, rstd, res Tensor)
+	}); ok {
+		f.RMSNormBackwardAdd(dx, dw, dy, x, w, rstd, res)
+		return
+	}
+	m.be.RMSNormBackward(dx, dw, dy, x, w, rstd)
+	m.be.Add(dx, res)
+}
+
 // addNorm is x += d (when d ≠ nil), then out = RMSNorm(x)·w with rstd: one
 // launch where the backend fuses them (the CUDA backend's AddRMSNorm, the
 // same bits as the two), Add and RMSNorm otherwise.
@@ -673,8 +687,7 @@ func (m *Model) layerBackward(l int, dy Tensor, a *acts, b *batch) Tensor {
 	m.loraBackward(l, tUp, dup, a.xn2, dxn2, a)
 	m.free(dgate, dup)
 	dh := be.Empty(R, H)
-	be.RMSNormBackward(dh, G.postNorm, dxn2, a.h, W.postNorm, a.rstd2)
-	be.Add(dh, dy) // the residual path
+	m.normBackwardAdd(dh, G.postNorm, dxn2, a.h, W.postNorm, a.rstd2, dy) // + dy: the residual path
 	m.free(dxn2)
 
 	// Attention: h = x + o_proj(attn(rope(q), rope(k), v)).
@@ -712,8 +725,7 @@ func (m *Model) layerBackward(l int, dy Tensor, a *acts, b *batch) Tensor {
 	m.loraBackward(l, tV, dv, a.xn1, dxn1, a)
 	m.free(dq, dk, dv)
 	dx := be.Empty(R, H)
-	be.RMSNormBackward(dx, G.inNorm, dxn1, a.x, W.inNorm, a.rstd1)
-	be.Add(dx, dh)
+	m.normBackwardAdd(dx, G.inNorm, dxn1, a.x, W.inNorm, a.rstd1, dh)
 	m.free(dxn1, dh)
 	return dx
 }

@@ -28,7 +28,7 @@ func TestEmuNormLaunchSameBits(t *testing.T) {
 			out, rstd, o16 := e.empty(4*rows*c.dim), e.empty(4*rows), e.empty(2*rows*c.dim+16)
 			e.run("rmsnorm_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: block}, out, rstd, xp, wp, rows, c.dim, float32(1e-6), o16)
 			dx := e.empty(4 * rows * c.dim)
-			e.run("rmsnorm_bwd_dx_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: block}, dx, dyp, xp, wp, rstd, rows, c.dim)
+			e.run("rmsnorm_bwd_dx_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: block}, dx, dyp, xp, wp, rstd, rows, c.dim, cuda.Ptr(0))
 			return result{e.get(out, rows*c.dim), e.get(rstd, rows), e.get(dx, rows*c.dim)}
 		}
 		full, fewer := run(c.full), run(c.fewer)
@@ -59,7 +59,8 @@ func TestEmuNormLaunchSameBits(t *testing.T) {
 
 // add_rmsnorm_f32 gives the bits of add_f32 followed by rmsnorm_f32: the
 // sums it stores, the norm's output, its bf16 rounding and rstd, with the
-// norms' full and fewer-thread launches.
+// norms' full and fewer-thread launches; rmsnorm_bwd_dx_f32 with a residual
+// those of rmsnorm_bwd_dx_f32 followed by add_f32.
 func TestEmuAddRMSNormSameBits(t *testing.T) {
 	e := newEmuModule(t, "model", 9)
 	for _, c := range []struct{ dim, block int }{{896, 224}, {896, 896}, {1536, 256}, {3584, 256}, {320, 160}} {
@@ -87,6 +88,20 @@ func TestEmuAddRMSNormSameBits(t *testing.T) {
 					t.Errorf("dim %d, %d threads: %s[%d] = %v fused, %v apart", c.dim, c.block, v.what, i, v.b[i], v.a[i])
 					break
 				}
+			}
+		}
+		// The backward's dx with the residual's gradient added in the same
+		// pass, against rmsnorm_bwd_dx_f32 then add_f32 (d as dy, x1 as x,
+		// out1 as the residual).
+		dx1, dx2 := e.empty(4*n), e.empty(4*n)
+		e.run("rmsnorm_bwd_dx_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: c.block}, dx1, d1, x1, w1, rstd1, rows, c.dim, cuda.Ptr(0))
+		e.run("add_f32", cuda.Dim3{X: 3}, cuda.Dim3{X: 256}, dx1, out1, int64(n))
+		e.run("rmsnorm_bwd_dx_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: c.block}, dx2, d1, x1, w1, rstd1, rows, c.dim, out1)
+		a, b := e.get(dx1, n), e.get(dx2, n)
+		for i := range a {
+			if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+				t.Errorf("dim %d, %d threads: backward dx[%d] = %v fused, %v apart", c.dim, c.block, i, b[i], a[i])
+				break
 			}
 		}
 		// And the sums are x + d.

@@ -248,8 +248,12 @@ extern "C" __global__ void rmsnorm_bwd_dw_f32(float *dw, const float *dy, const 
 }
 
 // rmsnorm_bwd_dx_f32: dx = rstd·(dy·w − x̂·mean(dy·w·x̂)); dx may alias dy
-// (each element is read and then written by the same thread).
-extern "C" __global__ void rmsnorm_bwd_dx_f32(float *dx, const float *dy, const float *x, const float *w, const float *rstd, int n, int dim) {
+// (each element is read and then written by the same thread). With res
+// (not aliasing dx), the residual path's gradient is added in the same pass:
+// dx = that + res, add_f32's sum (__fadd_rn: never contracted into the
+// product before it, so the bits are the two launches').
+extern "C" __global__ void rmsnorm_bwd_dx_f32(float *dx, const float *dy, const float *x, const float *w, const float *rstd, int n, int dim,
+                                              const float *res) {
 	__shared__ float scratch[32];
 	const int vt = norm_vthreads(dim), G = vt / blockDim.x;
 	for (int r = blockIdx.x; r < n; r += gridDim.x) {
@@ -266,7 +270,11 @@ extern "C" __global__ void rmsnorm_bwd_dx_f32(float *dx, const float *dy, const 
 		}
 		float m = norm_sum(part, G, vt, scratch) / (float)dim;
 		float *d = dx + (long long)r * dim;
-		for (int j = threadIdx.x; j < dim; j += blockDim.x) d[j] = rs * (gr[j] * w[j] - xr[j] * rs * m);
+		const float *rr = res ? res + (long long)r * dim : 0;
+		for (int j = threadIdx.x; j < dim; j += blockDim.x) {
+			float v = rs * (gr[j] * w[j] - xr[j] * rs * m);
+			d[j] = rr ? __fadd_rn(v, rr[j]) : v;
+		}
 	}
 }
 
