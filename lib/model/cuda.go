@@ -909,6 +909,9 @@ func (b *CUDA) RMSNorm(out, rstd, x, w Tensor, eps float32) {
 	b.dualDone(o, o16)
 }
 
+// The CUDA backend fuses what the model asks of fusedOps.
+var _ fusedOps = (*CUDA)(nil)
+
 // AddRMSNorm is Add(x, d) then RMSNorm(out, rstd, x, w, eps) over whole
 // rows (len(w) = cols) in one launch, add_rmsnorm_f32: the same bits as the
 // two, the rows read once (Model.addNorm).

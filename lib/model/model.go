@@ -612,14 +612,24 @@ func (m *Model) layerForward(l int, x, res Tensor, b *batch) *acts {
 	return a
 }
 
-// biasRoPE is AddBias(x, bias) (when bias ≠ nil) then RoPE(x): one launch
-// where the backend fuses them (the CUDA backend's BiasRoPE, the same bits
-// as the two), AddBias and RoPE otherwise.
+// fusedOps are the launches a backend may offer for pairs of ops the
+// forward and backward run back to back (the CUDA backend does), each with
+// the same bits as the two ops; the model takes the two ops where it lacks
+// them.
+type fusedOps interface {
+	// AddRMSNorm is Add(x, d) then RMSNorm(out, rstd, x, w, eps).
+	AddRMSNorm(out, rstd, x, d, w Tensor, eps float32)
+	// BiasRoPE is AddBias(x, bias) then RoPE(x, pos, headDim, theta, false).
+	BiasRoPE(x, bias Tensor, pos []int, headDim int, theta float64)
+	// RMSNormBackwardAdd is RMSNormBackward(dx, dw, dy, x, w, rstd) then
+	// Add(dx, res).
+	RMSNormBackwardAdd(dx, dw, dy, x, w, rstd, res Tensor)
+}
+
+// biasRoPE is AddBias(x, bias) (when bias ≠ nil) then RoPE(x).
 func (m *Model) biasRoPE(x, bias Tensor, pos []int) {
 	if bias != nil {
-		if f, ok := m.be.(interface {
-			BiasRoPE(x, bias Tensor, pos []int, headDim int, theta float64)
-		}); ok {
+		if f, ok := m.be.(fusedOps); ok {
 			f.BiasRoPE(x, bias, pos, m.a.headDim, m.a.theta)
 			return
 		}
@@ -629,12 +639,9 @@ func (m *Model) biasRoPE(x, bias Tensor, pos []int) {
 }
 
 // normBackwardAdd is RMSNormBackward(dx, dw, dy, x, w, rstd) then
-// Add(dx, res): one launch for dx where the backend fuses them (the CUDA
-// backend's RMSNormBackwardAdd, the same bits as the two).
+// Add(dx, res).
 func (m *Model) normBackwardAdd(dx, dw, dy, x, w, rstd, res Tensor) {
-	if f, ok := m.be.(interface {
-		RMSNormBackwardAdd(dx, dw, dy, x, w, rstd, res Tensor)
-	}); ok {
+	if f, ok := m.be.(fusedOps); ok {
 		f.RMSNormBackwardAdd(dx, dw, dy, x, w, rstd, res)
 		return
 	}
@@ -642,14 +649,10 @@ func (m *Model) normBackwardAdd(dx, dw, dy, x, w, rstd, res Tensor) {
 	m.be.Add(dx, res)
 }
 
-// addNorm is x += d (when d ≠ nil), then out = RMSNorm(x)·w with rstd: one
-// launch where the backend fuses them (the CUDA backend's AddRMSNorm, the
-// same bits as the two), Add and RMSNorm otherwise.
+// addNorm is x += d (when d ≠ nil), then out = RMSNorm(x)·w with rstd.
 func (m *Model) addNorm(out, rstd, x, d, w Tensor) {
 	if d != nil {
-		if f, ok := m.be.(interface {
-			AddRMSNorm(out, rstd, x, d, w Tensor, eps float32)
-		}); ok {
+		if f, ok := m.be.(fusedOps); ok {
 			f.AddRMSNorm(out, rstd, x, d, w, m.a.eps)
 			return
 		}
@@ -757,39 +760,35 @@ func (m *Model) trunk(b *batch, keep bool) (Tensor, []*acts) {
 	x := be.Zeros(len(b.ids), m.a.hidden)
 	be.Embedding(x, m.params.embed, b.ids)
 	var saved []*acts
-	// A layer's output is a.outp + a.h, the sum made by the next layer's
-	// first norm (last's h is added there), so each layer's activations are
-	// let go one layer later.
-	var last *acts
-	retire := func(a *acts) {
+	// A layer's output is a.outp + a.h: the next layer's first norm makes
+	// the sum (the last layer's, an Add below), so h outlives the rest of
+	// its layer's activations by one launch, and only h.
+	var res Tensor
+	keepAll := keep && !m.Recompute // the backward reads every activation, h included
+	for l := 0; l < m.a.layers; l++ {
+		a := m.layerForward(l, x, res, b)
+		if res != nil && !keepAll {
+			m.free(res)
+		}
+		res = a.h
 		switch {
-		case keep && m.Recompute:
-			a.release(m, true)
+		case keepAll:
+			saved = append(saved, a)
 		case keep:
+			saved = append(saved, &acts{x: x})
+			a.h = nil
+			a.release(m, true)
 		default:
+			a.h = nil
 			a.release(m, false)
 		}
+		x = a.outp
 	}
-	for l := 0; l < m.a.layers; l++ {
-		var res Tensor
-		if last != nil {
-			res = last.h
+	if res != nil {
+		be.Add(x, res)
+		if !keepAll {
+			m.free(res)
 		}
-		a := m.layerForward(l, x, res, b)
-		if last != nil {
-			retire(last)
-		}
-		switch {
-		case keep && m.Recompute:
-			saved = append(saved, &acts{x: x})
-		case keep:
-			saved = append(saved, a)
-		}
-		x, last = a.outp, a
-	}
-	if last != nil {
-		be.Add(x, last.h)
-		retire(last)
 	}
 	return x, saved
 }
