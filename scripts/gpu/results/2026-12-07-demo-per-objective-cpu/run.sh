@@ -6,7 +6,11 @@
 # without a floor (f0) and with --mem-std-floor 0.05 (f05), two at a time.
 # Then, with RL seed 401, the same cold start's MemPO and GRPO (run.sh
 # FROM_SFT) beside per-objective MemPO with the floor; then the same with RL
-# seed 402 (the next session, commands built at 8ceac36).
+# seed 402 (the next session, commands built at 8ceac36); then a second cold
+# start from scratch (seed 5, the shipped preset's MemPO and GRPO) with
+# per-objective MemPO beside its RL from the moment its reader is trained
+# (commands built at 85d987c, whose forward gives the same bits; the cold
+# start with run.sh's own BLAS threads, 2).
 #   usage: E=/tmp/cs BIN=… bash run.sh  (from the repository root)
 set -u
 . scripts/demo/mempo-only.sh
@@ -21,4 +25,9 @@ wait
 wait
 (SEED=4 RL_SEED=402 FROM_SFT=$E/seed4 OUT=$E/seed4-rl2 bash scripts/demo/run.sh > $E/seed4-rl2.log 2>&1) &
 (N=/tmp/po/f05 MEM_FLAGS="$base --mem-std-floor 0.05" mempo_only 4 402) &
+wait
+t=$(date +%s)
+(unset OPENBLAS_NUM_THREADS; SEED=5 OUT=$E/seed5 bash scripts/demo/run.sh > $E/seed5.log 2>&1; echo "cold start seed 5 rc $? wall $(( $(date +%s) - t ))s" >> /tmp/po/f05/done.txt) &
+until grep -q "== mempo iteration 1/" $E/seed5.log 2>/dev/null; do sleep 10; done
+(N=/tmp/po/f05 MEM_FLAGS="$base --mem-std-floor 0.05" mempo_only 5 5) &
 wait
