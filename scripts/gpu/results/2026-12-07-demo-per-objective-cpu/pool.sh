@@ -2,7 +2,8 @@
 # Scores run.sh's runs: F1 at k = 2, 4, 8 of MemPO with --mem-per-objective
 # (f0: no floor; f05: --mem-std-floor 0.05) against the same cold start's
 # MemPO and GRPO at the shipped preset and its SFT, per RL seed and pooled
-# (seed 4's three RL seeds); seed 5's cold start (RL seed 5) on its own.
+# (seed 4's three RL seeds); seed 5's cold start (RL seed 5) on its own, and
+# its shipped MemPO and GRPO over RL seeds 5, 502, 503.
 #   usage: E=/tmp/cs P=/tmp/po BIN=… bash pool.sh OUTDIR
 set -eu
 out=$1; mkdir -p "$out"
@@ -25,6 +26,8 @@ score rl4.parquet "$E/seed4:4:sft" "$E/seed4:4:mempo" "$E/seed4:4:grpo" "$P/f0:4
 score rl401.parquet "$E/seed4-rl1:401:mempo" "$E/seed4-rl1:401:grpo" "$P/f05:4-401:perobj-f05"
 score rl402.parquet "$E/seed4-rl2:402:mempo" "$E/seed4-rl2:402:grpo" "$P/f05:4-402:perobj-f05"
 score seed5.parquet "$E/seed5:5:sft" "$E/seed5:5:mempo" "$E/seed5:5:grpo" "$P/f05:5-5:perobj-f05"
+score seed5-pooled.parquet "$E/seed5:5:mempo" "$E/seed5:5:grpo" "$E/seed5-rl2:502:mempo" "$E/seed5-rl2:502:grpo" \
+	"$E/seed5-rl3:503:mempo" "$E/seed5-rl3:503:grpo"
 score pooled.parquet "$E/seed4:4:mempo" "$E/seed4:4:grpo" "$P/f05:4-4:perobj-f05" \
 	"$E/seed4-rl1:401:mempo" "$E/seed4-rl1:401:grpo" "$P/f05:4-401:perobj-f05" \
 	"$E/seed4-rl2:402:mempo" "$E/seed4-rl2:402:grpo" "$P/f05:4-402:perobj-f05"

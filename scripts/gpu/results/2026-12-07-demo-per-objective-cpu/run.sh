@@ -31,3 +31,8 @@ t=$(date +%s)
 until grep -q "== mempo iteration 1/" $E/seed5.log 2>/dev/null; do sleep 10; done
 (N=/tmp/po/f05 MEM_FLAGS="$base --mem-std-floor 0.05" mempo_only 5 5) &
 wait
+# Seed 5's shipped MemPO and GRPO at two more RL seeds, from its cold start.
+for r in 2 3; do
+	(SEED=5 RL_SEED=50$r FROM_SFT=$E/seed5 OUT=$E/seed5-rl$r bash scripts/demo/run.sh > $E/seed5-rl$r.log 2>&1) &
+done
+wait
