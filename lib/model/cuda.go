@@ -72,8 +72,7 @@ type CUDA struct {
 	skinnyOff    bool // steps of 5 to 32 bf16 rows take cuBLAS products, not skinny.cu (MEMPO_CUDA_SKINNY=0; benchmarks)
 	skinnyAll    bool // steps of 5 to 32 bf16 rows take skinny.cu for every product, not only q, k and v (benchmarks, tests)
 	pairOff      bool // decoding steps run gate and up (k and v) as two cuBLAS calls, not one batched call (MEMPO_CUDA_PAIR=0; benchmarks)
-	addNormOff   bool // AddRMSNorm and RMSNormBackwardAdd as two launches each (MEMPO_CUDA_FUSE=0; benchmarks)
-	biasRoPEOff  bool // BiasRoPE as AddBias and RoPE, two launches (MEMPO_CUDA_FUSE=0; benchmarks)
+	fuseOff      bool // fusedOps' methods as two launches each (MEMPO_CUDA_FUSE=0; benchmarks)
 
 	// The small decoding steps' layers in one persistent launch
 	// (dec_persist; cuda_persist.go): at most persistBlocks blocks a
@@ -235,8 +234,7 @@ func NewCUDA() (*CUDA, error) {
 	be.overlap = envconfig.CUDAPDL.Get() != "0"
 	be.skinnyOff = envconfig.CUDASkinny.Get() == "0"
 	be.pairOff = envconfig.CUDAPair.Get() == "0"
-	be.addNormOff = envconfig.CUDAFuse.Get() == "0"
-	be.biasRoPEOff = be.addNormOff
+	be.fuseOff = envconfig.CUDAFuse.Get() == "0"
 	be.attnNoGroup = envconfig.CUDAAttnGroup.Get() == "0"
 	be.persistBlocks, be.persistTimeout = persistBlocksFromEnv(), time.Second
 	return be, nil
@@ -916,7 +914,7 @@ var _ fusedOps = (*CUDA)(nil)
 // rows (len(w) = cols) in one launch, add_rmsnorm_f32: the same bits as the
 // two, the rows read once (Model.addNorm).
 func (b *CUDA) AddRMSNorm(out, rstd, x, d, w Tensor, eps float32) {
-	if b.addNormOff {
+	if b.fuseOff {
 		b.Add(x, d)
 		b.RMSNorm(out, rstd, x, w, eps)
 		return
@@ -945,7 +943,7 @@ func (b *CUDA) RMSNormBackward(dx, dw, dy, x, w, rstd Tensor) {
 // path's gradient) with the sum made in the dx launch: the same bits as the
 // two (Model.normBackwardAdd). res must not alias dx.
 func (b *CUDA) RMSNormBackwardAdd(dx, dw, dy, x, w, rstd, res Tensor) {
-	if b.addNormOff {
+	if b.fuseOff {
 		b.RMSNormBackward(dx, dw, dy, x, w, rstd)
 		b.Add(dx, res)
 		return
@@ -1012,7 +1010,7 @@ func (b *CUDA) RoPE(x Tensor, pos []int, headDim int, theta float64, inverse boo
 // BiasRoPE is AddBias(x, bias) then RoPE(x, …) in one launch, the same bits
 // as the two (Model.biasRoPE).
 func (b *CUDA) BiasRoPE(x, bias Tensor, pos []int, headDim int, theta float64) {
-	if b.biasRoPEOff {
+	if b.fuseOff {
 		b.AddBias(x, bias)
 		b.RoPE(x, pos, headDim, theta, false)
 		return
