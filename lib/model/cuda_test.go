@@ -340,6 +340,31 @@ func TestCUDATokenLogProbs(t *testing.T) {
 		p.gpu.TokenLogProbsBackward(z.g, z.g, lse.g, tg, dlp)
 		p.check("TokenLogProbsBackward in place", z, 1e-5)
 	}
+	// bf16 mode, the gradient written only as its bf16 rounding (the LM
+	// head's backward: only the two products read it), read by a product.
+	p.gpu.SetBF16(true)
+	defer p.gpu.SetBF16(false)
+	for _, sz := range [][2]int{{9, 318}, {5, 151936}} {
+		rows, V := sz[0], sz[1]
+		z, w := p.rnd(rows, V, 3), p.rnd(3, V, 1)
+		tg := make([]int, rows)
+		dlp := make([]float32, rows)
+		for i := range tg {
+			tg[i] = p.r.IntN(V)
+			dlp[i] = float32(p.r.NormFloat64())
+		}
+		lp, lse := p.out(rows, 1), p.out(rows, 1)
+		p.cpu.TokenLogProbs(lp.c, lse.c, z.c, tg)
+		p.gpu.TokenLogProbs(lp.g, lse.g, z.g, tg)
+		d := p.out(rows, V)
+		p.gpu.ProductOnly(d.g)
+		p.cpu.TokenLogProbsBackward(d.c, z.c, lse.c, tg, dlp)
+		p.gpu.TokenLogProbsBackward(d.g, z.g, lse.g, tg, dlp)
+		o := p.out(rows, 3)
+		p.cpu.MatMul(o.c, d.c, w.c, false, true, 1, 0)
+		p.gpu.MatMul(o.g, d.g, w.g, false, true, 1, 0)
+		p.check(fmt.Sprintf("ProductOnly TokenLogProbsBackward %dx%d → product", rows, V), o, 2e-2)
+	}
 }
 
 func TestCUDAAttention(t *testing.T) {

@@ -10,8 +10,9 @@
 // CUDA_EMU into a shared library (as NVRTC compiles it on a GPU) and loaded
 // with dlopen; each CUDA thread is a fiber (prelude.cc), warp intrinsics
 // included. GEMMs are plain loops with lib/cuda's row-major semantics and
-// leading-dimension checks; they write fp32 or fp16 (rounded from the fp32
-// result, as cuBLAS's epilogue does).
+// leading-dimension checks; they read fp32, fp16 or bf16 and write any of
+// them (16-bit outputs rounded from the fp32 result, as cuBLAS's epilogue
+// does).
 //
 // Memory is C memory with a 256-byte red zone on both sides of every
 // allocation. Fresh allocations are filled with 0xFF bytes (NaN as fp32 and
@@ -41,13 +42,29 @@ static float call_h2f(void *f, unsigned short h) { return ((h2f_fn)f)(h); }
 
 static void *uptr(uintptr_t p) { return (void *)p; }
 
+// bf2f and f2bf: bfloat16 bits ↔ float (round to nearest even, NaN kept).
+static float bf2f(unsigned short h) {
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+	memcpy(&f, &u, 4);
+	return f;
+}
+static unsigned short f2bf(float f) {
+	uint32_t u;
+	memcpy(&u, &f, 4);
+	if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+	u += 0x7fffu + ((u >> 16) & 1u);
+	return (unsigned short)(u >> 16);
+}
+
 // op copies op(X) of a batch entry as rows×cols fp32 values, row r at
 // out + r·cols: X row-major with leading dimension ld, transposed when t.
 static void op(const char *x, int dt, int t, int rows, int cols, int ld, float *out, void *h2f) {
 	for (int r = 0; r < rows; r++)
 		for (int c = 0; c < cols; c++) {
 			long long i = t ? (long long)c * ld + r : (long long)r * ld + c;
-			out[(long long)r * cols + c] = dt == 2 ? call_h2f(h2f, ((const unsigned short *)x)[i]) : ((const float *)x)[i];
+			out[(long long)r * cols + c] = dt == 2 ? call_h2f(h2f, ((const unsigned short *)x)[i])
+			                               : dt == 14 ? bf2f(((const unsigned short *)x)[i]) : ((const float *)x)[i];
 		}
 }
 
@@ -56,7 +73,7 @@ static void op(const char *x, int dt, int t, int rows, int cols, int ld, float *
 static void gemm(int ta, int tb, int m, int n, int k, float alpha, uintptr_t a, int at, int lda, long long sa,
                  uintptr_t b, int bt, int ldb, long long sb, float beta, uintptr_t c, int ct, int ldc, long long sc, int batch,
                  void *h2f, void *f2h) {
-	int ea = at == 2 ? 2 : 4, eb = bt == 2 ? 2 : 4;
+	int ea = at == 2 || at == 14 ? 2 : 4, eb = bt == 2 || bt == 14 ? 2 : 4;
 	float *A = (float *)malloc(sizeof(float) * ((size_t)m * k + 1));
 	float *Bt = (float *)malloc(sizeof(float) * ((size_t)n * k + 1));
 	for (int p = 0; p < batch; p++) {
@@ -74,6 +91,9 @@ static void gemm(int ta, int tb, int m, int n, int k, float alpha, uintptr_t a, 
 				if (ct == 2) {
 					if (beta != 0) v += beta * call_h2f(h2f, Ch[o]);
 					Ch[o] = call_f2h(f2h, v);
+				} else if (ct == 14) {
+					if (beta != 0) v += beta * bf2f(Ch[o]);
+					Ch[o] = f2bf(v);
 				} else {
 					if (beta != 0) v += beta * C[o];
 					C[o] = v;
@@ -447,8 +467,9 @@ func (d *Device) GemmStridedBatched(transA, transB bool, m, n, k int, alpha floa
 	if m == 0 || n == 0 || batch == 0 {
 		return nil
 	}
-	if (ct != cuda.F32 && ct != cuda.F16) || (at != cuda.F32 && at != cuda.F16) || (bt != cuda.F32 && bt != cuda.F16) {
-		return fmt.Errorf("emulation: GEMM types %d·%d→%d (fp32 or fp16)", at, bt, ct)
+	known := func(t cuda.DataType) bool { return t == cuda.F32 || t == cuda.F16 || t == cuda.BF16 }
+	if !known(ct) || !known(at) || !known(bt) {
+		return fmt.Errorf("emulation: GEMM types %d·%d→%d (fp32, fp16 or bf16)", at, bt, ct)
 	}
 	// Leading dimensions as cuBLAS checks them (row-major view).
 	ar, ac := m, k
@@ -463,7 +484,7 @@ func (d *Device) GemmStridedBatched(transA, transB bool, m, n, k int, alpha floa
 		return fmt.Errorf("emulation: GEMM m=%d n=%d k=%d: lda %d ldb %d ldc %d too small (CUBLAS_STATUS_INVALID_VALUE)", m, n, k, lda, ldb, ldc)
 	}
 	esz := func(t cuda.DataType) int {
-		if t == cuda.F16 {
+		if t == cuda.F16 || t == cuda.BF16 {
 			return 2
 		}
 		return 4
