@@ -138,7 +138,8 @@ type devBuf struct {
 	// rounding pass. Every op marks its outputs' copies stale (wrote).
 	weight bool
 	// productOnly (ProductOnly): the next dual op writes only w16, and
-	// f32stale then says the fp32 values were never written.
+	// f32stale then says the fp32 values were never written; their storage
+	// is given back then (dropF32: p unset).
 	productOnly, f32stale bool
 	// frozen: the buffer has no fp32 storage at all, only w16
 	// (FromHostFrozen, or DropF32 for the 8-bit optimizer, which then
@@ -154,7 +155,7 @@ func (d *devBuf) release(later bool) {
 	d.freed = true
 	if d.frozen {
 		d.be.live.Add(-int64(d.w16sz))
-	} else {
+	} else if d.p != 0 {
 		d.be.live.Add(-int64(d.bytes))
 		d.be.rawFree(d.p, d.size, later)
 	}
@@ -166,6 +167,17 @@ func (d *devBuf) release(later bool) {
 
 // touch marks the buffer's bf16 copy stale after a write into it.
 func (d *devBuf) touch() { d.w16ok = false }
+
+// dropF32 gives back the fp32 storage of a ProductOnly buffer whose bf16
+// rounding holds its values (dualDone); p is unset from then on.
+func (d *devBuf) dropF32() {
+	if d.p == 0 || d.frozen {
+		return
+	}
+	d.be.rawFree(d.p, d.size, false)
+	d.be.live.Add(-int64(d.bytes))
+	d.p = 0
+}
 
 type cudaTensor struct {
 	buf  *devBuf
@@ -450,12 +462,21 @@ func (b *CUDA) dual(t *cudaTensor) cuda.Ptr {
 	return buf.w16
 }
 
-// dualDone marks t's bf16 rounding valid after an op wrote it at p (and
-// its fp32 values unwritten when t is ProductOnly).
+// dualDone marks t's bf16 rounding valid after an op wrote it at p. When t
+// is ProductOnly its fp32 values are now never to be read (gt panics), so
+// their storage goes back at once: a training step keeps gate, up, the
+// SwiGLU output and the normed inputs of every layer until the backward,
+// and their unwritten fp32 buffers were two thirds of what those held.
+// Freeing is stream-ordered (the pool, or cuMemFreeAsync), so an op still
+// reading the fp32 values in place (the LM head's log-softmax backward)
+// finishes first.
 func (b *CUDA) dualDone(t *cudaTensor, p cuda.Ptr) {
 	if p != 0 {
 		t.buf.w16ok = true
 		t.buf.f32stale = t.buf.productOnly
+		if t.buf.productOnly {
+			t.buf.dropF32()
+		}
 	}
 }
 

@@ -364,6 +364,24 @@ func TestCUDATokenLogProbs(t *testing.T) {
 		p.cpu.MatMul(o.c, d.c, w.c, false, true, 1, 0)
 		p.gpu.MatMul(o.g, d.g, w.g, false, true, 1, 0)
 		p.check(fmt.Sprintf("ProductOnly TokenLogProbsBackward %dx%d → product", rows, V), o, 2e-2)
+		// In place over the logits, as the LM head's backward runs: the
+		// op reads the fp32 logits and writes only the gradient's
+		// rounding, after which the fp32 storage is given back.
+		live := p.gpu.LiveBytes()
+		p.gpu.ProductOnly(z.g)
+		p.cpu.TokenLogProbsBackward(z.c, z.c, lse.c, tg, dlp)
+		p.gpu.TokenLogProbsBackward(z.g, z.g, lse.g, tg, dlp)
+		if got, want := live-p.gpu.LiveBytes(), int64(4*rows*V); got != want {
+			t.Errorf("ProductOnly in place %dx%d: %d fp32 bytes given back, want %d", rows, V, got, want)
+		}
+		p.cpu.MatMul(o.c, z.c, w.c, false, true, 1, 0)
+		p.gpu.MatMul(o.g, z.g, w.g, false, true, 1, 0)
+		p.check(fmt.Sprintf("ProductOnly TokenLogProbsBackward in place %dx%d → product", rows, V), o, 2e-2)
+		p.gpu.Free(z.g)
+		p.gpu.Free(d.g)
+		if got := live - p.gpu.LiveBytes(); got != int64(4*rows*V) {
+			t.Errorf("freeing the two ProductOnly tensors: live bytes fell by %d in all, want %d (fp32 storage given back once)", got, 4*rows*V)
+		}
 	}
 }
 
