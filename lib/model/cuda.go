@@ -168,8 +168,9 @@ func (d *devBuf) release(later bool) {
 // touch marks the buffer's bf16 copy stale after a write into it.
 func (d *devBuf) touch() { d.w16ok = false }
 
-// dropF32 gives back the fp32 storage of a ProductOnly buffer whose bf16
-// rounding holds its values (dualDone); p is unset from then on.
+// dropF32 gives back the fp32 storage of a buffer whose bf16 rounding
+// holds its values (a ProductOnly one in dualDone, a weight in DropF32); p
+// is unset from then on.
 func (d *devBuf) dropF32() {
 	if d.p == 0 || d.frozen {
 		return

@@ -33,9 +33,8 @@ func (b *CUDA) DropF32(t Tensor, rewrite func(f32, bf16 cuda.Ptr) error) (cuda.P
 			return 0, err
 		}
 	}
-	b.rawFree(buf.p, buf.size, false)
-	b.live.Add(-int64(buf.bytes))
-	buf.p, buf.frozen, buf.f32stale, buf.w16ok = 0, true, true, true
+	buf.dropF32()
+	buf.frozen, buf.f32stale, buf.w16ok = true, true, true
 	b.live.Add(int64(buf.w16sz))
 	return p16, nil
 }
