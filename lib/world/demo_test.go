@@ -73,11 +73,15 @@ func TestShortDemo(t *testing.T) {
 		}
 		return a
 	}
-	// readRollouts reads a rollouts file and checks every row's contexts
-	// against the protocol under the row's own keep setting.
+	// readRollouts reads a rollouts file (a path under out, or absolute) and
+	// checks every row's contexts against the protocol under the row's own
+	// keep setting.
 	readRollouts := func(name string, wantRows int) []records.Rollout {
 		t.Helper()
-		rows, err := records.ReadFile[records.Rollout](filepath.Join(out, name))
+		if !filepath.IsAbs(name) {
+			name = filepath.Join(out, name)
+		}
+		rows, err := records.ReadFile[records.Rollout](name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,6 +273,52 @@ func TestShortDemo(t *testing.T) {
 	b, _ := os.ReadFile(filepath.Join(out2, "sft", "model.safetensors"))
 	if len(a) == 0 || string(a) != string(b) {
 		t.Fatal("FROM_SFT run's sft/ differs from the run it names")
+	}
+	// EVAL_ONLY evaluates that run's checkpoints again, on 36 tasks now,
+	// the models EVAL_MODELS names only: no training, the weights untouched,
+	// the first 34 trajectories those of the first evaluation (greedy), and
+	// the scores of those models and the expert's.
+	before, err := records.ReadFile[records.Rollout](filepath.Join(out2, "eval", "mempo-k2.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	finalBefore, _ := os.ReadFile(filepath.Join(out2, "mempo", "final", "model.safetensors"))
+	cmd = exec.CommandContext(ctx, "bash", "scripts/demo/run.sh")
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "SHORT=1", "BIN="+bin, "OUT="+out2, "EVAL_ONLY=1", "SHORT_EVAL_TASKS=36", "EVAL_MODELS=mempo grpo")
+	if log, err = cmd.CombinedOutput(); err != nil {
+		t.Fatalf("EVAL_ONLY run: %v\n%s", err, log)
+	}
+	if strings.Contains(string(log), "iteration") || strings.Contains(string(log), "eval sft") || !strings.Contains(string(log), "eval grpo k=2") {
+		t.Fatalf("EVAL_ONLY=1 EVAL_MODELS=\"mempo grpo\" trained or evaluated another model:\n%s", log)
+	}
+	if finalAfter, _ := os.ReadFile(filepath.Join(out2, "mempo", "final", "model.safetensors")); len(finalBefore) == 0 || string(finalAfter) != string(finalBefore) {
+		t.Fatal("EVAL_ONLY run changed mempo/final")
+	}
+	after := readRollouts(filepath.Join(out2, "eval", "mempo-k2.parquet"), 36)
+	for i := range before {
+		// The ids, not the log-probs: another batch is other sums' last bits.
+		ids := func(r *records.Rollout) string {
+			var b strings.Builder
+			for _, st := range r.Steps {
+				fmt.Fprint(&b, records.IDs(st.ContextIDs), records.IDs(st.OutputIDs), "|")
+			}
+			return b.String()
+		}
+		if after[i].TaskID != before[i].TaskID || ids(&after[i]) != ids(&before[i]) {
+			t.Fatalf("EVAL_ONLY: trajectory %d (%s) differs from the first evaluation's (%s)", i+1, after[i].TaskID, before[i].TaskID)
+		}
+	}
+	scores2, err := records.ReadFile[records.Score](filepath.Join(out2, "scores.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs2 := map[string]bool{}
+	for _, s := range scores2 {
+		runs2[s.Run] = true
+	}
+	if !runs2["mempo"] || !runs2["grpo"] || !runs2["expert"] || runs2["sft"] || runs2["react"] {
+		t.Fatalf("EVAL_ONLY scores: runs %v, want mempo, grpo and the experts", runs2)
 	}
 	// Without RL_K the RL tasks are the world's train-rl-k2.jsonl, in order.
 	rl2, err := os.ReadFile(filepath.Join(root, "data", "world", "train-rl-k2.jsonl"))
@@ -502,7 +552,8 @@ func TestShortDemo(t *testing.T) {
 	if rerr != nil {
 		t.Fatal(rerr)
 	}
-	for _, want := range []string{"## Pooled over seeds 1 2, 2 RL runs each", "Seed 1, every RL run", "| k | run 1 | run 2 |"} {
+	for _, want := range []string{"## Pooled over seeds 1 2, 2 RL runs each", "Seed 1, every RL run", "| k | run 1 | run 2 |",
+		"| k | MemPO ahead | mean [95% over runs] | min | max |", " of 4 | "} {
 		if !strings.Contains(string(pooled), want) {
 			t.Fatalf("RL_RUNS=2: pooled.md lacks %q:\n%s", want, pooled)
 		}
@@ -511,8 +562,9 @@ func TestShortDemo(t *testing.T) {
 	if rerr != nil {
 		t.Fatal(rerr)
 	}
-	// Tasks pooled at k = 2: SFT 2 + 2 (the first runs), MemPO 2 + 34 + 2 + 34.
-	for run, n := range map[string]string{"sft": `"n":4}`, "mempo": `"n":72}`} {
+	// Tasks pooled at k = 2: SFT 2 + 2 (the first runs), MemPO 2 + 36 + 2 + 36
+	// (the FROM_SFT run evaluated again on 36).
+	for run, n := range map[string]string{"sft": `"n":4}`, "mempo": `"n":76}`} {
 		found := false
 		for _, line := range strings.Split(string(pooledScores), "\n") {
 			if strings.Contains(line, `"run":"`+run+`"`) && strings.Contains(line, `"metric":"f1"`) && strings.Contains(line, `"k":2,`) {

@@ -158,6 +158,22 @@ runs_table() {
 	done
 }
 
+# paired_row K: a markdown row from lines "MEMPO GRPO" (one a run): the runs
+# where MemPO is ahead, the mean difference with a 95% t interval, min, max.
+paired_row() {
+	awk -v k="$1" '
+		BEGIN { split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 " \
+			"2.120 2.110 2.101 2.093 2.086 2.080 2.074 2.069 2.064 2.060 2.056 2.052 2.048 2.045 2.042", t, " ") }
+		$1 != "nan" && $2 != "nan" { d = $1 - $2; n++; s += d; ss += d * d; if (n == 1 || d < lo) lo = d; if (n == 1 || d > hi) hi = d; up += d > 0 }
+		END {
+			if (n == 0) { printf "| %s | - | - | - | - |\n", k; exit }
+			m = s / n; half = "-"
+			if (n > 1) { v = (ss - n * m * m) / (n - 1); if (v < 0) v = 0; q = n - 1 <= 30 ? t[n - 1] : 1.96
+				half = sqrt(v / n) * q; printf "| %s | %d of %d | %+.1f [%+.1f, %+.1f] | %+.1f | %+.1f |\n", k, up, n, m, m - half, m + half, lo, hi }
+			else printf "| %s | %d of %d | %+.1f | %+.1f | %+.1f |\n", k, up, n, m, lo, hi
+		}'
+}
+
 P=$OUT/pooled-scores.jsonl T=$OUT/pooled-train.jsonl
 {
 	runs=""; [ "$RL_RUNS" -gt 1 ] && runs=", $RL_RUNS RL runs each"
@@ -190,6 +206,20 @@ P=$OUT/pooled-scores.jsonl T=$OUT/pooled-train.jsonl
 				echo
 			done
 		fi
+	done
+	echo
+	echo "MemPO-RL − GRPO-RL F1, run by run (each run against the GRPO run of the same cold start and RL seed): the runs"
+	echo "where MemPO is ahead, the mean difference with a 95% t interval over the runs (the spread between cold starts and"
+	echo "RL runs, which the pooled intervals above, over test tasks, leave out), and the smallest and largest:"
+	echo
+	echo "| k | MemPO ahead | mean [95% over runs] | min | max |"
+	echo "|---:|---:|---:|---:|---:|"
+	for k in $EVAL_K; do
+		for s in $SEEDS; do
+			for e in $(rl_dirs "$s"); do
+				echo "$(field "$e/scores.jsonl" mempo "$k" f1 value) $(field "$e/scores.jsonl" grpo "$k" f1 value)"
+			done
+		done | paired_row "$k"
 	done
 	echo
 	echo "Training rollouts per iteration, pooled over seeds (and over the k of the RL tasks): mean P(gold | q, mem) and mean R^M"

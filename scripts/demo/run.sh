@@ -45,7 +45,8 @@ SHORT=${SHORT:-0}                     # 1: the few-second smoke version make tes
 # objective by a reader trained on both kinds of answer rows, A^M pooled per
 # step index with the answer step's memory (read by no later step) left out
 # and weighted half (α = 0.5: better than α = 1 on 17 fresh runs, docs/DEMO.md),
-# 128 test tasks per k, and GRPO's rollouts scored for R^M so that both curves
+# 512 test tasks per k (128 until 2026-12-07: a k = 8 interval ±0.7 F1 over
+# twelve runs), and GRPO's rollouts scored for R^M so that both curves
 # are drawn (each knob still overridable; an empty TARGET_KL or MEM_FLAGS
 # turns that one off; SCORE_READER=0 SCORE_PER_OBJECTIVE=0 MEM_FLAGS="--mem-pool
 # step" is the preset of the tables before 2026-12-07, MEM_FLAGS="--mem-pool step
@@ -64,7 +65,7 @@ reader) p_demos=16000 p_batch=8 p_iters=6 p_rl_tasks=16 p_rl_lr=1e-4 GRPO_RM=${G
 full) p_demos=28800 p_batch=8 p_iters=12 p_rl_tasks=16 p_rl_lr=3e-4 ;;
 gpu) p_demos=24000 p_batch=8 p_iters=12 p_rl_tasks=16 p_rl_lr=3e-4 GRPO_RM=${GRPO_RM:-1}
 	EXPERT_DROP=${EXPERT_DROP:-0.35} ANSWER_ROWS=${ANSWER_ROWS:-0.25} SFT_K=${SFT_K:-1 2 3 4 1 2 3 4 8}
-	RL_K=${RL_K:-2 4 8} TARGET_KL=${TARGET_KL-0.01} EVAL_TASKS=${EVAL_TASKS:-128}
+	RL_K=${RL_K:-2 4 8} TARGET_KL=${TARGET_KL-0.01} EVAL_TASKS=${EVAL_TASKS:-512}
 	SCORE_READER=${SCORE_READER:-1} READER_MEMORY=${READER_MEMORY:-both} SCORE_PER_OBJECTIVE=${SCORE_PER_OBJECTIVE:-1}
 	MEM_FLAGS=${MEM_FLAGS---mem-pool step --mem-skip-answer --alpha 0.5} ;;
 *) echo "PRESET=$PRESET: want small, reader, full or gpu" >&2; exit 2 ;;
@@ -128,6 +129,9 @@ TASK_REWARD=${TASK_REWARD:-f1}        # R^T of the RL rollouts: f1 (mean over ob
 EVAL_K=${EVAL_K:-"2 4 8"}
 EVAL_TASKS=${EVAL_TASKS:-32}          # test tasks per k (held-out people), greedy (the world holds 32; more are
                                       # drawn for the same world, the first 32 the world's own)
+EVAL_MODELS=${EVAL_MODELS:-sft mempo grpo react} # the models evaluated (the expert always is)
+EVAL_ONLY=${EVAL_ONLY:-0}             # 1: evaluate the checkpoints already in OUT and score them again (stages 3–6
+                                      # skipped; another EVAL_TASKS or EVAL_K on finished runs)
 # Protocol (the expert's demonstrations, RL and evaluation alike).
 MAX_STEP_TOKENS=${MAX_STEP_TOKENS:-96}
 TOPK=${TOPK:-2}                       # passages per search: the fact and one other passage about the same entity
@@ -135,6 +139,10 @@ HINT=${HINT:-false}                   # the "[Turns left: N]" line in observatio
 
 case $READER_MEMORY in subset|step|both) ;; *) echo "READER_MEMORY=$READER_MEMORY: want subset, step or both" >&2; exit 2 ;; esac
 case $NEW_READER in 0|1) ;; *) echo "NEW_READER=$NEW_READER: want 0 or 1" >&2; exit 2 ;; esac
+case $EVAL_ONLY in 0|1) ;; *) echo "EVAL_ONLY=$EVAL_ONLY: want 0 or 1" >&2; exit 2 ;; esac
+for run in $EVAL_MODELS; do
+	case $run in sft|mempo|grpo|react) ;; *) echo "EVAL_MODELS: $run is not sft, mempo, grpo or react" >&2; exit 2 ;; esac
+done
 
 if [ "$SHORT" = 1 ]; then
 	SFT_DEMOS=${SHORT_SFT_DEMOS:-8}; REACT_DEMOS=$SFT_DEMOS; SFT_EPOCHS=1; REACT_EPOCHS=1; SFT_BATCH=4; RL_MINI_BATCH=2
@@ -210,6 +218,78 @@ reader_stage() {
 		--metrics "$OUT/reader-metrics.jsonl" "${dev[@]}"
 }
 
+# rollout MODEL TASKS OUT [flags…]: one rollout run with the demo's protocol.
+rollout() {
+	local model=$1 tasks=$2 out=$3; shift 3
+	"$BIN/mempo-rollout" --model "$model" --tasks "$tasks" --index "$OUT/index" --out "$out" \
+		--max-step-tokens "$MAX_STEP_TOKENS" "${proto[@]}" "${score[@]}" --batch 128 --overwrite "${dev[@]}" "$@"
+}
+
+
+# evaluate: stage 7, evaluation on held-out people: greedy, one trajectory
+# per task, each of EVAL_MODELS and the expert. With more EVAL_TASKS than the
+# world's test files hold, the test tasks are drawn again for the same world
+# (corpus and tokenizer byte-identical, checked); each k's tasks come from one
+# stream, so the first 32 are the world's own and a larger evaluation extends
+# the smaller one.
+evaluate() {
+	local test_dir=$WORLD k tasks run model keep mr name
+	mkdir -p "$OUT/eval"
+	for k in $EVAL_K; do
+		[ -f "$WORLD/test-k$k.jsonl" ] && [ "$(wc -l < "$WORLD/test-k$k.jsonl")" -ge "$EVAL_TASKS" ] && continue
+		test_dir=$OUT/test-world
+		say "test tasks, $EVAL_TASKS per k in $EVAL_K → $test_dir"
+		redraw EVAL_TASKS "$test_dir" --sft-tasks 0 --rl-tasks 0 --test-tasks "$EVAL_TASKS" --test-k "$(echo $EVAL_K | tr ' ' ,)"
+		break
+	done
+	for k in $EVAL_K; do
+		tasks=$OUT/eval/test-k$k.jsonl
+		head -n "$EVAL_TASKS" "$test_dir/test-k$k.jsonl" > "$tasks"
+		for run in $EVAL_MODELS; do
+			model=$OUT/$run/final keep=1 mr=()
+			case $run in
+			sft) model=$OUT/sft ;;
+			react) model=$OUT/sft-react keep=all ;;
+			esac
+			# The memory reward (P(gold | mem)) is scored where the table reads it.
+			[ "$k" = 2 ] && { [ "$run" = sft ] || [ "$run" = mempo ] || { [ "$run" = grpo ] && [ "$GRPO_RM" = 1 ]; }; } ||
+				mr=(--no-memory-reward)
+			say "eval $run k=$k"
+			rollout "$model" "$tasks" "$OUT/eval/$run-k$k.parquet" --group 1 --temperature 0 --keep "$keep" "${mr[@]}"
+		done
+		# The expert on the same tasks, under both contexts: what a policy that
+		# follows the protocol perfectly costs in tokens, whatever the models learned.
+		for keep in 1 all; do
+			name=expert; [ "$keep" = all ] && name=expert-react
+			"$BIN/mempo-rollout" expert --tasks "$tasks" --index "$OUT/index" --tokenizer "$WORLD/tokenizer.json" \
+				--keep "$keep" "${proto[@]}" --out "$OUT/eval/$name-k$k.parquet"
+		done
+	done
+}
+
+# report: stage 8, scores, report and plots of the models evaluated. The
+# training side (reward, memory reward and peak tokens over the updates)
+# first, in report/train/, so that the evaluation report's index.html,
+# written next, links to it.
+report() {
+	local args=() v i run k
+	say "score → $OUT/scores.jsonl, $OUT/report/ (index.html lists every table and figure)"
+	mkdir -p "$OUT/report"
+	for v in mempo grpo; do
+		for i in $(seq 1 "$ITERS"); do args+=(--rollouts "$OUT/$v/rollouts-$i.parquet" --label "$v-train"); done
+	done
+	"$BIN/mempo-score" "${args[@]}" --metrics "$OUT/mempo/mempo-train.jsonl" --metrics "$OUT/grpo/grpo-train.jsonl" \
+		--out "$OUT/train-scores.jsonl" --report "$OUT/report/train" > "$OUT/report/train-scores.md"
+	args=()
+	for run in $EVAL_MODELS expert expert-react; do
+		for k in $EVAL_K; do args+=(--rollouts "$OUT/eval/$run-k$k.parquet" --label "$run"); done
+	done
+	"$BIN/mempo-score" "${args[@]}" --out "$OUT/scores.jsonl" --report "$OUT/report" > "$OUT/report/scores.md"
+
+	bash "$(dirname "$0")/summary.sh" "$OUT" "$EVAL_K" | tee "$OUT/summary.md"
+	echo "demo finished in $(( $(date +%s) - T0 ))s; report in $OUT/report/" >&2
+}
+
 # 1. The world: corpus, tasks, tokenizer, model config.
 if [ -z "$WORLD" ]; then
 	if [ "$SEED" = 1 ] && [ -f data/world/world.json ]; then
@@ -224,6 +304,16 @@ fi
 # 2. The retrieval index (BM25) over the world's corpus.
 say "index → $OUT/index"
 "$BIN/mempo-index" --corpus "$WORLD/corpus.jsonl" --out "$OUT/index"
+
+# EVAL_ONLY=1: the run's checkpoints are there; stages 7 and 8 only.
+if [ "$EVAL_ONLY" = 1 ]; then
+	for ckpt in sft sft-react mempo/final grpo/final; do
+		[ -f "$OUT/$ckpt/config.json" ] || { echo "EVAL_ONLY=1: no $OUT/$ckpt checkpoint" >&2; exit 1; }
+	done
+	evaluate
+	report
+	exit 0
+fi
 
 # 3. Expert demonstrations, MemPO's context (keep 1) and ReAct's (keep all),
 #    drawn from the world and VARIANTS−1 fact-shuffled variants of it (the
@@ -319,13 +409,6 @@ else
 	if [ "$SCORE_READER" != 0 ]; then reader_stage "$OUT"; fi
 fi
 
-# rollout MODEL TASKS OUT [flags…]: one rollout run with the demo's protocol.
-rollout() {
-	local model=$1 tasks=$2 out=$3; shift 3
-	"$BIN/mempo-rollout" --model "$model" --tasks "$tasks" --index "$OUT/index" --out "$out" \
-		--max-step-tokens "$MAX_STEP_TOKENS" "${proto[@]}" "${score[@]}" --batch 128 --overwrite "${dev[@]}" "$@"
-}
-
 # 6. RL: ITERS iterations of rollout → update from the SFT checkpoint, for
 #    MemPO (memory reward on <mem> tokens) and plain GRPO (no memory reward).
 #    The RL tasks: the world's train-rl-k2.jsonl, or with RL_K another list
@@ -397,60 +480,6 @@ rl() {
 rl mempo
 rl grpo
 
-# 7. Evaluation on held-out people: greedy, one trajectory per task. With
-#    more EVAL_TASKS than the world's test files hold, the test tasks are
-#    drawn again for the same world (corpus and tokenizer byte-identical,
-#    checked); each k's tasks come from one stream, so the first 32 are the
-#    world's own and a larger evaluation extends the smaller one.
-mkdir -p "$OUT/eval"
-test_dir=$WORLD
-for k in $EVAL_K; do
-	[ -f "$WORLD/test-k$k.jsonl" ] && [ "$(wc -l < "$WORLD/test-k$k.jsonl")" -ge "$EVAL_TASKS" ] && continue
-	test_dir=$OUT/test-world
-	say "test tasks, $EVAL_TASKS per k in $EVAL_K → $test_dir"
-	redraw EVAL_TASKS "$test_dir" --sft-tasks 0 --rl-tasks 0 --test-tasks "$EVAL_TASKS" --test-k "$(echo $EVAL_K | tr ' ' ,)"
-	break
-done
-for k in $EVAL_K; do
-	tasks=$OUT/eval/test-k$k.jsonl
-	head -n "$EVAL_TASKS" "$test_dir/test-k$k.jsonl" > "$tasks"
-	for run in sft mempo grpo react; do
-		model=$OUT/$run/final keep=1 mr=()
-		case $run in
-		sft) model=$OUT/sft ;;
-		react) model=$OUT/sft-react keep=all ;;
-		esac
-		# The memory reward (P(gold | mem)) is scored where the table reads it.
-		[ "$k" = 2 ] && { [ "$run" = sft ] || [ "$run" = mempo ] || { [ "$run" = grpo ] && [ "$GRPO_RM" = 1 ]; }; } ||
-			mr=(--no-memory-reward)
-		say "eval $run k=$k"
-		rollout "$model" "$tasks" "$OUT/eval/$run-k$k.parquet" --group 1 --temperature 0 --keep "$keep" "${mr[@]}"
-	done
-	# The expert on the same tasks, under both contexts: what a policy that
-	# follows the protocol perfectly costs in tokens, whatever the models learned.
-	for keep in 1 all; do
-		name=expert; [ "$keep" = all ] && name=expert-react
-		"$BIN/mempo-rollout" expert --tasks "$tasks" --index "$OUT/index" --tokenizer "$WORLD/tokenizer.json" \
-			--keep "$keep" "${proto[@]}" --out "$OUT/eval/$name-k$k.parquet"
-	done
-done
-
-# 8. Scores, report and plots. The training side (reward, memory reward and
-#    peak tokens over the updates) first, in report/train/, so that the
-#    evaluation report's index.html, written next, links to it.
-say "score → $OUT/scores.jsonl, $OUT/report/ (index.html lists every table and figure)"
-mkdir -p "$OUT/report"
-args=()
-for v in mempo grpo; do
-	for i in $(seq 1 "$ITERS"); do args+=(--rollouts "$OUT/$v/rollouts-$i.parquet" --label "$v-train"); done
-done
-"$BIN/mempo-score" "${args[@]}" --metrics "$OUT/mempo/mempo-train.jsonl" --metrics "$OUT/grpo/grpo-train.jsonl" \
-	--out "$OUT/train-scores.jsonl" --report "$OUT/report/train" > "$OUT/report/train-scores.md"
-args=()
-for run in sft mempo grpo react expert expert-react; do
-	for k in $EVAL_K; do args+=(--rollouts "$OUT/eval/$run-k$k.parquet" --label "$run"); done
-done
-"$BIN/mempo-score" "${args[@]}" --out "$OUT/scores.jsonl" --report "$OUT/report" > "$OUT/report/scores.md"
-
-bash "$(dirname "$0")/summary.sh" "$OUT" "$EVAL_K" | tee "$OUT/summary.md"
-echo "demo finished in $(( $(date +%s) - T0 ))s; report in $OUT/report/" >&2
+# 7. Evaluation (evaluate), 8. scores and the report (report).
+evaluate
+report
