@@ -463,14 +463,15 @@ func testCUDAAttention(t *testing.T, p *opPair) {
 // head dims and lengths, several sequences, chunks that split a sequence,
 // a KV cache with Past > 0, and a mix of sequences on the GEMM path and on
 // the kernels. Tolerances are bf16's: operands and probabilities rounded to
-// 8 bits of mantissa, accumulation in fp32.
+// 8 bits of mantissa, accumulation in fp32. Without a GPU it runs on the
+// emulation (fewer shapes), the tensor-core fragments included.
 func TestCUDAAttentionGemm(t *testing.T) {
 	// "mma": head dims 64 and 128 take the tensor-core flash kernels
 	// (attnmma.cu), the others the cuBLAS path; "gemm": every head dim takes
 	// the cuBLAS path (MEMPO_CUDA_ATTN=gemm).
 	for _, noMMA := range []bool{false, true} {
 		t.Run(map[bool]string{false: "mma", true: "gemm"}[noMMA], func(t *testing.T) {
-			p := newOpPair(t, 11)
+			p := newOpPairOrEmu(t, 11)
 			p.gpu.SetBF16(true)
 			p.gpu.attnNoMMA = noMMA
 			testCUDAAttentionBF16(t, p)
@@ -480,18 +481,29 @@ func TestCUDAAttentionGemm(t *testing.T) {
 
 func testCUDAAttentionBF16(t *testing.T, p *opPair) {
 	type cfg struct{ heads, kv, hd int }
-	for _, c := range []cfg{{14, 2, 64}, {12, 2, 128}, {4, 1, 64}, {2, 2, 128}, {4, 4, 32}, {3, 1, 40}, {2, 2, 6}} {
-		for _, run := range []struct {
-			lens    []int
-			minRows int
-			chunk   int
-		}{
-			{[]int{200}, 1, 0},
-			{[]int{5, 300, 17}, 1, 64},
-			{[]int{130, 3, 129}, 0, 0}, // default threshold: 3 goes to the kernels
-			{[]int{64, 65, 127, 1}, 0, 0},
-			{[]int{1, 2}, 1, 0},
-		} {
+	type runCase struct {
+		lens    []int
+		minRows int
+		chunk   int
+	}
+	cfgs := []cfg{{14, 2, 64}, {12, 2, 128}, {4, 1, 64}, {2, 2, 128}, {4, 4, 32}, {3, 1, 40}, {2, 2, 6}}
+	runs := []runCase{
+		{[]int{200}, 1, 0},
+		{[]int{5, 300, 17}, 1, 64},
+		{[]int{130, 3, 129}, 0, 0}, // default threshold: 3 goes to the kernels
+		{[]int{64, 65, 127, 1}, 0, 0},
+		{[]int{1, 2}, 1, 0},
+	}
+	if p.gpu.dev == nil {
+		// The emulation (every warp exchange of the tensor-core fragments
+		// a fiber switch): grouped and plain heads at both of attnmma.cu's
+		// head dims and one of the GEMM path's, tiles cut by the diagonal,
+		// partial tiles and several sequences a launch.
+		cfgs = []cfg{{4, 1, 64}, {2, 2, 128}, {3, 1, 40}}
+		runs = []runCase{{[]int{5, 150, 17}, 1, 64}, {[]int{64, 65, 1}, 0, 0}}
+	}
+	for _, c := range cfgs {
+		for _, run := range runs {
 			p.gpu.attnGemmRows, p.gpu.attnGemmChunk = run.minRows, run.chunk
 			sh := AttnShape{Heads: c.heads, KVHeads: c.kv, HeadDim: c.hd, Scale: float32(1 / math.Sqrt(float64(c.hd)))}
 			var seqs []AttnSeq

@@ -3,9 +3,10 @@
 // index math, launch shapes, buffer offsets, strided-batched GEMM layouts)
 // is tested where no GPU is; and kernels/flatsearch.cu with lib/cuda's flat
 // search; and other modules for their tests (NewModule: decode.cu,
-// sample.cu, attention2.cu, model.cu, attndecode.cu, adamw.cu,
-// lora.cu and attngemm.cu compile; attnmma.cu, whose tensor-core
-// instructions are inline PTX, does not). The kernel source is the one
+// sample.cu, attention2.cu, model.cu, attndecode.cu, attnmma.cu, adamw.cu,
+// lora.cu and attngemm.cu compile; the tensor-core instructions of bert.cu,
+// skinny.cu and attnmma.cu, inline PTX on the GPU, are the prelude's warp
+// exchanges of the same fragments here). The kernel source is the one
 // embedded in lib/cuda, compiled at first use by g++ with BERT_EMU and
 // CUDA_EMU into a shared library (as NVRTC compiles it on a GPU) and loaded
 // with dlopen; each CUDA thread is a fiber (prelude.cc), warp intrinsics
@@ -235,7 +236,7 @@ func NewModule(dir, module string, rowThreads int) (*Device, error) {
 	return d, nil
 }
 
-var dynShared = regexp.MustCompile(`extern\s+__shared__\s+(\w+)\s+(\w+)\[\]\s*;`)
+var dynShared = regexp.MustCompile(`extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?(\w+)\s+(\w+)\[\]\s*;`)
 
 var kernelRE = regexp.MustCompile(`extern "C" __global__ void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(([^)]*)\)`)
 

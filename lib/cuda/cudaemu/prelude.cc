@@ -74,6 +74,13 @@ struct uint2 {
 struct uint4 {
 	unsigned x, y, z, w;
 };
+struct alignas(8) float2 {
+	float x, y;
+};
+static inline float2 make_float2(float x, float y) {
+	float2 v = {x, y};
+	return v;
+}
 struct alignas(16) float4 {
 	float x, y, z, w;
 };
@@ -232,6 +239,63 @@ template <typename T> static T atomicAdd(T *p, T v) {
 	return o;
 }
 static void __threadfence() {}
+
+// ---- tensor-core fragments ----
+// mma.sync m16n8k16 (fp32 accumulate) and ldmatrix x4 as the warp exchanges
+// they are: every lane fetches the fragment elements it is owed from the
+// lanes that hold them (or the row addresses they gave), then computes its
+// four outputs with the fp32 sums in k order. The modules (bert.cu,
+// skinny.cu, attnmma.cu) call these in their CUDA_EMU branches; lane is the
+// caller's lane in its warp (threadIdx.x & 31 in a one-dimensional block).
+static inline float emu_bf16(unsigned h) { return __uint_as_float((h & 0xffffu) << 16); }
+static inline float emu_f16(unsigned h) { return h2f(h & 0xffffu); }
+// emu_mma16816 is c += A·B for a 16×16 A fragment a[4] and a 16×8 B fragment
+// (b0, b1) of 16-bit elements that CVT widens (emu_bf16 or emu_f16).
+template <float (*CVT)(unsigned)> static void emu_mma16816(float *c, const unsigned *a, unsigned b0, unsigned b1) {
+	const int lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
+	float A0[16], A1[16], B[2][16];
+	for (int tt = 0; tt < 4; tt++) {
+		int src = 4 * gr + tt;
+		unsigned x0 = __shfl_sync(0xffffffffu, a[0], src), x1 = __shfl_sync(0xffffffffu, a[1], src);
+		unsigned x2 = __shfl_sync(0xffffffffu, a[2], src), x3 = __shfl_sync(0xffffffffu, a[3], src);
+		A0[2 * tt] = CVT(x0), A0[2 * tt + 1] = CVT(x0 >> 16);
+		A1[2 * tt] = CVT(x1), A1[2 * tt + 1] = CVT(x1 >> 16);
+		A0[2 * tt + 8] = CVT(x2), A0[2 * tt + 9] = CVT(x2 >> 16);
+		A1[2 * tt + 8] = CVT(x3), A1[2 * tt + 9] = CVT(x3 >> 16);
+	}
+	for (int nn = 0; nn < 2; nn++)
+		for (int tt = 0; tt < 4; tt++) {
+			int src = 4 * (2 * t + nn) + tt;
+			unsigned y0 = __shfl_sync(0xffffffffu, b0, src), y1 = __shfl_sync(0xffffffffu, b1, src);
+			B[nn][2 * tt] = CVT(y0), B[nn][2 * tt + 1] = CVT(y0 >> 16);
+			B[nn][2 * tt + 8] = CVT(y1), B[nn][2 * tt + 9] = CVT(y1 >> 16);
+		}
+	for (int k = 0; k < 16; k++) {
+		c[0] += A0[k] * B[0][k];
+		c[1] += A0[k] * B[1][k];
+		c[2] += A1[k] * B[0][k];
+		c[3] += A1[k] * B[1][k];
+	}
+}
+// emu_ldmatrix_x4 is ldmatrix.sync.aligned.m8n8.x4.shared.b16: p is this
+// lane's row address (lanes 8j … 8j+7 give the rows of matrix j), r[j] the
+// two elements of matrix j this lane holds; emu_ldmatrix_x4_trans the same
+// with each matrix transposed.
+static void emu_ldmatrix_x4(unsigned *r, const void *p) {
+	const int lane = threadIdx.x & 31;
+	for (int j = 0; j < 4; j++) {
+		const unsigned short *q = (const unsigned short *)__shfl_sync(0xffffffffu, p, 8 * j + (lane >> 2));
+		r[j] = (unsigned)q[2 * (lane & 3)] | (unsigned)q[2 * (lane & 3) + 1] << 16;
+	}
+}
+static void emu_ldmatrix_x4_trans(unsigned *r, const void *p) {
+	const int lane = threadIdx.x & 31;
+	for (int j = 0; j < 4; j++) {
+		const unsigned short *q0 = (const unsigned short *)__shfl_sync(0xffffffffu, p, 8 * j + 2 * (lane & 3));
+		const unsigned short *q1 = (const unsigned short *)__shfl_sync(0xffffffffu, p, 8 * j + 2 * (lane & 3) + 1);
+		r[j] = (unsigned)q0[lane >> 2] | (unsigned)q1[lane >> 2] << 16;
+	}
+}
 template <typename T> static T __ldcg(const T *p) { return *p; }
 static int __ffs(int x) { return __builtin_ffs(x); }
 

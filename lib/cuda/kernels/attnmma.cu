@@ -39,6 +39,7 @@ __device__ __forceinline__ bf16 f2bf(float f) {
 	return (bf16)(u >> 16);
 }
 
+#ifndef CUDA_EMU
 // pack2 rounds two floats to bf16 (lo in the low half), as f2bf does.
 __device__ __forceinline__ unsigned pack2(float lo, float hi) {
 	unsigned r;
@@ -53,11 +54,6 @@ __device__ __forceinline__ float ex2(float x) {
 	return y;
 }
 
-#define LOG2E 1.4426950408889634f
-#define LN2 0.6931471805599453f
-
-__device__ __forceinline__ unsigned ld32(const bf16 *p) { return *(const unsigned *)p; }
-
 __device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b0, unsigned b1) {
 	asm volatile(
 	    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
@@ -65,34 +61,53 @@ __device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b
 	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// ldmatrix_x4 reads four 8×8 bf16 matrices of shared memory, p this lane's
+// row (lanes 8j … 8j+7 give the rows of matrix j); ldmatrix_x4_trans the
+// same, each matrix transposed.
+__device__ __forceinline__ void ldmatrix_x4(unsigned *r, const bf16 *p) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(smem_u32(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned *r, const bf16 *p) {
+	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+	             : "r"(smem_u32(p)));
+}
+#else
+// The emulation (lib/cuda/cudaemu's prelude): the same roundings and
+// fragments, the fragments exchanged between the lanes, 2^x exact.
+static unsigned pack2(float lo, float hi) { return (unsigned)f2bf(lo) | (unsigned)f2bf(hi) << 16; }
+static float ex2(float x) { return exp2f(x); }
+static void mma16816(float *c, const unsigned *a, unsigned b0, unsigned b1) { emu_mma16816<emu_bf16>(c, a, b0, b1); }
+static void ldmatrix_x4(unsigned *r, const bf16 *p) { emu_ldmatrix_x4(r, p); }
+static void ldmatrix_x4_trans(unsigned *r, const bf16 *p) { emu_ldmatrix_x4_trans(r, p); }
+#endif
+
+#define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
+
+__device__ __forceinline__ unsigned ld32(const bf16 *p) { return *(const unsigned *)p; }
+
 // ldsm4 reads four 8×8 bf16 matrices with one ldmatrix: the A fragment of
 // rows [r0, r0+16) and columns [c0, c0+16) of a row-major matrix in shared
 // memory (row stride ld), or, for B = Mᵀ with M row-major [n][k], the B
 // fragments of two n-tiles: ldsm4B. Rows must be 16-byte aligned.
 __device__ __forceinline__ void ldsm4(unsigned *r, const bf16 *m, int ld, int r0, int c0, int lane) {
-	const bf16 *p = m + (r0 + (lane & 15)) * ld + c0 + (lane >> 4) * 8;
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-	             : "r"(smem_u32(p)));
+	ldmatrix_x4(r, m + (r0 + (lane & 15)) * ld + c0 + (lane >> 4) * 8);
 }
 
 // ldsm4B: b[0], b[1] are the B fragment of n columns [n0, n0+8) and b[2],
 // b[3] that of [n0+8, n0+16), over k rows [k0, k0+16), where B = Mᵀ and M
 // is row-major [n][k] in shared memory.
 __device__ __forceinline__ void ldsm4B(unsigned *b, const bf16 *m, int ld, int n0, int k0, int lane) {
-	const bf16 *p = m + (n0 + (lane & 7) + ((lane >> 4) << 3)) * ld + k0 + ((lane >> 3) & 1) * 8;
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-	             : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
-	             : "r"(smem_u32(p)));
+	ldmatrix_x4(b, m + (n0 + (lane & 7) + ((lane >> 4) << 3)) * ld + k0 + ((lane >> 3) & 1) * 8);
 }
 
 // ldsm4T: like ldsm4B for B = M with M row-major [k][n] (transposing
 // load): b[0], b[1] for n columns [n0, n0+8), b[2], b[3] for [n0+8, n0+16).
 __device__ __forceinline__ void ldsm4T(unsigned *b, const bf16 *m, int ld, int k0, int n0, int lane) {
-	const bf16 *p = m + (k0 + (lane & 15)) * ld + n0 + (lane >> 4) * 8;
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-	             : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
-	             : "r"(smem_u32(p)));
+	ldmatrix_x4_trans(b, m + (k0 + (lane & 15)) * ld + n0 + (lane >> 4) * 8);
 }
 
 // stage queues the copy of rows [0, ROWS) of a bf16 matrix (row stride lds

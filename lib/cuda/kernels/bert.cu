@@ -449,50 +449,11 @@ __device__ __forceinline__ void fa_ldsmT(unsigned *r, const half_t *p) {
 	             : "r"(smem_u32(p)));
 }
 #else
-// The emulation: every lane fetches the fragment elements it is owed from
-// the lanes that hold them (or the row addresses they gave), then computes
-// its four outputs with the fp32 sums in k order.
-static void fa_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
-	const int lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
-	float A0[16], A1[16], B[2][16];
-	for (int tt = 0; tt < 4; tt++) {
-		int src = 4 * gr + tt;
-		unsigned x0 = __shfl_sync(FULL_MASK, a[0], src), x1 = __shfl_sync(FULL_MASK, a[1], src);
-		unsigned x2 = __shfl_sync(FULL_MASK, a[2], src), x3 = __shfl_sync(FULL_MASK, a[3], src);
-		A0[2 * tt] = h2f(x0 & 0xffff), A0[2 * tt + 1] = h2f(x0 >> 16);
-		A1[2 * tt] = h2f(x1 & 0xffff), A1[2 * tt + 1] = h2f(x1 >> 16);
-		A0[2 * tt + 8] = h2f(x2 & 0xffff), A0[2 * tt + 9] = h2f(x2 >> 16);
-		A1[2 * tt + 8] = h2f(x3 & 0xffff), A1[2 * tt + 9] = h2f(x3 >> 16);
-	}
-	for (int nn = 0; nn < 2; nn++)
-		for (int tt = 0; tt < 4; tt++) {
-			int src = 4 * (2 * t + nn) + tt;
-			unsigned y0 = __shfl_sync(FULL_MASK, b0, src), y1 = __shfl_sync(FULL_MASK, b1, src);
-			B[nn][2 * tt] = h2f(y0 & 0xffff), B[nn][2 * tt + 1] = h2f(y0 >> 16);
-			B[nn][2 * tt + 8] = h2f(y1 & 0xffff), B[nn][2 * tt + 9] = h2f(y1 >> 16);
-		}
-	for (int k = 0; k < 16; k++) {
-		c[0] += A0[k] * B[0][k];
-		c[1] += A0[k] * B[1][k];
-		c[2] += A1[k] * B[0][k];
-		c[3] += A1[k] * B[1][k];
-	}
-}
-static void fa_ldsm(unsigned *r, const half_t *p) {
-	const int lane = threadIdx.x & 31;
-	for (int j = 0; j < 4; j++) {
-		const half_t *q = __shfl_sync(FULL_MASK, p, 8 * j + (lane >> 2));
-		r[j] = (unsigned)q[2 * (lane & 3)] | (unsigned)q[2 * (lane & 3) + 1] << 16;
-	}
-}
-static void fa_ldsmT(unsigned *r, const half_t *p) {
-	const int lane = threadIdx.x & 31;
-	for (int j = 0; j < 4; j++) {
-		const half_t *q0 = __shfl_sync(FULL_MASK, p, 8 * j + 2 * (lane & 3));
-		const half_t *q1 = __shfl_sync(FULL_MASK, p, 8 * j + 2 * (lane & 3) + 1);
-		r[j] = (unsigned)q0[lane >> 2] | (unsigned)q1[lane >> 2] << 16;
-	}
-}
+// The emulation (lib/cuda/cudaemu's prelude): the same fragments exchanged
+// between the lanes, the fp32 sums in k order.
+static void fa_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) { emu_mma16816<emu_f16>(c, a, b0, b1); }
+static void fa_ldsm(unsigned *r, const half_t *p) { emu_ldmatrix_x4(r, p); }
+static void fa_ldsmT(unsigned *r, const half_t *p) { emu_ldmatrix_x4_trans(r, p); }
 #endif
 
 __device__ __forceinline__ unsigned fa_pack(float lo, float hi) { return (unsigned)f2h(lo) | (unsigned)f2h(hi) << 16; }

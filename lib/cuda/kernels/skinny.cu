@@ -53,35 +53,9 @@ __device__ __forceinline__ void sk_mma(float *c, const unsigned *a, unsigned b0,
 }
 #else
 #define SK_DYN(name) unsigned short *name = (unsigned short *)emu_dyn
-static inline float sk_bf(unsigned h) { return __uint_as_float((h & 0xffffu) << 16); }
-// The emulation: every lane fetches the fragment elements it is owed from
-// the lanes that hold them, then sums its four outputs in k order.
-static void sk_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) {
-	const int lane = threadIdx.x & 31, gr = lane >> 2, t = lane & 3;
-	float A0[16], A1[16], B[2][16];
-	for (int tt = 0; tt < 4; tt++) {
-		int src = 4 * gr + tt;
-		unsigned x0 = __shfl_sync(0xffffffffu, a[0], src), x1 = __shfl_sync(0xffffffffu, a[1], src);
-		unsigned x2 = __shfl_sync(0xffffffffu, a[2], src), x3 = __shfl_sync(0xffffffffu, a[3], src);
-		A0[2 * tt] = sk_bf(x0), A0[2 * tt + 1] = sk_bf(x0 >> 16);
-		A1[2 * tt] = sk_bf(x1), A1[2 * tt + 1] = sk_bf(x1 >> 16);
-		A0[2 * tt + 8] = sk_bf(x2), A0[2 * tt + 9] = sk_bf(x2 >> 16);
-		A1[2 * tt + 8] = sk_bf(x3), A1[2 * tt + 9] = sk_bf(x3 >> 16);
-	}
-	for (int nn = 0; nn < 2; nn++)
-		for (int tt = 0; tt < 4; tt++) {
-			int src = 4 * (2 * t + nn) + tt;
-			unsigned y0 = __shfl_sync(0xffffffffu, b0, src), y1 = __shfl_sync(0xffffffffu, b1, src);
-			B[nn][2 * tt] = sk_bf(y0), B[nn][2 * tt + 1] = sk_bf(y0 >> 16);
-			B[nn][2 * tt + 8] = sk_bf(y1), B[nn][2 * tt + 9] = sk_bf(y1 >> 16);
-		}
-	for (int k = 0; k < 16; k++) {
-		c[0] += A0[k] * B[0][k];
-		c[1] += A0[k] * B[1][k];
-		c[2] += A1[k] * B[0][k];
-		c[3] += A1[k] * B[1][k];
-	}
-}
+// The emulation (lib/cuda/cudaemu's prelude): the fragments exchanged
+// between the lanes, the fp32 sums in k order.
+static void sk_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) { emu_mma16816<emu_bf16>(c, a, b0, b1); }
 #endif
 
 // SkProducts: up to three products sharing A (q, k and v; gate and up):
