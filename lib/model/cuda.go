@@ -47,7 +47,6 @@ type CUDA struct {
 	// shortest sequence of the tensor-core path (cuda_attn.go; tests).
 	attnKernelsOnly bool
 	attnNoMMA       bool // MEMPO_CUDA_ATTN=gemm: the cuBLAS path instead of attnmma.cu
-	attnFusedDQ     bool // MEMPO_CUDA_ATTN_BWD=fused: dQ inside attnmma.cu's dK/dV kernel
 	attnGemmRows    int
 	attnGemmChunk   int // query rows per chunk, when > 0 (tests)
 
@@ -244,7 +243,6 @@ func NewCUDA() (*CUDA, error) {
 	be.bf16 = envconfig.CUDABF16.On()
 	be.attnKernelsOnly = envconfig.CUDAAttn.Get() == "kernel"
 	be.attnNoMMA = envconfig.CUDAAttn.Get() == "gemm"
-	be.attnFusedDQ = envconfig.CUDAAttnBwd.Get() == "fused"
 	be.decode = decodeModeFromEnv()
 	be.overlap = envconfig.CUDAPDL.Get() != "0"
 	be.skinnyOff = envconfig.CUDASkinny.Get() == "0"

@@ -197,24 +197,12 @@ func (b *CUDA) attentionMMABackward(DQ, DK, DV, DO, Q, K, V, LSE, D *cudaTensor,
 	tiles, st, n := b.attnWork(seqs, mmaTile, "mma")
 	hd := sh.HeadDim
 	lq := hd + 8
+	b.launch2("attnmma", fmt.Sprintf("attn_mma_bwd_dq_%d", hd), cuda.Dim3{X: n, Y: sh.Heads}, 128, 2*6*mmaTile*lq,
+		DQ.ptr(), do16.p, q16.p, k16.p, v16.p, LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, sh.Scale)
 	qt := mmaKVQueries(hd)
 	shk := 2*(2*mmaTile*lq+4*qt*lq) + 16*qt
 	kt := b.uploadIntsMemo("mma-dkv-tiles", ktv)
-	grid := cuda.Dim3{X: ktn, Y: sh.KVHeads, Z: g / hper}
-	if b.attnFusedDQ {
-		// dQ summed by the dK/dV blocks with atomics: its rows start at 0,
-		// and the block keeps a tile of dsᵀ in shared memory.
-		qd := sh.Heads * hd
-		for _, s := range seqs {
-			must(b.ops.Memset32(DQ.ptr()+cuda.Ptr(4*s.Q*qd), 0, s.N*qd))
-		}
-		b.launch2("attnmma", fmt.Sprintf("attn_mma_bwd_dkvq_%d", hd), grid, 128, shk+2*mmaTile*(qt+8),
-			DK.ptr(), DV.ptr(), DQ.ptr(), do16.p, q16.p, k16.p, v16.p, LSE.ptr(), D.ptr(), kt, st, sh.Heads, sh.KVHeads, sh.Scale, hper)
-		return
-	}
-	b.launch2("attnmma", fmt.Sprintf("attn_mma_bwd_dq_%d", hd), cuda.Dim3{X: n, Y: sh.Heads}, 128, 2*6*mmaTile*lq,
-		DQ.ptr(), do16.p, q16.p, k16.p, v16.p, LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, sh.Scale)
-	b.launch2("attnmma", fmt.Sprintf("attn_mma_bwd_dkv_%d", hd), grid, 128, shk,
+	b.launch2("attnmma", fmt.Sprintf("attn_mma_bwd_dkv_%d", hd), cuda.Dim3{X: ktn, Y: sh.KVHeads, Z: g / hper}, 128, shk,
 		DK.ptr(), DV.ptr(), do16.p, q16.p, k16.p, v16.p, LSE.ptr(), D.ptr(), kt, st, sh.Heads, sh.KVHeads, sh.Scale, hper)
 }
 

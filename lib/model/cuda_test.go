@@ -467,15 +467,13 @@ func testCUDAAttention(t *testing.T, p *opPair) {
 // emulation (fewer shapes), the tensor-core fragments included.
 func TestCUDAAttentionGemm(t *testing.T) {
 	// "mma": head dims 64 and 128 take the tensor-core flash kernels
-	// (attnmma.cu), the others the cuBLAS path; "mma-fused": the same with
-	// dQ added inside the dK/dV kernel (MEMPO_CUDA_ATTN_BWD=fused); "gemm":
-	// every head dim takes the cuBLAS path (MEMPO_CUDA_ATTN=gemm).
-	for _, mode := range []string{"mma", "mma-fused", "gemm"} {
-		t.Run(mode, func(t *testing.T) {
+	// (attnmma.cu), the others the cuBLAS path; "gemm": every head dim takes
+	// the cuBLAS path (MEMPO_CUDA_ATTN=gemm).
+	for _, noMMA := range []bool{false, true} {
+		t.Run(map[bool]string{false: "mma", true: "gemm"}[noMMA], func(t *testing.T) {
 			p := newOpPairOrEmu(t, 11)
 			p.gpu.SetBF16(true)
-			p.gpu.attnNoMMA = mode == "gemm"
-			p.gpu.attnFusedDQ = mode == "mma-fused"
+			p.gpu.attnNoMMA = noMMA
 			testCUDAAttentionBF16(t, p)
 		})
 	}
@@ -533,25 +531,6 @@ func testCUDAAttentionBF16(t *testing.T, p *opPair) {
 				p.check("AttentionGemm dk "+name, dk, 5e-2)
 			}
 			p.check("AttentionGemm dv "+name, dv, 5e-2)
-			if p.gpu.attnFusedDQ {
-				// Against the separate dQ kernel: the same bf16 ds and
-				// products, only the order of the fp32 sums differs.
-				dq2, dk2, dv2 := p.out(R, c.heads*c.hd), p.out(R, c.kv*c.hd), p.out(R, c.kv*c.hd)
-				p.gpu.attnFusedDQ = false
-				p.gpu.AttentionBackward(dq2.g, dk2.g, dv2.g, do.g, q.g, k.g, v.g, o.g, lse.g, seqs, sh)
-				p.gpu.attnFusedDQ = true
-				// (dK and dV: the same kernel's, summed with atomics on a
-				// GPU when a block takes one head of a group.)
-				for _, x := range []struct {
-					what string
-					a, b Tensor
-					tol  float64
-				}{{"dQ", dq.g, dq2.g, 1e-4}, {"dK", dk.g, dk2.g, 1e-5}, {"dV", dv.g, dv2.g, 1e-5}} {
-					if e := maxRelErr(p.gpu.ToHost(x.a, nil), p.gpu.ToHost(x.b, nil)); e > x.tol || math.IsNaN(e) {
-						t.Errorf("fused %s %s: relative error %.3g against the separate kernels'", x.what, name, e)
-					}
-				}
-			}
 		}
 		// A prefill over a cache: queries after Past cached keys.
 		p.gpu.attnGemmRows, p.gpu.attnGemmChunk = 1, 48

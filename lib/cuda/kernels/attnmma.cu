@@ -110,12 +110,6 @@ __device__ __forceinline__ void ldsm4T(unsigned *b, const bf16 *m, int ld, int k
 	ldmatrix_x4_trans(b, m + (k0 + (lane & 15)) * ld + n0 + (lane >> 4) * 8);
 }
 
-// ldsm4AT: the A fragment of rows [m0, m0+16) and columns [k0, k0+16) of
-// A = Mᵀ, where M is row-major [k][m] in shared memory (transposing load).
-__device__ __forceinline__ void ldsm4AT(unsigned *a, const bf16 *m, int ld, int m0, int k0, int lane) {
-	ldmatrix_x4_trans(a, m + (k0 + (lane & 7) + ((lane >> 4) << 3)) * ld + m0 + ((lane >> 3) & 1) * 8);
-}
-
 // stage queues the copy of rows [0, ROWS) of a bf16 matrix (row stride lds
 // elements, HD columns) into shared memory (row stride ldd); rows ≥ valid
 // become 0. The caller commits and waits.
@@ -450,23 +444,15 @@ __device__ void mma_bwd_dq(float *dq, const bf16 *dout, const bf16 *q, const bf1
 // atomics (zeroed by the caller).
 // Queries go in tiles of QT; at head dim 64 the warp's k and v fragments
 // stay in registers.
-// With DQ (attn_mma_bwd_dkvq) the block also adds its keys' share of dQ =
-// scale·ds·k into dq with fp32 atomics (zeroed by the caller), instead of
-// the dQ kernel computing the scores a second time: each step's dsᵀ goes
-// through shared memory (the C fragments of dsᵀ are not the A fragments of
-// ds), then the warps take the tile's queries in groups of 16 (and, for
-// QT = 32, half the head dim each) over the block's 64 keys.
 // Shared: Ks, Vs [64][HD+8]; two buffers of Qs, dOs [QT][HD+8]; two of
-// lse (base 2) and D [QT]; with DQ, dsᵀ [64][QT+8].
-template <int HD, int QT, bool DQ>
-__device__ void mma_bwd_dkv(float *dk, float *dv, float *dq, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale, int hper) {
+// lse (base 2) and D [QT].
+template <int HD, int QT>
+__device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale, int hper) {
 	constexpr bool KREG = HD <= 64;
 	extern __shared__ __align__(16) bf16 sm[];
 	const int LQ = HD + PADB;
 	bf16 *Ks = sm, *Vs = Ks + TILE * LQ, *qbuf = Vs + TILE * LQ; // qbuf: Qs0, Qs1, dOs0, dOs1
 	float *fl = (float *)(qbuf + 4 * QT * LQ);                   // lse0, lse1, D0, D1
-	bf16 *dsT = (bf16 *)(fl + 4 * QT);                           // DQ: dsᵀ of the step
-	constexpr int LS = QT + PADB;
 	const int si = tiles[2 * blockIdx.x], k0 = tiles[2 * blockIdx.x + 1], kvh = blockIdx.y;
 	const int g = heads / kvheads, h0 = kvh * g + blockIdx.z * hper;
 	const int Q0 = seqs[4 * si], N = seqs[4 * si + 1], K0 = seqs[4 * si + 2];
@@ -517,7 +503,6 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, float *dq, const bf16 *dout, c
 				ldsm4(va[kk], Vs, LQ, 16 * w, 16 * kk, lane);
 			}
 		}
-		const int h = h0 + j / ntiles;
 		if (wk0 <= qt0 + QT - 1) { // else every key of this warp is after the tile's queries
 			float s[QT / 8][4], dp[QT / 8][4];
 #pragma unroll
@@ -559,13 +544,6 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, float *dq, const bf16 *dout, c
 					s[nt][e] = p;
 					dp[nt][e] = p * (dp[nt][e] - ds_[qi]);
 				}
-			if (DQ) {
-#pragma unroll
-				for (int nt = 0; nt < QT / 8; nt++) {
-					*(unsigned *)(dsT + (16 * w + gr) * LS + 8 * nt + 2 * t) = pack2(dp[nt][0], dp[nt][1]);
-					*(unsigned *)(dsT + (16 * w + gr + 8) * LS + 8 * nt + 2 * t) = pack2(dp[nt][2], dp[nt][3]);
-				}
-			}
 #pragma unroll
 			for (int kk = 0; kk < QT / 16; kk++) {
 				unsigned ap[4] = {pack2(s[2 * kk][0], s[2 * kk][1]), pack2(s[2 * kk][2], s[2 * kk][3]),
@@ -581,43 +559,6 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, float *dq, const bf16 *dout, c
 					ldsm4T(bb, Qs, LQ, 16 * kk, 8 * dt, lane);
 					mma16816(adk[dt], as, bb[0], bb[1]);
 					mma16816(adk[dt + 1], as, bb[2], bb[3]);
-				}
-			}
-		} else if (DQ) {
-			// Keys after every query of the tile: their ds is 0.
-			for (int i = lane; i < 16 * QT / 2; i += 32)
-				*(unsigned *)(dsT + (16 * w + i / (QT / 2)) * LS + 2 * (i % (QT / 2))) = 0u;
-		}
-		if (DQ) {
-			__syncthreads();
-			// dQ of the tile's query rows [16·rg, 16·rg + 16), head-dim
-			// columns [CW·cg, CW·cg + CW): ds (= dsᵀ transposed) · k.
-			constexpr int RG = QT / 16, CW = HD / (4 / RG);
-			const int rg = w % RG, c0 = (w / RG) * CW;
-			float aq[CW / 8][4];
-#pragma unroll
-			for (int i = 0; i < CW / 8; i++) aq[i][0] = aq[i][1] = aq[i][2] = aq[i][3] = 0.f;
-#pragma unroll
-			for (int kk = 0; kk < TILE / 16; kk++) {
-				unsigned a[4];
-				ldsm4AT(a, dsT, LS, 16 * rg, 16 * kk, lane);
-#pragma unroll
-				for (int dt = 0; dt < CW / 8; dt += 2) {
-					unsigned bb[4];
-					ldsm4T(bb, Ks, LQ, 16 * kk, c0 + 8 * dt, lane);
-					mma16816(aq[dt], a, bb[0], bb[1]);
-					mma16816(aq[dt + 1], a, bb[2], bb[3]);
-				}
-			}
-#pragma unroll
-			for (int r = 0; r < 2; r++) {
-				int qi = 16 * rg + gr + 8 * r;
-				if (qi >= nq) continue;
-				float *op = dq + (long long)(Q0 + qt0 + qi) * qld + h * HD + c0;
-#pragma unroll
-				for (int dt = 0; dt < CW / 8; dt++) {
-					atomicAdd(op + 8 * dt + 2 * t, aq[dt][2 * r] * scale);
-					atomicAdd(op + 8 * dt + 2 * t + 1, aq[dt][2 * r + 1] * scale);
 				}
 			}
 		}
@@ -659,13 +600,7 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, float *dq, const bf16 *dout, c
 	    attn_mma_bwd_dkv_##HD(float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,          \
 	                          const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads,    \
 	                          float scale, int hper) {                                                                       \
-		mma_bwd_dkv<HD, QT, false>(dk, dv, nullptr, dout, q, k, v, lse, D, tiles, seqs, heads, kvheads, scale, hper);     \
-	}                                                                                                                        \
-	extern "C" __global__ void __launch_bounds__(128)                                                                        \
-	    attn_mma_bwd_dkvq_##HD(float *dk, float *dv, float *dq, const bf16 *dout, const bf16 *q, const bf16 *k,             \
-	                           const bf16 *v, const float *lse, const float *D, const int *tiles, const int *seqs, int heads, \
-	                           int kvheads, float scale, int hper) {                                                         \
-		mma_bwd_dkv<HD, QT, true>(dk, dv, dq, dout, q, k, v, lse, D, tiles, seqs, heads, kvheads, scale, hper);           \
+		mma_bwd_dkv<HD, QT>(dk, dv, dout, q, k, v, lse, D, tiles, seqs, heads, kvheads, scale, hper);                     \
 	}
 
 // 128-row forward tiles (lib/model's mmaFwdRows; at head dim 128, 255

@@ -7,7 +7,7 @@
 # default, fused, PyTorch's step (LM head in chunks, eager and compiled),
 # and at 1.5B default and fused (8 × 2048 ran out of the H100's 80 GB
 # before 9ba49d3) and PyTorch.
-#   carry: .work/afq.tar.xz (lib/model's test binary at this commit, its libraries)
+#   carry: .work/afq.tar.xz (lib/model's test binary, its libraries; built at 874977d for the run of 2026-12-07)
 set -uo pipefail
 B=/tmp/afq; [ -x $B/bin/model.test ] || tar -xJf .work/afq.tar.xz -C /tmp
 . scripts/gpu/env.sh; gpu_env $B/lib
