@@ -996,7 +996,9 @@ func (b *CUDA) rmsNormBackward(dx, dw, dy, x, w, rstd, res Tensor) {
 	g := cuda.Dim3{X: (dim + 255) / 256, Y: (n + chunk - 1) / chunk}
 	// dw first: dx may overwrite dy.
 	b.launch2("model", "rmsnorm_bwd_dw_f32", g, 256, 0, DW.ptr(), DY.ptr(), X.ptr(), S.ptr(), n, dim, chunk)
-	b.launch("model", "rmsnorm_bwd_dx_f32", min(n, 65535*4), normLaunch(dim), 0, DX.ptr(), DY.ptr(), X.ptr(), W.ptr(), S.ptr(), n, dim, rp)
+	dx16 := b.dual(DX)
+	b.launch("model", "rmsnorm_bwd_dx_f32", min(n, 65535*4), normLaunch(dim), 0, DX.ptr(), DY.ptr(), X.ptr(), W.ptr(), S.ptr(), n, dim, rp, dx16)
+	b.dualDone(DX, dx16)
 }
 
 // ropeTable returns device cos/sin tables [position][headDim/2] covering
@@ -1289,7 +1291,14 @@ func (b *CUDA) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seq
 	D := b.newTensor(Q.r, sh.Heads)
 	defer b.Free(D)
 	warps := int64(Q.r) * int64(sh.Heads)
-	b.launch("attention2", "attn_bwd_dsum", int((warps*32+255)/256), 256, 0, D.ptr(), DO.ptr(), O.ptr(), Q.r, sh.Heads, hd)
+	// attnmma.cu's kernels read dO rounded to bf16: the row sums' pass
+	// writes it (dO is not written here, so its rounding stays valid).
+	var do16 cuda.Ptr
+	if len(sp.mma) > 0 && !DO.buf.w16ok {
+		do16 = b.dual(DO)
+	}
+	b.launch("model", "attn_bwd_dsum", int((warps*32+255)/256), 256, 0, D.ptr(), DO.ptr(), O.ptr(), Q.r, sh.Heads, hd, do16)
+	b.dualDone(DO, do16)
 	if len(sp.mma) > 0 {
 		b.attentionMMABackward(DQ, DK, DV, DO, Q, K, V, LSE, D, sp.mma, sh)
 	}

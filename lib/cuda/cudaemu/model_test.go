@@ -28,7 +28,7 @@ func TestEmuNormLaunchSameBits(t *testing.T) {
 			out, rstd, o16 := e.empty(4*rows*c.dim), e.empty(4*rows), e.empty(2*rows*c.dim+16)
 			e.run("rmsnorm_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: block}, out, rstd, xp, wp, rows, c.dim, float32(1e-6), o16)
 			dx := e.empty(4 * rows * c.dim)
-			e.run("rmsnorm_bwd_dx_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: block}, dx, dyp, xp, wp, rstd, rows, c.dim, cuda.Ptr(0))
+			e.run("rmsnorm_bwd_dx_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: block}, dx, dyp, xp, wp, rstd, rows, c.dim, cuda.Ptr(0), cuda.Ptr(0))
 			return result{e.get(out, rows*c.dim), e.get(rstd, rows), e.get(dx, rows*c.dim)}
 		}
 		full, fewer := run(c.full), run(c.fewer)
@@ -93,14 +93,19 @@ func TestEmuAddRMSNormSameBits(t *testing.T) {
 		// The backward's dx with the residual's gradient added in the same
 		// pass, against rmsnorm_bwd_dx_f32 then add_f32 (d as dy, x1 as x,
 		// out1 as the residual).
-		dx1, dx2 := e.empty(4*n), e.empty(4*n)
-		e.run("rmsnorm_bwd_dx_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: c.block}, dx1, d1, x1, w1, rstd1, rows, c.dim, cuda.Ptr(0))
+		// The fused launch also writes dx's bf16 rounding (dx16).
+		dx1, dx2, dx16 := e.empty(4*n), e.empty(4*n), e.empty(2*n+16)
+		e.run("rmsnorm_bwd_dx_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: c.block}, dx1, d1, x1, w1, rstd1, rows, c.dim, cuda.Ptr(0), cuda.Ptr(0))
 		e.run("add_f32", cuda.Dim3{X: 3}, cuda.Dim3{X: 256}, dx1, out1, int64(n))
-		e.run("rmsnorm_bwd_dx_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: c.block}, dx2, d1, x1, w1, rstd1, rows, c.dim, out1)
-		a, b := e.get(dx1, n), e.get(dx2, n)
+		e.run("rmsnorm_bwd_dx_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: c.block}, dx2, d1, x1, w1, rstd1, rows, c.dim, out1, dx16)
+		a, b, b16 := e.get(dx1, n), e.get(dx2, n), e.getBF16(dx16, n)
 		for i := range a {
 			if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
 				t.Errorf("dim %d, %d threads: backward dx[%d] = %v fused, %v apart", c.dim, c.block, i, b[i], a[i])
+				break
+			}
+			if w := bf16Bits(b[i]); b16[i] != w {
+				t.Errorf("dim %d, %d threads: backward dx16[%d] = %#x, want %#x", c.dim, c.block, i, b16[i], w)
 				break
 			}
 		}
@@ -236,6 +241,46 @@ func TestEmuRowRuns(t *testing.T) {
 					t.Fatalf("cast_runs_bf16, %d columns: packed element %d = %#x, want %#x", cols, at, bits[at], w)
 				}
 				at++
+			}
+		}
+	}
+}
+
+// getBF16 reads n bf16 values back as their bits.
+func (e *decEmu) getBF16(p cuda.Ptr, n int) []uint16 {
+	bits := make([]uint16, n)
+	if err := e.d.DtoH(unsafe.Pointer(&bits[0]), p, 2*n); err != nil {
+		e.t.Fatal(err)
+	}
+	return bits
+}
+
+// attn_bwd_dsum: D = the row sums of dO∘O per head, and with do16 dO's
+// bf16 rounding, which attnmma.cu's backward reads; D the same bits either way.
+func TestEmuAttnDSum(t *testing.T) {
+	e := newEmuModule(t, "model", 11)
+	for _, c := range []struct{ rows, heads, hd int }{{5, 3, 64}, {3, 2, 128}, {4, 1, 40}} {
+		n := c.rows * c.heads * c.hd
+		do, o := e.rnd(n, 1), e.rnd(n, 1)
+		dop, op := e.f32(do), e.f32(o)
+		warps := c.rows * c.heads
+		grid := cuda.Dim3{X: (warps*32 + 255) / 256}
+		d1, d2, do16 := e.empty(4*warps), e.empty(4*warps), e.empty(2*n+16)
+		e.run("attn_bwd_dsum", grid, cuda.Dim3{X: 256}, d1, dop, op, c.rows, c.heads, c.hd, cuda.Ptr(0))
+		e.run("attn_bwd_dsum", grid, cuda.Dim3{X: 256}, d2, dop, op, c.rows, c.heads, c.hd, do16)
+		a, b, b16 := e.get(d1, warps), e.get(d2, warps), e.getBF16(do16, n)
+		for w := range a {
+			want := 0.0
+			for j := 0; j < c.hd; j++ {
+				want += float64(do[w*c.hd+j]) * float64(o[w*c.hd+j])
+			}
+			if math.Float32bits(a[w]) != math.Float32bits(b[w]) || math.Abs(float64(a[w])-want) > 1e-5*(1+math.Abs(want)) {
+				t.Errorf("%+v: D[%d] = %v and %v with do16, want %v", c, w, a[w], b[w], want)
+			}
+		}
+		for i := range do {
+			if w := bf16Bits(do[i]); b16[i] != w {
+				t.Fatalf("%+v: do16[%d] = %#x, want %#x", c, i, b16[i], w)
 			}
 		}
 	}

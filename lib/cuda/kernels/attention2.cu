@@ -141,22 +141,6 @@ FWD2(2)
 FWD2(4)
 FWD2(8)
 
-// attn_bwd_dsum: D[row, h] = Σ_d dO·O, one warp per (row, head); it starts
-// every attention backward, whichever kernels follow (these, attnmma.cu's
-// or the cuBLAS path's).
-extern "C" __global__ void attn_bwd_dsum(float *D, const float *dout, const float *out, int rows, int heads, int hd) {
-	long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-	int lane = threadIdx.x & 31;
-	if (w >= (long long)rows * heads) return;
-	long long row = w / heads;
-	int h = (int)(w % heads);
-	const float *a = dout + row * heads * hd + h * hd, *b = out + row * heads * hd + h * hd;
-	float s = 0.f;
-	for (int d = lane; d < hd; d += 32) s += a[d] * b[d];
-	s = wsum2(s);
-	if (lane == 0) D[w] = s;
-}
-
 template <int NT>
 __device__ void attn2_bwd_dq(float *dq, const float *dout, const float *q, const float *k, const float *v,
                              const float *lse, const float *D, const int *tiles, const int *seqs, int heads,

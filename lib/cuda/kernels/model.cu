@@ -251,9 +251,11 @@ extern "C" __global__ void rmsnorm_bwd_dw_f32(float *dw, const float *dy, const 
 // (each element is read and then written by the same thread). With res
 // (not aliasing dx), the residual path's gradient is added in the same pass:
 // dx = that + res, add_f32's sum (__fadd_rn: never contracted into the
-// product before it, so the bits are the two launches').
+// product before it, so the bits are the two launches'). With dx16, dx's
+// bf16 rounding is written too: the products that read dx next (the
+// down and o_proj backward, their weight gradients) need no cast of their own.
 extern "C" __global__ void rmsnorm_bwd_dx_f32(float *dx, const float *dy, const float *x, const float *w, const float *rstd, int n, int dim,
-                                              const float *res) {
+                                              const float *res, unsigned short *dx16) {
 	__shared__ float scratch[32];
 	const int vt = norm_vthreads(dim), G = vt / blockDim.x;
 	for (int r = blockIdx.x; r < n; r += gridDim.x) {
@@ -273,9 +275,33 @@ extern "C" __global__ void rmsnorm_bwd_dx_f32(float *dx, const float *dy, const 
 		const float *rr = res ? res + (long long)r * dim : 0;
 		for (int j = threadIdx.x; j < dim; j += blockDim.x) {
 			float v = rs * (gr[j] * w[j] - xr[j] * rs * m);
-			d[j] = rr ? __fadd_rn(v, rr[j]) : v;
+			if (rr) v = __fadd_rn(v, rr[j]);
+			d[j] = v;
+			if (dx16) dx16[(long long)r * dim + j] = to_bf16(v);
 		}
 	}
+}
+
+// attn_bwd_dsum: D[row, h] = Σ_d dO·O, one warp per (row, head); it starts
+// every attention backward, whichever kernels follow (attention2.cu's,
+// attnmma.cu's or the cuBLAS path's). With do16 it also writes dO's bf16
+// rounding, which attnmma.cu's backward reads, in the same pass over dO.
+extern "C" __global__ void attn_bwd_dsum(float *D, const float *dout, const float *out, int rows, int heads, int hd,
+                                         unsigned short *do16) {
+	long long w = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+	int lane = threadIdx.x & 31;
+	if (w >= (long long)rows * heads) return;
+	long long row = w / heads;
+	int h = (int)(w % heads);
+	const float *a = dout + row * heads * hd + h * hd, *b = out + row * heads * hd + h * hd;
+	float s = 0.f;
+	for (int d = lane; d < hd; d += 32) {
+		float x = a[d];
+		s += x * b[d];
+		if (do16) do16[row * heads * hd + h * hd + d] = to_bf16(x);
+	}
+	s = warp_sum(s);
+	if (lane == 0) D[w] = s;
 }
 
 // rope_f32: rotate pairs (i, i+half) of every head of row r by the angle of
