@@ -112,9 +112,8 @@ var (
 
 // emuCUDA is a CUDA backend whose ops run on the emulation (one for the
 // test binary: the modules compile once), or a skip saying why there is
-// none. Only the op-by-op paths run there: no CUDA graphs, no profiling,
-// no device optimizer, no bf16 mode (attnmma.cu does not compile for the
-// CPU).
+// none. Only the op-by-op paths run there, in fp32 and bf16 mode: no CUDA
+// graphs, no profiling, no device optimizer.
 func emuCUDA(t testing.TB) *CUDA {
 	t.Helper()
 	if ok, why := cudaemu.Available(); !ok {
