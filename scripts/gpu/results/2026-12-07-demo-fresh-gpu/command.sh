@@ -4,7 +4,8 @@
 # scratch, three RL runs per method and seed (scripts/demo/check.sh RL_RUNS=3
 # PARALLEL=1, its verdict in check.txt; per run, memdrops on MemPO's and
 # GRPO's training rollouts; done.txt has the wall times).
-#   carry: .work/dm.tar.xz (the commands at a5abf93 and memdrops, with their libraries)
+#   carry: .work/dm.tar.xz (the commands and memdrops of the commit the call
+#   runs from, with their libraries: scripts/gpu/pack.sh dm cmds)
 #   usage: command.sh [start|wait]   (scripts/gpu/longjob.sh)
 set -uo pipefail
 R=/tmp/rr LIMIT=${LIMIT:-560} SEEDS=${SEEDS:-8 9 10} RUNS=${RUNS:-3}

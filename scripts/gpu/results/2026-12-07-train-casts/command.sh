@@ -7,7 +7,8 @@
 # chunks, eager and compiled) in the same command; 1.5B both ways and
 # PyTorch. lib/model's bf16 GPU tests with the new binary first.
 #   carry: .work/ca.tar.xz (lib/model's test binaries: model.test, this
-#   change; model.test.old, d706580; their libraries)
+#   change; model.test.old, d706580; their libraries), made by
+#   scripts/gpu/pack.sh ca model.test model.test@d706580
 set -uo pipefail
 B=/tmp/ca; [ -x $B/bin/model.test ] || tar -xJf .work/ca.tar.xz -C /tmp
 . scripts/gpu/env.sh; gpu_env $B/lib
