@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """make kernel-check: compile every CUDA module of lib/cuda/kernels with NVRTC
-on this machine, as lib/cuda does at run time (pdl.cuh prepended, C++17,
+on this machine, as lib/cuda does at run time (pdl.cuh and async.cuh prepended, C++17,
 -default-device), and print ptxas's registers, spills and stack per kernel,
 so that a kernel change is checked before a GPU call. No GPU is needed, only
 an NVRTC library: $MEMPO_NVRTC, libnvrtc.so from a CUDA toolkit or a pip
@@ -54,7 +54,8 @@ def main():
         print("kernel-check: no NVRTC library here (set MEMPO_NVRTC, or install a CUDA toolkit's, pip's "
               "nvidia-cuda-nvrtc or Debian non-free's libnvrtc11.2)", file=sys.stderr)
         return 2
-    prelude = open(os.path.join(kdir, "pdl.cuh"), encoding="utf-8").read()
+    # lib/cuda/nvrtc.go's devicePrelude: pdl.cuh, then async.cuh.
+    prelude = "".join(open(os.path.join(kdir, f), encoding="utf-8").read() for f in ("pdl.cuh", "async.cuh"))
     mods = a.modules or sorted(os.path.basename(p)[:-3] for p in glob.glob(os.path.join(kdir, "*.cu")))
     bad = 0
     print("%-11s %-34s %5s %7s %7s %6s" % ("module", "kernel", "regs", "spill-st", "spill-ld", "stack"))
