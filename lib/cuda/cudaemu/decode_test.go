@@ -122,6 +122,8 @@ func (e *decEmu) near(what string, got []float32, want []float64, tol float64) {
 	}
 }
 
+// bf16Round is float32 → bfloat16 bits, round to nearest even (model.cu's
+// to_bf16, NaN aside).
 func bf16Round(f float32) uint16 {
 	u := math.Float32bits(f)
 	u += 0x7fff + (u>>16)&1

@@ -104,7 +104,7 @@ func TestEmuAddRMSNormSameBits(t *testing.T) {
 				t.Errorf("dim %d, %d threads: backward dx[%d] = %v fused, %v apart", c.dim, c.block, i, b[i], a[i])
 				break
 			}
-			if w := bf16Bits(b[i]); b16[i] != w {
+			if w := bf16Round(b[i]); b16[i] != w {
 				t.Errorf("dim %d, %d threads: backward dx16[%d] = %#x, want %#x", c.dim, c.block, i, b16[i], w)
 				break
 			}
@@ -237,7 +237,7 @@ func TestEmuRowRuns(t *testing.T) {
 		at := 0
 		for _, r := range runs {
 			for k := 0; k < r.n*cols; k++ {
-				if w := bf16Bits(src[r.src*cols+k]); bits[at] != w {
+				if w := bf16Round(src[r.src*cols+k]); bits[at] != w {
 					t.Fatalf("cast_runs_bf16, %d columns: packed element %d = %#x, want %#x", cols, at, bits[at], w)
 				}
 				at++
@@ -279,16 +279,9 @@ func TestEmuAttnDSum(t *testing.T) {
 			}
 		}
 		for i := range do {
-			if w := bf16Bits(do[i]); b16[i] != w {
+			if w := bf16Round(do[i]); b16[i] != w {
 				t.Fatalf("%+v: do16[%d] = %#x, want %#x", c, i, b16[i], w)
 			}
 		}
 	}
-}
-
-// bf16Bits is float32 → bfloat16, round to nearest even.
-func bf16Bits(f float32) uint16 {
-	u := math.Float32bits(f)
-	u += 0x7fff + (u>>16)&1
-	return uint16(u >> 16)
 }
