@@ -108,9 +108,10 @@ type AdvConfig struct {
 	// MemStdFloor, and A^M is the mean of the objectives' z. The pooled R^M
 	// of a k-objective task is a mean over k objectives, so a memory that
 	// drops one found fact moves it by about 1/k of that fact's
-	// probability, inside the noise of the others (docs/DEMO.md, "Why k =
-	// 8"); per objective the drop stands against the pool's spread on that
-	// objective alone. The mean of the objectives' z is z-scored over the
+	// probability, inside the noise of the others (docs/DEMO.md, "Which
+	// pairs R^M could rank at all, and in which form", and "A^M per
+	// objective"); per objective the drop stands against the pool's spread
+	// on that objective alone. The mean of the objectives' z is z-scored over the
 	// pool again, so that A^M has the pooled form's scale. Needs rollouts
 	// scored per objective (an ablation, off by default).
 	MemPerObjective bool
