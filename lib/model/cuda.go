@@ -1042,6 +1042,29 @@ func (b *CUDA) BiasRoPE(x, bias Tensor, pos []int, headDim int, theta float64) {
 	b.ropeLaunch(x, bias, pos, headDim, theta, false)
 }
 
+// ropeArgs is what a kernel applying RoPE reads: the rows' positions and
+// the cos/sin tables.
+type ropeArgs struct {
+	pos cuda.Ptr
+	tab *cudaRope
+}
+
+// ropeArgsFor uploads pos (one position a row of X) and makes the tables
+// cover them.
+func (b *CUDA) ropeArgsFor(X *cudaTensor, pos []int, headDim int, theta float64) *ropeArgs {
+	if len(pos) != X.r || X.c%headDim != 0 {
+		panic("model: RoPE shape mismatch")
+	}
+	maxPos := 0
+	for _, p := range pos {
+		if p < 0 {
+			panic("model: RoPE negative position")
+		}
+		maxPos = max(maxPos, p)
+	}
+	return &ropeArgs{pos: b.uploadIntsMemo("rope", pos), tab: b.ropeTable(headDim, theta, maxPos)}
+}
+
 // ropeLaunch is RoPE, with the 1×cols bias added first when bias is not nil.
 func (b *CUDA) ropeLaunch(x, bias Tensor, pos []int, headDim int, theta float64, inverse bool) {
 	X := gt(x)
@@ -1060,15 +1083,7 @@ func (b *CUDA) ropeLaunch(x, bias Tensor, pos []int, headDim int, theta float64,
 	if X.r == 0 {
 		return
 	}
-	maxPos := 0
-	for _, p := range pos {
-		if p < 0 {
-			panic("model: RoPE negative position")
-		}
-		maxPos = max(maxPos, p)
-	}
-	tab := b.ropeTable(headDim, theta, maxPos)
-	pp := b.uploadIntsMemo("rope", pos)
+	ra := b.ropeArgsFor(X, pos, headDim, theta)
 	inv := 0
 	if inverse {
 		inv = 1
@@ -1079,7 +1094,7 @@ func (b *CUDA) ropeLaunch(x, bias Tensor, pos []int, headDim int, theta float64,
 	// per-head norms the norm's backward rewrites them and the rounding goes
 	// unused).
 	x16 := b.dual(X)
-	b.launch("model", "rope_f32", b.gridFor(pairs, 256), 256, 0, X.ptr(), pp, tab.cos, tab.sin, X.r, X.c, headDim, inv, x16, bp)
+	b.launch("model", "rope_f32", b.gridFor(pairs, 256), 256, 0, X.ptr(), ra.pos, ra.tab.cos, ra.tab.sin, X.r, X.c, headDim, inv, x16, bp)
 	b.dualDone(X, x16)
 }
 
@@ -1274,6 +1289,27 @@ func (b *CUDA) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape)
 }
 
 func (b *CUDA) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seqs []AttnSeq, sh AttnShape) {
+	b.attentionBackward(dq, dk, dv, dout, q, k, v, out, lse, seqs, sh, nil)
+}
+
+// AttentionBackwardRoPE is AttentionBackward, then RoPE's backward on dq and
+// dk (Model.attentionBackwardRoPE). When attnmma.cu takes every sequence
+// (bf16 mode, head dims 64 and 128), its dQ kernel rotates dq's rows as it
+// stores them and writes their bf16 rounding: no pass over dq of its own.
+// rope_f32's arithmetic, so the same values up to the compiler's fused
+// multiply-adds.
+func (b *CUDA) AttentionBackwardRoPE(dq, dk, dv, dout, q, k, v, out, lse Tensor, seqs []AttnSeq, sh AttnShape, pos []int, theta float64) {
+	if b.fuseOff || !b.useAttnMMA(sh) {
+		b.AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, seqs, sh)
+		b.RoPE(dq, pos, sh.HeadDim, theta, true)
+		b.RoPE(dk, pos, sh.HeadDim, theta, true)
+		return
+	}
+	b.attentionBackward(dq, dk, dv, dout, q, k, v, out, lse, seqs, sh, b.ropeArgsFor(gt(dq), pos, sh.HeadDim, theta))
+	b.RoPE(dk, pos, sh.HeadDim, theta, true)
+}
+
+func (b *CUDA) attentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seqs []AttnSeq, sh AttnShape, rope *ropeArgs) {
 	DQ, DK, DV, DO, Q, K, V, O, LSE := gt(dq), gt(dk), gt(dv), gt(dout), gt(q), gt(k), gt(v), gt(out), gt(lse)
 	hd := sh.HeadDim
 	for _, s := range seqs {
@@ -1300,7 +1336,7 @@ func (b *CUDA) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seq
 	b.launch("model", "attn_bwd_dsum", int((warps*32+255)/256), 256, 0, D.ptr(), DO.ptr(), O.ptr(), Q.r, sh.Heads, hd, do16)
 	b.dualDone(DO, do16)
 	if len(sp.mma) > 0 {
-		b.attentionMMABackward(DQ, DK, DV, DO, Q, K, V, LSE, D, sp.mma, sh)
+		b.attentionMMABackward(DQ, DK, DV, DO, Q, K, V, LSE, D, sp.mma, sh, rope)
 	}
 	if len(sp.gemm) > 0 {
 		b.attentionGemmBackward(DQ, DK, DV, DO, Q, K, V, LSE, D, sp.gemm, sh)

@@ -180,7 +180,11 @@ func (b *CUDA) attentionMMA(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh Attn
 // by query tiles; dK and dV by key tiles, the heaviest first, each block
 // summing every head of its group (dkvHeadsPerBlock), or with the heads of a
 // group split over blocks that add up with atomics, the rows zeroed first.
-func (b *CUDA) attentionMMABackward(DQ, DK, DV, DO, Q, K, V, LSE, D *cudaTensor, seqs []AttnSeq, sh AttnShape) {
+//
+// With rope, the dQ kernel stores dQ rotated back by its rows' RoPE angles
+// (RoPE's backward) and, when these sequences cover every row of DQ, its
+// bf16 rounding.
+func (b *CUDA) attentionMMABackward(DQ, DK, DV, DO, Q, K, V, LSE, D *cudaTensor, seqs []AttnSeq, sh AttnShape, rope *ropeArgs) {
 	kvd := sh.KVHeads * sh.HeadDim
 	ktv, rows := dkvTiles(seqs)
 	ktn := len(rows)
@@ -197,8 +201,16 @@ func (b *CUDA) attentionMMABackward(DQ, DK, DV, DO, Q, K, V, LSE, D *cudaTensor,
 	tiles, st, n := b.attnWork(seqs, mmaTile, "mma")
 	hd := sh.HeadDim
 	lq := hd + 8
+	var pos, cs, sn, dq16 cuda.Ptr
+	if rope != nil {
+		pos, cs, sn = rope.pos, rope.tab.cos, rope.tab.sin
+		if queryRows(seqs) == DQ.r {
+			dq16 = b.dual(DQ)
+		}
+	}
 	b.launch2("attnmma", fmt.Sprintf("attn_mma_bwd_dq_%d", hd), cuda.Dim3{X: n, Y: sh.Heads}, 128, 2*6*mmaTile*lq,
-		DQ.ptr(), do16.p, q16.p, k16.p, v16.p, LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, sh.Scale)
+		DQ.ptr(), do16.p, q16.p, k16.p, v16.p, LSE.ptr(), D.ptr(), tiles, st, sh.Heads, sh.KVHeads, sh.Scale, pos, cs, sn, dq16)
+	b.dualDone(DQ, dq16)
 	qt := mmaKVQueries(hd)
 	shk := 2*(2*mmaTile*lq+4*qt*lq) + 16*qt
 	kt := b.uploadIntsMemo("mma-dkv-tiles", ktv)

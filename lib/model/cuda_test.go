@@ -5,8 +5,10 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"unsafe"
 
 	"github.com/mempo/mempo/lib/envconfig"
+	"github.com/mempo/mempo/lib/tensor/half"
 	"github.com/mempo/mempo/lib/testenv"
 )
 
@@ -531,6 +533,7 @@ func testCUDAAttentionBF16(t *testing.T, p *opPair) {
 				p.check("AttentionGemm dk "+name, dk, 5e-2)
 			}
 			p.check("AttentionGemm dv "+name, dv, 5e-2)
+			checkAttentionBackwardRoPE(t, p, name, R, sh, seqs, q, k, v, o, lse, do)
 		}
 		// A prefill over a cache: queries after Past cached keys.
 		p.gpu.attnGemmRows, p.gpu.attnGemmChunk = 1, 48
@@ -544,6 +547,59 @@ func testCUDAAttentionBF16(t *testing.T, p *opPair) {
 		p.gpu.Attention(o.g, lse.g, q.g, kc.g, vc.g, seqs, sh)
 		p.check(fmt.Sprintf("AttentionGemm past hd=%d", c.hd), o, 3e-2)
 		p.checkAbs(fmt.Sprintf("AttentionGemm past lse hd=%d", c.hd), lse, 3e-2)
+	}
+}
+
+// checkAttentionBackwardRoPE: AttentionBackwardRoPE (where attnmma.cu
+// takes the call, RoPE's backward made by its dQ kernel) gives
+// AttentionBackward followed by RoPE's backward on dq and dk, at positions
+// that are not the rows' order, with dq's bf16 rounding that of its values.
+func checkAttentionBackwardRoPE(t *testing.T, p *opPair, name string, R int, sh AttnShape, seqs []AttnSeq, q, k, v, o, lse, do pair) {
+	t.Helper()
+	const theta = 10000
+	pos := make([]int, R)
+	for i := range pos {
+		pos[i] = (i*37 + 5) % 300
+	}
+	run := func(fused bool) (dq, dk, dv Tensor) {
+		dq, dk, dv = p.gpu.Zeros(R, sh.Heads*sh.HeadDim), p.gpu.Zeros(R, sh.KVHeads*sh.HeadDim), p.gpu.Zeros(R, sh.KVHeads*sh.HeadDim)
+		if fused {
+			p.gpu.AttentionBackwardRoPE(dq, dk, dv, do.g, q.g, k.g, v.g, o.g, lse.g, seqs, sh, pos, theta)
+		} else {
+			p.gpu.AttentionBackward(dq, dk, dv, do.g, q.g, k.g, v.g, o.g, lse.g, seqs, sh)
+			p.gpu.RoPE(dq, pos, sh.HeadDim, theta, true)
+			p.gpu.RoPE(dk, pos, sh.HeadDim, theta, true)
+		}
+		return dq, dk, dv
+	}
+	dq1, dk1, dv1 := run(false)
+	dq2, dk2, dv2 := run(true)
+	defer func() {
+		for _, x := range []Tensor{dq1, dk1, dv1, dq2, dk2, dv2} {
+			p.gpu.Free(x)
+		}
+	}()
+	for _, c := range []struct {
+		what string
+		a, b Tensor
+	}{{"dq", dq1, dq2}, {"dk", dk1, dk2}, {"dv", dv1, dv2}} {
+		a, b := p.gpu.ToHost(c.a, nil), p.gpu.ToHost(c.b, nil)
+		if e := maxRelErr(b, a); !(e <= 1e-6) {
+			t.Errorf("AttentionBackwardRoPE %s %s: relative error %.3g against the separate launches", c.what, name, e)
+		}
+	}
+	if g := gt(dq2); p.gpu.useAttnMMA(sh) && g.buf.w16ok {
+		vals := p.gpu.ToHost(dq2, nil)
+		bits := make([]uint16, len(vals))
+		must(p.gpu.ops.DtoH(unsafe.Pointer(&bits[0]), g.buf.w16, 2*len(bits)))
+		for i, x := range vals {
+			if w := half.F32ToBF16(x); bits[i] != w {
+				t.Errorf("AttentionBackwardRoPE dq16 %s: element %d = %#x, want %#x (of %v)", name, i, bits[i], w, x)
+				break
+			}
+		}
+	} else if p.gpu.useAttnMMA(sh) {
+		t.Errorf("AttentionBackwardRoPE %s: dq's bf16 rounding not written", name)
 	}
 }
 
@@ -851,6 +907,21 @@ func TestCUDADualBF16(t *testing.T) {
 	p.cpu.RoPE(r.c, pos, 64, 1e6, false)
 	p.gpu.RoPE(r.g, pos, 64, 1e6, false)
 	product("RoPE", r)
+
+	// The norm's backward (with and without the residual's gradient)
+	// writes dx's rounding for the down and o_proj backward products.
+	for _, withRes := range []bool{false, true} {
+		dy, res := p.rnd(R, C, 1), p.rnd(R, C, 1)
+		dx, dw := p.out(R, C), p.rnd(1, C, 0)
+		p.cpu.RMSNormBackward(dx.c, dw.c, dy.c, x.c, nw.c, rs.c)
+		if withRes {
+			p.cpu.Add(dx.c, res.c)
+			p.gpu.RMSNormBackwardAdd(dx.g, dw.g, dy.g, x.g, nw.g, rs.g, res.g)
+		} else {
+			p.gpu.RMSNormBackward(dx.g, dw.g, dy.g, x.g, nw.g, rs.g)
+		}
+		product(fmt.Sprintf("RMSNormBackward (residual %v)", withRes), dx)
+	}
 
 	z := p.rnd(R, C, 3)
 	tg := make([]int, R)

@@ -624,6 +624,21 @@ type fusedOps interface {
 	// RMSNormBackwardAdd is RMSNormBackward(dx, dw, dy, x, w, rstd) then
 	// Add(dx, res).
 	RMSNormBackwardAdd(dx, dw, dy, x, w, rstd, res Tensor)
+	// AttentionBackwardRoPE is AttentionBackward, then RoPE(dq, pos,
+	// headDim, theta, true) and the same on dk.
+	AttentionBackwardRoPE(dq, dk, dv, dout, q, k, v, out, lse Tensor, seqs []AttnSeq, sh AttnShape, pos []int, theta float64)
+}
+
+// attentionBackwardRoPE is AttentionBackward, then RoPE's backward (the
+// rotation by the opposite angle) on dq and dk.
+func (m *Model) attentionBackwardRoPE(dq, dk, dv, dout Tensor, a *acts, b *batch) {
+	if f, ok := m.be.(fusedOps); ok {
+		f.AttentionBackwardRoPE(dq, dk, dv, dout, a.q, a.k, a.v, a.att, a.lse, b.seqs, m.attnShape(), b.pos, m.a.theta)
+		return
+	}
+	m.be.AttentionBackward(dq, dk, dv, dout, a.q, a.k, a.v, a.att, a.lse, b.seqs, m.attnShape())
+	m.be.RoPE(dq, b.pos, m.a.headDim, m.a.theta, true)
+	m.be.RoPE(dk, b.pos, m.a.headDim, m.a.theta, true)
 }
 
 // biasRoPE is AddBias(x, bias) (when bias ≠ nil) then RoPE(x).
@@ -702,11 +717,9 @@ func (m *Model) layerBackward(l int, dy Tensor, a *acts, b *batch) Tensor {
 	m.wgrad(G.wo, dh, a.att)
 	m.loraBackward(l, tO, dh, a.att, datt, a)
 	dq, dk, dv := be.Zeros(R, qd), be.Zeros(R, kvd), be.Zeros(R, kvd)
-	be.AttentionBackward(dq, dk, dv, datt, a.q, a.k, a.v, a.att, a.lse, b.seqs, m.attnShape())
-	m.free(datt)
 	// RoPE is a rotation: its backward is the rotation by the opposite angle.
-	be.RoPE(dq, b.pos, A.headDim, A.theta, true)
-	be.RoPE(dk, b.pos, A.headDim, A.theta, true)
+	m.attentionBackwardRoPE(dq, dk, dv, datt, a, b)
+	m.free(datt)
 	if A.qkNorm {
 		be.RMSNormBackward(dq, G.qNorm, dq, a.qPre, W.qNorm, a.rstdQ)
 		be.RMSNormBackward(dk, G.kNorm, dk, a.kPre, W.kNorm, a.rstdK)

@@ -3,7 +3,9 @@
 // registers. Products are mma.sync m16n8k16 with bf16 operands and fp32
 // accumulation. q, k, v and dO come in bf16 copies (lib/model rounds them
 // once per call) with the model's row layout; every output (O, lse, dQ, dK,
-// dV) is fp32 in the model's tensors. Tiles are staged in shared memory with
+// dV) is fp32 in the model's tensors. The dQ kernel can apply RoPE's
+// backward to its rows as it stores them (pos not null), and write their
+// bf16 rounding (dq16) for the products that follow. Tiles are staged in shared memory with
 // cp.async, the next tile loading while the current one is computed, and
 // operands that a product needs transposed are read with ldmatrix.trans.
 // Head dims 64 and 128.
@@ -318,7 +320,8 @@ __device__ void mma_fwd(float *out, bf16 *o16, float *lse, const bf16 *q, const 
 // they are read from shared memory for every key tile.
 // Shared: Qs, dOs, then two buffers of Ks and Vs, each [64][HD+8].
 template <int HD>
-__device__ void mma_bwd_dq(float *dq, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale) {
+__device__ void mma_bwd_dq(float *dq, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse, const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale,
+                           const int *pos, const float *cs, const float *sn, bf16 *dq16) {
 	constexpr bool QREG = HD <= 64;
 	extern __shared__ __align__(16) bf16 sm[];
 	const int LQ = HD + PADB;
@@ -428,10 +431,38 @@ __device__ void mma_bwd_dq(float *dq, const bf16 *dout, const bf16 *q, const bf1
 	for (int r = 0; r < 2; r++) {
 		int row = 16 * w + gr + 8 * r;
 		if (row >= nq) continue;
-		float *op = dq + (long long)(Q0 + r0 + row) * qld + h * HD;
+		const long long gi = Q0 + r0 + row;
+		float *op = dq + gi * qld + h * HD;
+		if (!pos) {
 #pragma unroll
-		for (int dt = 0; dt < HD / 8; dt++)
-			*(float2 *)(op + 8 * dt + 2 * t) = make_float2(acc[dt][2 * r] * scale, acc[dt][2 * r + 1] * scale);
+			for (int dt = 0; dt < HD / 8; dt++)
+				*(float2 *)(op + 8 * dt + 2 * t) = make_float2(acc[dt][2 * r] * scale, acc[dt][2 * r + 1] * scale);
+			continue;
+		}
+		// RoPE's backward (the rotation by the opposite angle, rope_f32's
+		// arithmetic): column i pairs with i + HD/2, which this thread holds
+		// too (n-tile dt + HD/16); with dq16, dq's bf16 rounding beside it.
+		const int half = HD / 2;
+		const long long pb = (long long)pos[gi] * half;
+		bf16 *o16 = dq16 ? dq16 + gi * qld + h * HD : 0;
+#pragma unroll
+		for (int dt = 0; dt < HD / 16; dt++) {
+			float y1[2], y2[2];
+#pragma unroll
+			for (int e = 0; e < 2; e++) {
+				const int i = 8 * dt + 2 * t + e;
+				const float c = cs[pb + i], sn_ = -sn[pb + i];
+				const float x1 = acc[dt][2 * r + e] * scale, x2 = acc[dt + HD / 16][2 * r + e] * scale;
+				y1[e] = x1 * c - x2 * sn_;
+				y2[e] = x2 * c + x1 * sn_;
+			}
+			*(float2 *)(op + 8 * dt + 2 * t) = make_float2(y1[0], y1[1]);
+			*(float2 *)(op + half + 8 * dt + 2 * t) = make_float2(y2[0], y2[1]);
+			if (o16) {
+				*(unsigned *)(o16 + 8 * dt + 2 * t) = pack2(y1[0], y1[1]);
+				*(unsigned *)(o16 + half + 8 * dt + 2 * t) = pack2(y2[0], y2[1]);
+			}
+		}
 	}
 }
 
@@ -593,8 +624,9 @@ __device__ void mma_bwd_dkv(float *dk, float *dv, const bf16 *dout, const bf16 *
 	}                                                                                                                        \
 	extern "C" __global__ void __launch_bounds__(128)                                                                        \
 	    attn_mma_bwd_dq_##HD(float *dq, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v, const float *lse,     \
-	                         const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale) {       \
-		mma_bwd_dq<HD>(dq, dout, q, k, v, lse, D, tiles, seqs, heads, kvheads, scale);                                    \
+	                         const float *D, const int *tiles, const int *seqs, int heads, int kvheads, float scale,         \
+	                         const int *pos, const float *cs, const float *sn, bf16 *dq16) {                                 \
+		mma_bwd_dq<HD>(dq, dout, q, k, v, lse, D, tiles, seqs, heads, kvheads, scale, pos, cs, sn, dq16);                 \
 	}                                                                                                                        \
 	extern "C" __global__ void __launch_bounds__(128)                                                                        \
 	    attn_mma_bwd_dkv_##HD(float *dk, float *dv, const bf16 *dout, const bf16 *q, const bf16 *k, const bf16 *v,          \

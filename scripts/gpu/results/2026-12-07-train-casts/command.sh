@@ -2,7 +2,8 @@
 # The training step without three of its four casts a layer: the norm
 # backward's dx launch writes dx's bf16 rounding (dy and dh, which the down
 # and o_proj backward products and their weight gradients read), and the
-# attention backward's row sums write dO's (which attnmma.cu reads). Against
+# attention backward's row sums write dO's (which attnmma.cu reads); and
+# RoPE's backward on dQ made by the dQ kernel as it stores dQ. Against
 # the binary before (d706580), alternating, then PyTorch's step (LM head in
 # chunks, eager and compiled) in the same command; 1.5B both ways and
 # PyTorch. lib/model's bf16 GPU tests with the new binary first.
@@ -31,4 +32,4 @@ torch 0.5b
 bench 1.5b "" new; bench 1.5b .old old
 torch 1.5b
 grep -E "^(--- |FAIL|ok|PASS)|panic|tests rc" $OUT/tests.log | grep -v "^    ---" | head -20
-grep -hE "(train B|train: kernels|cast_bf16|rmsnorm_bwd_dx|attn_bwd_dsum|prefill B)|rc [0-9]|out of memory|torch-bf16" $OUT/bench-*.log | cut -c1-200
+grep -hE "(train B|train: kernels|cast_bf16|rmsnorm_bwd_dx|attn_bwd_dsum|attn_mma_bwd|rope_f32|prefill B)|rc [0-9]|out of memory|torch-bf16" $OUT/bench-*.log | cut -c1-200
