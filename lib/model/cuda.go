@@ -504,13 +504,14 @@ func (b *CUDA) ProductOnly(t Tensor) {
 	}
 }
 
-// bf16Operand returns t rounded to bf16: its buffer's valid copy (w16), a
-// weight's remade copy, or an activation's (activationBF16). None is freed
-// by the caller.
+// bf16Operand returns t rounded to bf16: its buffer's valid copy (w16; a
+// view of rows reads it at its offset, as the LM head's chunks of the final
+// norm's output do), a weight's remade copy, or an activation's
+// (activationBF16). None is freed by the caller.
 func (b *CUDA) bf16Operand(t *cudaTensor) cuda.Ptr {
 	buf := t.buf
-	if t.whole() && buf.w16ok {
-		return buf.w16
+	if buf.w16ok {
+		return buf.w16 + cuda.Ptr(2*t.off)
 	}
 	if !buf.weight || t.off != 0 || 4*t.n() > buf.bytes {
 		return b.activationBF16(t)

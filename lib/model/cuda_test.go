@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"unsafe"
 
+	"github.com/mempo/mempo/lib/cuda"
 	"github.com/mempo/mempo/lib/envconfig"
 	"github.com/mempo/mempo/lib/tensor/half"
 	"github.com/mempo/mempo/lib/testenv"
@@ -868,6 +870,27 @@ func TestCUDADualBF16(t *testing.T) {
 	o, rs := p.out(R, C), p.out(R, 1)
 	p.cpu.RMSNorm(o.c, rs.c, x.c, nw.c, 1e-6)
 	p.gpu.RMSNorm(o.g, rs.g, x.g, nw.g, 1e-6)
+	{
+		// A view of rows reads the rounding at its offset (the LM head's
+		// chunks of the final norm's output): no cast of its own.
+		casts := 0
+		if inner := p.gpu.kernel; inner != nil {
+			p.gpu.kernel = func(module, name string, grid, block cuda.Dim3, shmem int, args ...any) error {
+				if strings.HasPrefix(name, "cast") {
+					casts++
+				}
+				return inner(module, name, grid, block, shmem, args...)
+			}
+			defer func() { p.gpu.kernel = inner }()
+		}
+		vo := p.out(40, 33)
+		p.cpu.MatMul(vo.c, p.cpu.View(o.c, 17, 40), w.c, false, true, 1, 0)
+		p.gpu.MatMul(vo.g, p.gpu.View(o.g, 17, 40), w.g, false, true, 1, 0)
+		p.check("RMSNorm → view of rows 17…56 → product", vo, 2e-2)
+		if casts > 1 { // the weight's own rounding, once
+			t.Errorf("a view of a tensor with its bf16 rounding was cast again (%d casts)", casts)
+		}
+	}
 	product("RMSNorm", o)
 	{
 		// A ProductOnly norm writes only the rounding (and rstd).
