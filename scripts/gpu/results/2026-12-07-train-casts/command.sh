@@ -7,8 +7,9 @@
 # the binary before (d706580), alternating, then PyTorch's step (LM head in
 # chunks, eager and compiled) in the same command; 1.5B both ways and
 # PyTorch. lib/model's bf16 GPU tests with the new binary first.
-#   carry: .work/ca.tar.xz (lib/model's test binaries: model.test, this
-#   change; model.test.old, d706580; their libraries), made by
+#   carry: .work/ca.tar.xz (lib/model's test binaries: model.test, main at
+#   the call, with a9d44fe, c4e1676 and 5e45e54; model.test.old, d706580,
+#   before them; their libraries), made by
 #   scripts/gpu/pack.sh ca model.test model.test@d706580
 set -uo pipefail
 B=/tmp/ca; [ -x $B/bin/model.test ] || tar -xJf .work/ca.tar.xz -C /tmp
