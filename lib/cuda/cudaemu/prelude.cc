@@ -277,18 +277,18 @@ template <float (*CVT)(unsigned)> static void emu_mma16816(float *c, const unsig
 		c[3] += A1[k] * B[1][k];
 	}
 }
-// emu_ldmatrix_x4 is ldmatrix.sync.aligned.m8n8.x4.shared.b16: p is this
-// lane's row address (lanes 8j … 8j+7 give the rows of matrix j), r[j] the
-// two elements of matrix j this lane holds; emu_ldmatrix_x4_trans the same
-// with each matrix transposed.
-static void emu_ldmatrix_x4(unsigned *r, const void *p) {
+// ldmatrix_x4 is kernels/async.cuh's ldmatrix.sync.aligned.m8n8.x4.shared.b16:
+// p is this lane's row address (lanes 8j … 8j+7 give the rows of matrix j),
+// r[j] the two elements of matrix j this lane holds; ldmatrix_x4_trans the
+// same with each matrix transposed.
+static void ldmatrix_x4(unsigned *r, const void *p) {
 	const int lane = threadIdx.x & 31;
 	for (int j = 0; j < 4; j++) {
 		const unsigned short *q = (const unsigned short *)__shfl_sync(0xffffffffu, p, 8 * j + (lane >> 2));
 		r[j] = (unsigned)q[2 * (lane & 3)] | (unsigned)q[2 * (lane & 3) + 1] << 16;
 	}
 }
-static void emu_ldmatrix_x4_trans(unsigned *r, const void *p) {
+static void ldmatrix_x4_trans(unsigned *r, const void *p) {
 	const int lane = threadIdx.x & 31;
 	for (int j = 0; j < 4; j++) {
 		const unsigned short *q0 = (const unsigned short *)__shfl_sync(0xffffffffu, p, 8 * j + 2 * (lane & 3));

@@ -62,28 +62,12 @@ __device__ __forceinline__ void mma16816(float *c, const unsigned *a, unsigned b
 	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
 	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-
-// ldmatrix_x4 reads four 8×8 bf16 matrices of shared memory, p this lane's
-// row (lanes 8j … 8j+7 give the rows of matrix j); ldmatrix_x4_trans the
-// same, each matrix transposed.
-__device__ __forceinline__ void ldmatrix_x4(unsigned *r, const bf16 *p) {
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-	             : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned *r, const bf16 *p) {
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-	             : "r"(smem_u32(p)));
-}
 #else
 // The emulation (lib/cuda/cudaemu's prelude): the same roundings and
 // fragments, the fragments exchanged between the lanes, 2^x exact.
 static unsigned pack2(float lo, float hi) { return (unsigned)f2bf(lo) | (unsigned)f2bf(hi) << 16; }
 static float ex2(float x) { return exp2f(x); }
 static void mma16816(float *c, const unsigned *a, unsigned b0, unsigned b1) { emu_mma16816<emu_bf16>(c, a, b0, b1); }
-static void ldmatrix_x4(unsigned *r, const bf16 *p) { emu_ldmatrix_x4(r, p); }
-static void ldmatrix_x4_trans(unsigned *r, const bf16 *p) { emu_ldmatrix_x4_trans(r, p); }
 #endif
 
 #define LOG2E 1.4426950408889634f

@@ -436,24 +436,10 @@ __device__ __forceinline__ void fa_mma(float *c, const unsigned *a, unsigned b0,
 	    : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
 	    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-// fa_ldsm: ldmatrix x4, p this lane's row (lanes 8j…8j+7 give the rows of
-// matrix j); fa_ldsmT the same, transposing.
-__device__ __forceinline__ void fa_ldsm(unsigned *r, const half_t *p) {
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-	             : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void fa_ldsmT(unsigned *r, const half_t *p) {
-	asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-	             : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-	             : "r"(smem_u32(p)));
-}
 #else
 // The emulation (lib/cuda/cudaemu's prelude): the same fragments exchanged
 // between the lanes, the fp32 sums in k order.
 static void fa_mma(float *c, const unsigned *a, unsigned b0, unsigned b1) { emu_mma16816<emu_f16>(c, a, b0, b1); }
-static void fa_ldsm(unsigned *r, const half_t *p) { emu_ldmatrix_x4(r, p); }
-static void fa_ldsmT(unsigned *r, const half_t *p) { emu_ldmatrix_x4_trans(r, p); }
 #endif
 
 __device__ __forceinline__ unsigned fa_pack(float lo, float hi) { return (unsigned)f2h(lo) | (unsigned)f2h(hi) << 16; }
@@ -572,7 +558,7 @@ __device__ __forceinline__ void attn_rows(const half_t *qkv, const float *bias, 
 	for (int mt = 0; mt < MT; mt++)
 #pragma unroll
 		for (int kk = 0; kk < FA_HD / 16; kk++)
-			fa_ldsm(qa[mt][kk], Sm + 2 * RS + (16 * (MT * w + mt) + (lane & 15)) * FA_LD + 16 * kk + (lane >> 4) * 8);
+			ldmatrix_x4(qa[mt][kk], Sm + 2 * RS + (16 * (MT * w + mt) + (lane & 15)) * FA_LD + 16 * kk + (lane >> 4) * 8);
 	__syncthreads(); // K1 V1 are free for the second key and value tiles
 	const float sl2 = scale * 1.44269504088896341f;
 	float o[MT][FA_HD / 8][4];
@@ -607,7 +593,7 @@ __device__ __forceinline__ void attn_rows(const half_t *qkv, const float *bias, 
 #pragma unroll
 			for (int nt = 0; nt < FA_TILE / 8; nt += 2) {
 				unsigned bb[4];
-				fa_ldsm(bb, Ks + (8 * nt + (lane & 7) + ((lane >> 4) << 3)) * FA_LD + 16 * kk + ((lane >> 3) & 1) * 8);
+				ldmatrix_x4(bb, Ks + (8 * nt + (lane & 7) + ((lane >> 4) << 3)) * FA_LD + 16 * kk + ((lane >> 3) & 1) * 8);
 #pragma unroll
 				for (int mt = 0; mt < MT; mt++) {
 					fa_mma(s[mt][nt], qa[mt][kk], bb[0], bb[1]);
@@ -670,7 +656,7 @@ __device__ __forceinline__ void attn_rows(const half_t *qkv, const float *bias, 
 #pragma unroll
 			for (int dt = 0; dt < FA_HD / 8; dt += 2) {
 				unsigned bb[4];
-				fa_ldsmT(bb, Vs + (16 * kk + (lane & 15)) * FA_LD + 8 * dt + (lane >> 4) * 8);
+				ldmatrix_x4_trans(bb, Vs + (16 * kk + (lane & 15)) * FA_LD + 8 * dt + (lane >> 4) * 8);
 #pragma unroll
 				for (int mt = 0; mt < MT; mt++) {
 					fa_mma(o[mt][dt], pa[mt][kk], bb[0], bb[1]);
