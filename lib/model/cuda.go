@@ -198,6 +198,15 @@ func (t *cudaTensor) ptr() cuda.Ptr {
 }
 func (t *cudaTensor) n() int { return t.r * t.c }
 
+// keptBF16 is t's bf16 rounding where its buffer keeps a valid one (a
+// whole buffer's, so a view of rows reads it at its offset), else 0.
+func (t *cudaTensor) keptBF16() cuda.Ptr {
+	if !t.buf.w16ok {
+		return 0
+	}
+	return t.buf.w16 + cuda.Ptr(2*t.off)
+}
+
 func gt(t Tensor) *cudaTensor {
 	c := gtAny(t)
 	if c.buf.frozen {
@@ -509,21 +518,20 @@ func (b *CUDA) ProductOnly(t Tensor) {
 // norm's output do), a weight's remade copy, or an activation's
 // (activationBF16). None is freed by the caller.
 func (b *CUDA) bf16Operand(t *cudaTensor) cuda.Ptr {
-	buf := t.buf
-	if buf.w16ok {
-		return buf.w16 + cuda.Ptr(2*t.off)
+	if p := t.keptBF16(); p != 0 {
+		return p
 	}
+	buf := t.buf
 	if !buf.weight || t.off != 0 || 4*t.n() > buf.bytes {
 		return b.activationBF16(t)
 	}
 	if buf.w16 == 0 {
 		buf.w16, buf.w16sz = b.rawAlloc(buf.bytes/2 + 16)
 	}
-	if !buf.w16ok {
-		n := int64(buf.bytes / 4)
-		b.launch("model", "cast_bf16", b.gridFor(n, 256), 256, 0, buf.w16, buf.p, n)
-		buf.w16ok = true
-	}
+	// A weight's rounding, made again after it changed.
+	n := int64(buf.bytes / 4)
+	b.launch("model", "cast_bf16", b.gridFor(n, 256), 256, 0, buf.w16, buf.p, n)
+	buf.w16ok = true
 	return buf.w16
 }
 
@@ -1069,9 +1077,7 @@ func (b *CUDA) ropeArgsFor(X *cudaTensor, pos []int, headDim int, theta float64)
 // ropeLaunch is RoPE, with the 1×cols bias added first when bias is not nil.
 func (b *CUDA) ropeLaunch(x, bias Tensor, pos []int, headDim int, theta float64, inverse bool) {
 	X := gt(x)
-	if len(pos) != X.r || X.c%headDim != 0 {
-		panic("model: RoPE shape mismatch")
-	}
+	ra := b.ropeArgsFor(X, pos, headDim, theta)
 	var bp cuda.Ptr
 	if bias != nil {
 		B := gt(bias)
@@ -1084,7 +1090,6 @@ func (b *CUDA) ropeLaunch(x, bias Tensor, pos []int, headDim int, theta float64,
 	if X.r == 0 {
 		return
 	}
-	ra := b.ropeArgsFor(X, pos, headDim, theta)
 	inv := 0
 	if inverse {
 		inv = 1

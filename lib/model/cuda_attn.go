@@ -109,10 +109,10 @@ type bf16Copy struct {
 }
 
 // castAll rounds the whole of t to bf16 (the caller frees the copy), or
-// returns the rounding the op that wrote t left (size 0: not freed).
+// returns the rounding its buffer keeps (keptBF16; size 0: not freed).
 func (b *CUDA) castAll(t *cudaTensor) bf16Copy {
-	if t.whole() && t.buf.w16ok {
-		return bf16Copy{p: t.buf.w16}
+	if p := t.keptBF16(); p != 0 {
+		return bf16Copy{p: p}
 	}
 	p, size := b.castBF16(t)
 	return bf16Copy{p, size}
