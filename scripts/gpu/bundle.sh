@@ -8,6 +8,7 @@
 #   usage: scripts/gpu/bundle.sh [--no-cmds]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/gpu/libs.sh
 B=bin/gpu
 mkdir -p "$B/lib"
 export CGO_ENABLED=1
@@ -20,15 +21,6 @@ if [[ "${1:-}" != "--no-cmds" ]]; then
 		go build "${FLAGS[@]}" -o "$B/$c" "./cmd/$c"
 	done
 fi
-# Copy every non-libc shared library the binaries link (resolving symlinks).
-for f in "$B"/*; do
-	[[ -f "$f" && -x "$f" ]] || continue
-	ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
-done | sort -u | while read -r name path; do
-	case "$name" in
-	libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libgcc_s.so.*|libstdc++.so.*) continue ;;
-	esac
-	cp -L "$path" "$B/lib/$name"
-done
+copy_libs "$B" "$B/lib"
 du -sh "$B" "$B"/* "$B"/lib/* | sort -h | tail -20
 echo "bundle ready in $B (carry it to the GPU machine and run scripts/gpu/run.sh there)"

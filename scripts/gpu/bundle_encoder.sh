@@ -13,6 +13,7 @@
 #   usage: [BASE_REV=main] scripts/gpu/bundle_encoder.sh      then carry bin/gpu/encoder
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/gpu/libs.sh
 D=bin/gpu/encoder
 S=$(mktemp -d)
 trap 'rm -rf "$S"' EXIT
@@ -31,16 +32,7 @@ if [[ -n ${BASE_REV:-} ]]; then
 	git worktree remove --force "$W/base"
 	rm -rf "$W"
 fi
-# Copy every non-libc shared library the binaries link (resolving symlinks).
-for f in "$S"/*; do
-	[[ -f "$f" && -x "$f" ]] || continue
-	ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
-done | sort -u | while read -r name path; do
-	case "$name" in
-	libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libgcc_s.so.*|libstdc++.so.*) continue ;;
-	esac
-	cp -L "$path" "$S/lib/$name"
-done
+copy_libs "$S" "$S/lib"
 tar -C "$S" -czf "$D/bundle.tar.gz.tmp" .
 mv "$D/bundle.tar.gz.tmp" "$D/bundle.tar.gz"
 du -sh "$S"/* "$S"/lib/* "$D/bundle.tar.gz" | sort -h

@@ -11,6 +11,7 @@
 #         PKG.test@REV  the same at commit REV, as PKG.test.old (for A/B runs in one call)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+. scripts/gpu/libs.sh
 [ $# -ge 2 ] || { echo "usage: scripts/gpu/pack.sh NAME ITEM..." >&2; exit 2; }
 name=$1; shift
 tmp=$(mktemp -d); trap 'git worktree remove --force "$tmp/old" 2>/dev/null || true; rm -rf "$tmp"' EXIT
@@ -36,14 +37,7 @@ for item in "$@"; do
 		echo "pack.sh: unknown item $item (cmds, PKG.test or PKG.test@REV)" >&2; exit 2 ;;
 	esac
 done
-for f in "$B"/bin/*; do
-	ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
-done | sort -u | while read -r lib path; do
-	case "$lib" in
-	libc.so.*|libm.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*|libgcc_s.so.*|libstdc++.so.*) continue ;;
-	esac
-	cp -L "$path" "$B/lib/$lib"
-done
+copy_libs "$B/bin" "$B/lib"
 tar -cJf ".work/$name.tar.xz.tmp" -C "$tmp" "$name"
 mv ".work/$name.tar.xz.tmp" ".work/$name.tar.xz"
 ls -l ".work/$name.tar.xz"
