@@ -1305,13 +1305,14 @@ func (b *CUDA) AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse Tensor, seq
 // rope_f32's arithmetic, so the same values up to the compiler's fused
 // multiply-adds.
 func (b *CUDA) AttentionBackwardRoPE(dq, dk, dv, dout, q, k, v, out, lse Tensor, seqs []AttnSeq, sh AttnShape, pos []int, theta float64) {
-	if b.fuseOff || !b.useAttnMMA(sh) {
-		b.AttentionBackward(dq, dk, dv, dout, q, k, v, out, lse, seqs, sh)
-		b.RoPE(dq, pos, sh.HeadDim, theta, true)
-		b.RoPE(dk, pos, sh.HeadDim, theta, true)
-		return
+	var rope *ropeArgs
+	if !b.fuseOff && b.useAttnMMA(sh) {
+		rope = b.ropeArgsFor(gt(dq), pos, sh.HeadDim, theta)
 	}
-	b.attentionBackward(dq, dk, dv, dout, q, k, v, out, lse, seqs, sh, b.ropeArgsFor(gt(dq), pos, sh.HeadDim, theta))
+	b.attentionBackward(dq, dk, dv, dout, q, k, v, out, lse, seqs, sh, rope)
+	if rope == nil {
+		b.RoPE(dq, pos, sh.HeadDim, theta, true)
+	}
 	b.RoPE(dk, pos, sh.HeadDim, theta, true)
 }
 
