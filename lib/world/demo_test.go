@@ -296,15 +296,15 @@ func TestShortDemo(t *testing.T) {
 		t.Fatal("EVAL_ONLY run changed mempo/final")
 	}
 	after := readRollouts(filepath.Join(out2, "eval", "mempo-k2.parquet"), 36)
-	for i := range before {
-		// The ids, not the log-probs: another batch is other sums' last bits.
-		ids := func(r *records.Rollout) string {
-			var b strings.Builder
-			for _, st := range r.Steps {
-				fmt.Fprint(&b, records.IDs(st.ContextIDs), records.IDs(st.OutputIDs), "|")
-			}
-			return b.String()
+	// The ids, not the log-probs: another batch is other sums' last bits.
+	ids := func(r *records.Rollout) string {
+		var b strings.Builder
+		for _, st := range r.Steps {
+			fmt.Fprint(&b, records.IDs(st.ContextIDs), records.IDs(st.OutputIDs), "|")
 		}
+		return b.String()
+	}
+	for i := range before {
 		if after[i].TaskID != before[i].TaskID || ids(&after[i]) != ids(&before[i]) {
 			t.Fatalf("EVAL_ONLY: trajectory %d (%s) differs from the first evaluation's (%s)", i+1, after[i].TaskID, before[i].TaskID)
 		}
