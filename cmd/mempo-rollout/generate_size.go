@@ -33,7 +33,8 @@ func checkGenerateSize(c *ucli.Context, m *model.Model, dir string, reqs []model
 		return fmt.Errorf("--max-tokens %d: row %d's prompt of %d tokens plus %d generated is beyond the model's max_position_embeddings %d (%s); use --max-tokens %d or less",
 			maxTokens, longest+1, prompt, maxTokens, mp, filepath.Join(dir, "config.json"), mp-prompt)
 	}
-	need := m.KVCacheBytes(rows, prompt+maxTokens)
+	cacheRows := model.CacheRows(reqs, maxTokens)
+	need := m.KVCacheBytes(cacheRows)
 	budget := float64(c.Int64("memory-budget-mb")) * (1 << 20)
 	where := "--memory-budget-mb"
 	if budget <= 0 {
@@ -45,8 +46,8 @@ func checkGenerateSize(c *ucli.Context, m *model.Model, dir string, reqs []model
 		budget, where = 0.8*float64(avail), "80% of the "+w
 	}
 	if need > budget {
-		return fmt.Errorf("--max-tokens %d: the KV cache of %d rows × %d positions needs %s, more than %s: %s; lower --max-tokens or --n, or split the input",
-			maxTokens, rows, prompt+maxTokens, model.FormatBytes(need), where, model.FormatBytes(budget))
+		return fmt.Errorf("--max-tokens %d: the KV cache of %d positions (each prompt once, %d rows × %d new tokens) needs %s, more than %s: %s; lower --max-tokens or --n, or split the input",
+			maxTokens, cacheRows, rows, maxTokens, model.FormatBytes(need), where, model.FormatBytes(budget))
 	}
 	return nil
 }

@@ -105,8 +105,15 @@ func TestGenerateSeededAndErrors(t *testing.T) {
 		t.Error("a row's samples depend on the rows after it")
 	}
 
+	// The KV cache: the prompt once, the new tokens for each of the 100
+	// samples (3 + 100·100 positions).
+	err := runGen("--model", fixture, "--in", in, "--out", out, "--max-tokens", "100", "--n", "100", "--memory-budget-mb", "1")
+	if err == nil || !strings.Contains(err.Error(), "the KV cache of 10003 positions (each prompt once, 100 rows × 100 new tokens)") {
+		t.Errorf("a KV cache over --memory-budget-mb: err = %v", err)
+	}
+
 	os.WriteFile(in, []byte("{\"ids\": [1]}\n{\"ids\": [400]}\n"), 0o644)
-	err := runGen("--model", fixture, "--in", in, "--out", out, "--max-tokens", "2")
+	err = runGen("--model", fixture, "--in", in, "--out", out, "--max-tokens", "2")
 	if err == nil || !strings.Contains(err.Error(), "row 2") || !strings.Contains(err.Error(), "400") {
 		t.Errorf("out-of-vocabulary id: err = %v", err)
 	}

@@ -14,8 +14,9 @@ import (
 const autoKVShare = 0.5
 
 // kvBudget is the engine's bound on one generation call, in tokens of KV
-// cache (rows × (longest context + step tokens), rollout.Options
-// GenTokensPerCall; 0: none), and a description of where it came from.
+// cache (model.CacheRows: each context once, the step tokens for each
+// sample; rollout.Options GenTokensPerCall; 0: none), and a description of
+// where it came from.
 // A turn over it is split into several calls, each task's samples kept
 // together, so that the run queues instead of running out of memory. It is
 // the smaller of --max-batch-tokens and the --kv-gib budget over the

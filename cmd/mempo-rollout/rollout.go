@@ -47,7 +47,7 @@ var rolloutFlags = slices.Concat([]ucli.Flag{
 	&ucli.StringFlag{Name: "on-invalid", Value: "end", Usage: "after a badly formatted step: end (MEM1) or correct (Search-R1's corrective message)"},
 }, flags.Sampling(flags.StepTokens, "run seed; each (task, sample, turn) draws from its own stream"), []ucli.Flag{
 	&ucli.IntFlag{Name: "batch", Value: 64, Usage: "trajectories in flight at once (whole tasks; at least the group size)"},
-	&ucli.IntFlag{Name: "max-batch-tokens", Usage: "bound on rows × (longest context + --max-step-tokens) of one generation call, i.e. its KV cache; a turn over it is split into several calls (0: one call per turn); sampling does not change"},
+	&ucli.IntFlag{Name: "max-batch-tokens", Usage: "bound on the KV-cache positions of one generation call (each distinct context once, which the samples drawn from it share, and --max-step-tokens for each sample); a turn over it is split into several calls (0: one call per turn); sampling does not change"},
 	&ucli.Float64Flag{Name: "kv-gib", Usage: "most GiB the KV cache of one generation call may take; a turn over it is split into several calls, the tasks queueing (a task's samples stay in one call), so a large --batch does not run out of memory; sampling does not change (0: half of the memory free when the run starts, unless --max-batch-tokens is given; the smaller bound wins)"},
 	&ucli.IntFlag{Name: "force-search-turns", Usage: "benchmarks: force the first n steps of every trajectory to be searches, n drawn per task from 1..N (the sampled text becomes the memory; the query is the question and its first words), so that a policy that does not search by itself (random weights) drives retrieval and R^M; such rows are not samples of the policy"},
 	&ucli.BoolFlag{Name: "no-shared-prefixes", Usage: "run every memory-reward sequence from its first id (default: the beginning a step's history shares with the trajectory's longer ones is run once; the rewards differ by float rounding only)"},
@@ -93,7 +93,7 @@ var loadPolicy = func(dir, adapter, device string, tok agent.Tokenizer) (policyI
 		return policyInfo{}, err
 	}
 	info := policyInfo{Policy: m, EOS: m.EOS(), Vocab: m.VocabSize(), MaxPositions: m.Config().MaxPositions,
-		KVBytesPerToken: m.KVCacheBytes(1, 1), Available: m.AvailableMemory}
+		KVBytesPerToken: m.KVCacheBytes(1), Available: m.AvailableMemory}
 	if envconfig.CUDAKernelTimes.On() && m.StartKernelTimes() {
 		info.StopKernelTimes = m.StopKernelTimes
 	}

@@ -1,5 +1,7 @@
 package model
 
+import "fmt"
+
 // Tensor is a row-major float32 matrix owned by a Backend: host memory for the
 // CPU backend, device memory for a GPU backend. The model never touches its
 // elements directly; it only passes tensors back to the backend that made them.
@@ -15,11 +17,33 @@ type Tensor interface {
 // the first Past rows come before the first query (a KV cache) and query i sees
 // keys [K, K+Past+i] (causal). In training the sequences of a batch are packed
 // back to back with no padding: Q = K = start of the sequence and Past = 0.
-// In decoding, k and v are the cache, where slot s holds rows
-// [s·capacity, (s+1)·capacity), K = s·capacity and Past = tokens already cached.
-// Sequences never see each other's keys.
+// In decoding, k and v are the KV cache and Past is the tokens already
+// cached. Sequences never see each other's keys.
+//
+// A sequence may read its first PN keys from rows [P, P+PN) instead of
+// [K, K+PN): a prompt that several sequences continue (a request's samples)
+// is cached once and each sequence keeps only its own rows [K+PN, K+Past+N)
+// (Generate). Keys [PN, Past+N) stay at rows K+j, so the rows a sequence
+// writes are K+Past+i either way. Only a decoding step's rows take a
+// prefix: PN > 0 needs N = 1 and PN ≤ Past.
 type AttnSeq struct {
 	Q, N, K, Past int
+	P, PN         int
+}
+
+// checkPrefix panics where s reads a prefix it may not (AttnSeq).
+func (s AttnSeq) checkPrefix() {
+	if s.PN > 0 && (s.N != 1 || s.PN > s.Past || s.P < 0) {
+		panic(fmt.Sprintf("model: attention sequence %+v: a shared prefix needs one query row after it", s))
+	}
+}
+
+// keyRow is the row of k and v that holds key j of s.
+func (s AttnSeq) keyRow(j int) int {
+	if j < s.PN {
+		return s.P + j
+	}
+	return s.K + j
 }
 
 // AttnShape is the head layout of an attention call. q and out have

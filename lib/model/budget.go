@@ -11,10 +11,10 @@ import (
 // (prompt and generated tokens) it was configured for.
 func (m *Model) MaxPositions() int { return m.cfg.MaxPositions }
 
-// KVCacheBytes is what Generate allocates for its key/value cache: rows
-// slots of capacity positions, keys and values of every layer, float32.
-func (m *Model) KVCacheBytes(rows, capacity int) float64 {
-	return 2 * float64(m.a.layers) * float64(rows) * float64(capacity) * float64(m.a.kvHeads*m.a.headDim) * 4
+// KVCacheBytes is what rows rows of Generate's key/value cache take (keys
+// and values of every layer, float32); CacheRows is the rows of a call.
+func (m *Model) KVCacheBytes(rows int) float64 {
+	return 2 * float64(m.a.layers) * float64(rows) * float64(m.a.kvHeads*m.a.headDim) * 4
 }
 
 // AvailableMemory is what a generation may allocate on the model's backend:

@@ -469,6 +469,7 @@ func (*CPU) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape) {
 	// sequences use sgemm per head and let OpenBLAS use the cores.
 	var small, big []AttnSeq
 	for _, s := range seqs {
+		s.checkPrefix()
 		if s.N <= 4 {
 			small = append(small, s)
 		} else {
@@ -488,7 +489,8 @@ func (*CPU) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape) {
 				sc = sc[:L]
 				qr := Q.d[(s.Q+i)*Q.c+h*hd : (s.Q+i)*Q.c+(h+1)*hd]
 				for j := 0; j < L; j++ {
-					sc[j] = sh.Scale * tensor.Dot(qr, K.d[(s.K+j)*K.c+kh*hd:(s.K+j)*K.c+(kh+1)*hd])
+					r := s.keyRow(j)
+					sc[j] = sh.Scale * tensor.Dot(qr, K.d[r*K.c+kh*hd:r*K.c+(kh+1)*hd])
 				}
 				m := softmaxInPlace(sc)
 				LSE.d[(s.Q+i)*LSE.c+h] = m
@@ -497,7 +499,8 @@ func (*CPU) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape) {
 					or[d] = 0
 				}
 				for j, p := range sc {
-					tensor.Axpy(p, V.d[(s.K+j)*V.c+kh*hd:(s.K+j)*V.c+(kh+1)*hd], or)
+					r := s.keyRow(j)
+					tensor.Axpy(p, V.d[r*V.c+kh*hd:r*V.c+(kh+1)*hd], or)
 				}
 			}
 		}

@@ -1268,7 +1268,8 @@ func (b *CUDA) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape)
 		panic("model: Attention shape mismatch")
 	}
 	for _, s := range seqs {
-		if s.Q < 0 || s.Q+s.N > Q.r || s.K < 0 || s.K+s.Past+s.N > K.r {
+		s.checkPrefix()
+		if s.Q < 0 || s.Q+s.N > Q.r || s.K < 0 || s.K+s.Past+s.N > K.r || s.P+s.PN > K.r {
 			panic(fmt.Sprintf("model: Attention sequence %+v outside q (%d rows) or k (%d rows)", s, Q.r, K.r))
 		}
 	}

@@ -48,6 +48,12 @@ func (b *CUDA) attnGemmMin() int {
 // kernel (attndecode.cu) takes in the forward: decoding steps, not prompts.
 const attnDecodeMaxRows = 4
 
+// decodeRowInts is the ints of one query row in the rows array that
+// attndecode.cu's and decode.cu's attention kernels read: (query row, key
+// row K, keys, prefix row P, prefix keys PN), key j at row P+j below PN and
+// K+j from it (AttnSeq.keyRow; decode.cu's dec_row).
+const decodeRowInts = 5
+
 // attnSplit is where the sequences of one attention call go.
 type attnSplit struct {
 	mma  []AttnSeq // tensor-core flash kernels (attnmma.cu)
@@ -64,13 +70,26 @@ func (b *CUDA) useAttnMMA(sh AttnShape) bool {
 
 // splitAttn sorts the sequences of a call by kernel; decode is true in the
 // forward, where decoding steps take the decode kernel.
+// decodesPrefixes says whether attndecode.cu takes the head layout sh, and
+// with it sequences that read a shared prefix (AttnSeq.PN).
+func (b *CUDA) decodesPrefixes(sh AttnShape) bool {
+	return sh.Heads/sh.KVHeads <= 16 && sh.HeadDim <= 256
+}
+
 func (b *CUDA) splitAttn(seqs []AttnSeq, sh AttnShape, decode bool) attnSplit {
 	var sp attnSplit
-	canDecode := decode && !b.attnKernelsOnly && sh.Heads/sh.KVHeads <= 16 && sh.HeadDim <= 256
+	canDecode := decode && !b.attnKernelsOnly && b.decodesPrefixes(sh)
 	mma := b.useAttnMMA(sh)
 	for _, s := range seqs {
 		switch {
 		case s.N == 0:
+		case s.PN > 0:
+			// Only attndecode.cu reads a shared prefix; Generate shares
+			// prompts where it runs (sharesPrompts).
+			if !b.decodesPrefixes(sh) {
+				panic(fmt.Sprintf("model: attention sequence %+v reads a shared prefix, which no kernel takes at %d/%d heads of %d", s, sh.Heads, sh.KVHeads, sh.HeadDim))
+			}
+			sp.dec = append(sp.dec, s)
 		case canDecode && s.N <= attnDecodeMaxRows:
 			sp.dec = append(sp.dec, s)
 		case mma:
@@ -265,12 +284,12 @@ func (b *CUDA) attentionDecode(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh A
 	var rows []int
 	for _, s := range seqs {
 		for i := 0; i < s.N; i++ {
-			rows = append(rows, s.Q+i, s.K, s.Past+i+1)
+			rows = append(rows, s.Q+i, s.K, s.Past+i+1, s.P, s.PN)
 		}
 	}
 	g, hd := sh.Heads/sh.KVHeads, sh.HeadDim
 	shmem := 4 * (32*(hd+1) + 32*hd + g*hd)
-	b.launch2("attndecode", "attn_decode", cuda.Dim3{X: len(rows) / 3, Y: sh.KVHeads}, 32*g, shmem,
+	b.launch2("attndecode", "attn_decode", cuda.Dim3{X: len(rows) / decodeRowInts, Y: sh.KVHeads}, 32*g, shmem,
 		O.ptr(), LSE.ptr(), Q.ptr(), K.ptr(), V.ptr(), b.uploadIntsMemo("attn-decode", rows), sh.Heads, sh.KVHeads, hd, sh.Scale)
 }
 

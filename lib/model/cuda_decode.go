@@ -194,11 +194,11 @@ type stepLayerW struct {
 }
 
 type cudaStepper struct {
-	b    *CUDA
-	a    *arch
-	cap  int // KV-cache rows per slot
-	maxB int
-	bf16 bool
+	b       *CUDA
+	a       *arch
+	maxKeys int // the most keys of a row (kvCache.maxKeys)
+	maxB    int
+	bf16    bool
 
 	layers             []stepLayerW
 	embed, normW, head cuda.Ptr
@@ -228,15 +228,15 @@ type heldBuf struct {
 }
 
 // Input block layout, in bytes from its start, for maxB rows: int32 ids,
-// positions, cache rows (−1: padding), decode-kernel rows (query row, first
-// key row, keys); float64 inverse temperatures and uniforms.
+// positions, cache rows (−1: padding), decode-kernel rows (decodeRowInts
+// each); float64 inverse temperatures and uniforms.
 func (s *cudaStepper) offIDs() int   { return 0 }
 func (s *cudaStepper) offPos() int   { return 4 * s.maxB }
 func (s *cudaStepper) offCRow() int  { return 8 * s.maxB }
 func (s *cudaStepper) offAttn() int  { return 12 * s.maxB }
-func (s *cudaStepper) offInvT() int  { return 24 * s.maxB }
-func (s *cudaStepper) offU() int     { return 32 * s.maxB }
-func (s *cudaStepper) inBytes() int  { return 40 * s.maxB }
+func (s *cudaStepper) offInvT() int  { return (12 + 4*decodeRowInts) * s.maxB }
+func (s *cudaStepper) offU() int     { return s.offInvT() + 8*s.maxB }
+func (s *cudaStepper) inBytes() int  { return s.offU() + 8*s.maxB }
 func (s *cudaStepper) resBytes() int { return 12 * s.maxB }
 
 // outBytes is what the host reads back after a step: the results and
@@ -255,7 +255,7 @@ func (b *CUDA) newStepper(m *Model, c *kvCache, rows int) stepper {
 	if b.decode == decodeGeneric || b.attnKernelsOnly || A.heads/A.kvHeads > 16 || A.headDim > 256 || rows == 0 {
 		return nil
 	}
-	s := &cudaStepper{b: b, a: A, cap: c.capacity, maxB: stepBucket(rows), bf16: b.bf16,
+	s := &cudaStepper{b: b, a: A, maxKeys: c.maxKeys, maxB: stepBucket(rows), bf16: b.bf16,
 		scale: m.attnShape().Scale, graphs: map[int]*cuda.Graph{}, seen: map[int]int{},
 		useGraphs: b.decode == decodeGraph && b.dev.GraphsAvailable()}
 	op := func(t Tensor) cuda.Ptr {
@@ -278,7 +278,7 @@ func (b *CUDA) newStepper(m *Model, c *kvCache, rows int) stepper {
 		})
 	}
 	s.embed, s.normW, s.head = gt(m.params.embed).ptr(), op(m.params.norm), op(m.params.head)
-	s.rope = b.ropeTable(A.headDim, A.theta, c.capacity)
+	s.rope = b.ropeTable(A.headDim, A.theta, c.maxKeys)
 
 	B, H, qd, kvd := s.maxB, A.hidden, A.heads*A.headDim, A.kvHeads*A.headDim
 	get := func(bytes int) cuda.Ptr {
@@ -314,7 +314,7 @@ func (b *CUDA) newStepper(m *Model, c *kvCache, rows int) stepper {
 	// (small buckets split more; at most about 2·SMs/kv heads + B).
 	parts := 0
 	for bk := 1; bk <= stepBucket(B); bk *= 2 {
-		parts = max(parts, bk*b.splitPlan(bk, A.kvHeads, c.capacity, splitMinChunk))
+		parts = max(parts, bk*b.splitPlan(bk, A.kvHeads, c.maxKeys, splitMinChunk))
 	}
 	s.part = get(4 * parts * A.heads * (A.headDim + 2))
 	s.in = get(s.inBytes())
@@ -350,22 +350,24 @@ func (s *cudaStepper) free() {
 }
 
 // step implements stepper.
-func (s *cudaStepper) step(ids, pos, slots []int, params []SampleParams, u []float64) []Sampled {
+func (s *cudaStepper) step(ids []int, seqs []AttnSeq, params []SampleParams, u []float64) []Sampled {
 	n := len(ids)
 	if n > s.maxB {
 		panic(fmt.Sprintf("model: decoding step of %d rows on a stepper of %d", n, s.maxB))
 	}
 	bk := min(stepBucket(n), s.maxB)
 	hb := s.host.Bytes()
-	i32 := unsafe.Slice((*int32)(unsafe.Pointer(&hb[0])), 6*s.maxB)
+	i32 := unsafe.Slice((*int32)(unsafe.Pointer(&hb[0])), s.offInvT()/4)
 	f64 := unsafe.Slice((*float64)(unsafe.Pointer(&hb[s.offInvT()])), 2*s.maxB)
 	P, C, R := s.maxB, 2*s.maxB, 3*s.maxB
 	filtered := false
 	for i := 0; i < bk; i++ {
 		if i < n {
-			base := slots[i] * s.cap
-			i32[i], i32[P+i], i32[C+i] = int32(ids[i]), int32(pos[i]), int32(base+pos[i])
-			i32[R+3*i], i32[R+3*i+1], i32[R+3*i+2] = int32(i), int32(base), int32(pos[i]+1)
+			q := seqs[i]
+			q.checkPrefix()
+			i32[i], i32[P+i], i32[C+i] = int32(ids[i]), int32(q.Past), int32(q.K+q.Past)
+			ar := i32[R+decodeRowInts*i:]
+			ar[0], ar[1], ar[2], ar[3], ar[4] = int32(i), int32(q.K), int32(q.Past+1), int32(q.P), int32(q.PN)
 			p := params[i]
 			f64[i], f64[s.maxB+i] = 0, u[i]
 			if p.Temperature > 0 {
@@ -378,7 +380,8 @@ func (s *cudaStepper) step(ids, pos, slots []int, params []SampleParams, u []flo
 		}
 		// Padding: token 0 at position 0 of slot 0, no cache write, greedy.
 		i32[i], i32[P+i], i32[C+i] = 0, 0, -1
-		i32[R+3*i], i32[R+3*i+1], i32[R+3*i+2] = int32(i), 0, 1
+		ar := i32[R+decodeRowInts*i:]
+		ar[0], ar[1], ar[2], ar[3], ar[4] = int32(i), 0, 1, 0, 0
 		f64[i], f64[s.maxB+i] = 0, 0
 	}
 	dev := s.b.dev
@@ -391,7 +394,7 @@ func (s *cudaStepper) step(ids, pos, slots []int, params []SampleParams, u []flo
 	ob := s.out.Bytes()
 	if s.persisted && *(*uint32)(unsafe.Pointer(&ob[s.barOffset()+8])) != 0 {
 		s.persistTimedOut(bk)
-		return s.step(ids, pos, slots, params, u)
+		return s.step(ids, seqs, params, u)
 	}
 	if filtered {
 		// Top-k / top-p rows: the backend's sampler over the step's logits.
@@ -653,17 +656,17 @@ func (s *cudaStepper) launchStep(bk int) {
 		}
 		if warps, ok := s.b.attnGroup(bk, A.kvHeads, g, hd); s.b.useSplit() && ok {
 			// Every query head of a kv head at once, a lane a key.
-			nsp := s.b.splitPlan(bk, A.kvHeads, s.cap, attnGroupMinChunk)
+			nsp := s.b.splitPlan(bk, A.kvHeads, s.maxKeys, attnGroupMinChunk)
 			s.launch("decode", "attn_split_group", cuda.Dim3{X: bk, Y: A.kvHeads, Z: nsp}, 32*warps, attnGroupShared(g, hd, warps),
 				s.att, s.att16, s.lse, s.part, s.q, W.kc, W.vc, rows, A.heads, A.kvHeads, hd, s.scale, attnGroupMinChunk, s.cnt)
 		} else if kernel, S, minChunk, ok := s.b.attnSubWays(bk, A.kvHeads, g, hd); s.b.useSplit() && ok {
 			// Each split's keys split again among S warps a head, merged
 			// in shared memory; the last split merges the splits.
-			nsp := s.b.splitPlan(bk, A.kvHeads, s.cap, minChunk)
+			nsp := s.b.splitPlan(bk, A.kvHeads, s.maxKeys, minChunk)
 			s.launch("decode", kernel, cuda.Dim3{X: bk, Y: A.kvHeads, Z: nsp}, 32*g*S, 4*S*g*(hd+2),
 				s.att, s.att16, s.lse, s.part, s.q, W.kc, W.vc, rows, A.heads, A.kvHeads, hd, s.scale, minChunk, s.cnt)
 		} else if s.b.useSplit() {
-			nsp := s.b.splitPlan(bk, A.kvHeads, s.cap, splitMinChunk)
+			nsp := s.b.splitPlan(bk, A.kvHeads, s.maxKeys, splitMinChunk)
 			// The last split of each head merges the partials (no
 			// attn_split_combine launch).
 			s.launch("decode", "attn_split_merged", cuda.Dim3{X: bk, Y: A.kvHeads, Z: nsp}, 32*g, 0,

@@ -326,9 +326,15 @@ func TestCUDADecodeKernels(t *testing.T) {
 		var seqs []AttnSeq
 		var rows []int
 		for i, n := range keys {
-			// Row i is the last query of slot i: keys [0, n) of the slot.
-			seqs = append(seqs, AttnSeq{Q: i, N: 1, K: i * cap, Past: n - 1})
-			rows = append(rows, i, i*cap, n)
+			// Row i is the last query of slot i: keys [0, n) of the slot;
+			// the last row reads its first 100 from rows slot 0 leaves
+			// unused (a shared prefix: AttnSeq.P, PN).
+			s := AttnSeq{Q: i, N: 1, K: i * cap, Past: n - 1}
+			if i == len(keys)-1 {
+				s.P, s.PN = 8, 100
+			}
+			seqs = append(seqs, s)
+			rows = append(rows, i, s.K, n, s.P, s.PN)
 		}
 		ref, refLse := p.cpu.Zeros(R, qd), p.cpu.Zeros(R, sh.Heads)
 		p.cpu.Attention(ref, refLse, q.c, k.c, v.c, seqs, sh)

@@ -128,7 +128,7 @@ func (s *cudaStepper) persist(bk int, pos, crow, rows cuda.Ptr) bool {
 	if b.persistOversize > 1 {
 		grid = b.dev.SMs * occ * b.persistOversize // more than is resident at once (tests)
 	}
-	nsp := b.splitPlan(bk, A.kvHeads, s.cap, minChunk)
+	nsp := b.splitPlan(bk, A.kvHeads, s.maxKeys, minChunk)
 	s.launch("decode", kernel, cuda.Dim3{X: grid}, block, shmem,
 		s.tab, 0, persistPhases*len(s.layers), s.x, s.q, s.att, s.att16, s.lse, s.part, s.cnt, s.act, pos, crow, rows,
 		s.rope.cos, s.rope.sin, bk, H, I, A.heads, A.kvHeads, hd, A.eps, s.scale, nsp, minChunk, s.bar,

@@ -6,21 +6,106 @@ import (
 	"strings"
 )
 
-// kvCache holds every layer's keys and values (after RoPE) for a set of
-// slots: slot s owns rows [s·capacity, (s+1)·capacity) of k[l] and v[l].
+// kvCache holds every layer's keys and values (after RoPE) for one
+// generation, its rows laid out as the caller places them (cacheLayout);
+// maxKeys bounds the keys of any sequence (positions stay below it).
 type kvCache struct {
-	k, v     []Tensor
-	capacity int
+	k, v    []Tensor
+	maxKeys int
 }
 
-func (m *Model) newCache(slots, capacity int) *kvCache {
-	c := &kvCache{capacity: capacity}
+func (m *Model) newCache(rows, maxKeys int) *kvCache {
+	c := &kvCache{maxKeys: maxKeys}
 	kvd := m.a.kvHeads * m.a.headDim
 	for l := 0; l < m.a.layers; l++ {
-		c.k = append(c.k, m.be.Zeros(slots*capacity, kvd))
-		c.v = append(c.v, m.be.Zeros(slots*capacity, kvd))
+		c.k = append(c.k, m.be.Zeros(rows, kvd))
+		c.v = append(c.v, m.be.Zeros(rows, kvd))
 	}
 	return c
+}
+
+// cacheLayout is where Generate keeps each request's prompt and each row's
+// generated tokens in the KV cache. Shared (the default): every request's
+// prompt once, at rows [prompt[r], prompt[r]+len), then a run of MaxTokens
+// rows for each generating row, which reads its request's prompt as a
+// shared prefix (AttnSeq.P, PN): a task's G samples cache their prompt once,
+// and nothing is copied. Copied (GenerateOptions.CopyPrompts): each row a
+// slot of the longest prompt plus MaxTokens rows, its request's prompt
+// copied into the slots of the other samples after the prefill. The keys
+// are the same numbers either way.
+type cacheLayout struct {
+	shared  bool
+	prompt  []int // request r's prompt starts at cache row prompt[r]
+	k       []int // row i's AttnSeq.K: its key j (j ≥ its prefix) at row k[i]+j
+	rows    int   // the cache's rows
+	maxKeys int
+}
+
+// CacheRows is the KV-cache rows Generate takes for reqs with opts.MaxTokens
+// new tokens a row when its prompts are shared (the default; cacheLayout):
+// every prompt once and MaxTokens rows a sample. KVCacheBytes turns it
+// into bytes.
+func CacheRows(reqs []Request, maxTokens int) int {
+	n := 0
+	for _, q := range reqs {
+		n += len(q.Prompt) + max(q.N, 1)*maxTokens
+	}
+	return n
+}
+
+// layoutCache places reqs' prompts and rows (request-major, as Generate's
+// rows) in the cache.
+func (m *Model) layoutCache(reqs []Request, rows []*genRow, opts GenerateOptions) cacheLayout {
+	L := cacheLayout{shared: m.sharesPrompts(opts), prompt: make([]int, len(reqs)), k: make([]int, len(rows))}
+	longest := 0
+	for _, q := range reqs {
+		longest = max(longest, len(q.Prompt))
+	}
+	L.maxKeys = longest + opts.MaxTokens
+	if !L.shared {
+		for i, r := range rows {
+			L.k[i] = i * L.maxKeys
+			if r.sample == 0 {
+				L.prompt[r.req] = L.k[i]
+			}
+		}
+		L.rows = len(rows) * L.maxKeys
+		return L
+	}
+	for r, q := range reqs {
+		L.prompt[r] = L.rows
+		L.rows += len(q.Prompt)
+	}
+	// K + promptLen is the row's first own row: K ≥ 0, as every prompt
+	// comes before the runs.
+	for i, r := range rows {
+		L.k[i] = L.rows - r.promptLen
+		L.rows += opts.MaxTokens
+	}
+	return L
+}
+
+// decodeSeq is row i's attention sequence for the step that feeds its token
+// at position pos.
+func (L *cacheLayout) decodeSeq(i int, r *genRow, pos int) AttnSeq {
+	s := AttnSeq{Q: i, N: 1, K: L.k[r.slot], Past: pos}
+	if L.shared {
+		s.P, s.PN = L.prompt[r.req], r.promptLen
+	}
+	return s
+}
+
+// sharesPrompts says whether Generate reads each request's prompt from one
+// copy (cacheLayout): always, unless opts.CopyPrompts or a CUDA head layout
+// that its decode attention does not take.
+func (m *Model) sharesPrompts(opts GenerateOptions) bool {
+	if opts.CopyPrompts {
+		return false
+	}
+	if c, ok := m.be.(*CUDA); ok {
+		return c.decodesPrefixes(m.attnShape())
+	}
+	return true
 }
 
 func (c *kvCache) free(be Backend) {
@@ -60,6 +145,11 @@ type GenerateOptions struct {
 	// NoSharedPrefixes prefills every request's prompt from its first id,
 	// even where it begins like another's (see Generate).
 	NoSharedPrefixes bool
+	// CopyPrompts gives every row a KV-cache slot with its own copy of its
+	// request's prompt, instead of one copy its samples share
+	// (cacheLayout): more memory, the same tokens and log-probs. For
+	// comparisons.
+	CopyPrompts bool
 	// PrefillIDs bounds the ids of one prefill forward (0: the model's
 	// ForwardBudget); more prompts take several forwards.
 	PrefillIDs int
@@ -92,8 +182,9 @@ type genRow struct {
 
 // Generate continues every request N times, all rows decoded together in one
 // batch with a KV cache. Each request's prompt is prefilled once (the prompts
-// packed into forwards of at most opts.PrefillIDs ids) and its cache copied
-// to the slots of its other samples. A prompt that begins like a longer one
+// packed into forwards of at most opts.PrefillIDs ids) and cached once, its
+// samples reading it as a shared prefix (cacheLayout; CacheRows is the
+// cache's size). A prompt that begins like a longer one
 // (a task's trajectories after their first turn share the task's prompt;
 // every task shares the system prompt) runs only its own ids and continues
 // that prompt's keys and values, copied in each layer (planSharing, as
@@ -108,7 +199,6 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 	}
 	be := m.be
 	var rows []*genRow
-	maxPrompt := 0
 	for r, q := range reqs {
 		if len(q.Prompt) == 0 {
 			return nil, fmt.Errorf("model: request %d has an empty prompt", r)
@@ -118,7 +208,6 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 				return nil, fmt.Errorf("model: request %d position %d: token id %d outside the vocabulary [0, %d)", r, t, id, m.a.vocab)
 			}
 		}
-		maxPrompt = max(maxPrompt, len(q.Prompt))
 		n := max(q.N, 1)
 		for s := 0; s < n; s++ {
 			rows = append(rows, &genRow{req: r, sample: s, slot: len(rows), promptLen: len(q.Prompt),
@@ -137,21 +226,19 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 		return out, nil
 	}
 	m.setPhase("prefill")
-	capacity := maxPrompt + opts.MaxTokens
-	cache := m.newCache(len(rows), capacity)
+	lay := m.layoutCache(reqs, rows, opts)
+	cache := m.newCache(lay.rows, lay.maxKeys)
 	defer cache.free(be)
 
 	// Prefill: packed forwards of at most budget ids over the distinct
-	// prompts, each written to the slot of its request's first row; a prompt
-	// that continues another (in the same forward or an earlier one) has
-	// that prompt's first ids copied into its slot, and the slots of a
-	// request's other samples get its whole prompt, in each layer.
-	first := make([]*genRow, len(reqs))
+	// prompts, each written to its request's prompt rows; a prompt that
+	// continues another (in the same forward or an earlier one) has that
+	// prompt's first ids copied into its rows, in each layer (and, with
+	// copied prompts, the slots of a request's other samples get its whole
+	// prompt).
 	samples := make([][]*genRow, len(reqs))
 	for _, r := range rows {
-		if r.sample == 0 {
-			first[r.req] = r
-		} else {
+		if r.sample > 0 {
 			samples[r.req] = append(samples[r.req], r)
 		}
 	}
@@ -176,17 +263,19 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 		b, lastRows, chunkReqs, keys = &batch{cache: cache}, nil, nil, 0
 	}
 	for _, r := range plan.order {
-		p, pre, k := reqs[r].Prompt, plan.prefix[r], first[r].slot*capacity
+		p, pre, k := reqs[r].Prompt, plan.prefix[r], lay.prompt[r]
 		// A chunk holds at most budget ids run and keyRowsPerID·budget key rows.
 		if len(b.ids) > 0 && (len(b.ids)+len(p)-pre > budget || keys+len(p) > keyRowsPerID*budget) {
 			flush()
 		}
 		keys += len(p)
 		if c := plan.source[r]; c >= 0 {
-			b.copies = append(b.copies, rowCopy{dst: k, src: first[c].slot * capacity, n: pre})
+			b.copies = append(b.copies, rowCopy{dst: k, src: lay.prompt[c], n: pre})
 		}
-		for _, o := range samples[r] {
-			b.copies = append(b.copies, rowCopy{dst: o.slot * capacity, src: k, n: len(p)})
+		if !lay.shared {
+			for _, o := range samples[r] {
+				b.copies = append(b.copies, rowCopy{dst: lay.k[o.slot], src: k, n: len(p)})
+			}
 		}
 		b.seqs = append(b.seqs, AttnSeq{Q: len(b.ids), N: len(p) - pre, K: k, Past: pre})
 		for t := pre; t < len(p); t++ {
@@ -227,28 +316,22 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 		if len(active) == 0 {
 			break
 		}
+		// One decoding step: each active row feeds its last token.
+		ids, seqs := make([]int, len(active)), make([]AttnSeq, len(active))
+		for i, r := range active {
+			n := len(r.gen.IDs)
+			ids[i], seqs[i] = r.gen.IDs[n-1], lay.decodeSeq(i, r, r.promptLen+n-1)
+		}
 		if st == nil {
 			if st = m.newStepper(cache, len(active)); st != nil {
 				defer st.free() // before the cache's free
 			}
 		}
 		if st != nil {
-			m.stepInto(active, st, opts)
+			params, u := drawParams(active, opts)
+			m.record(active, st.step(ids, seqs, params, u), opts)
 		} else {
-			// One decoding step: each active row feeds its last token.
-			b := &batch{cache: cache}
-			for i, r := range active {
-				n := len(r.gen.IDs)
-				pos := r.promptLen + n - 1
-				b.ids = append(b.ids, r.gen.IDs[n-1])
-				b.pos = append(b.pos, pos)
-				b.seqs = append(b.seqs, AttnSeq{Q: i, N: 1, K: r.slot * capacity, Past: pos})
-			}
-			all := make([]int, len(active))
-			for i := range all {
-				all[i] = i
-			}
-			logits := m.lastLogits(b, all)
+			logits := m.stepLogits(cache, ids, seqs)
 			m.sampleInto(active, logits, opts)
 			m.free(logits)
 		}
@@ -257,6 +340,19 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 		}
 	}
 	return out, nil
+}
+
+// stepLogits runs one decoding step op by op: row i feeds ids[i] at
+// position seqs[i].Past over the cache as seqs[i] places it; the logits of
+// every row.
+func (m *Model) stepLogits(c *kvCache, ids []int, seqs []AttnSeq) Tensor {
+	b := &batch{cache: c, ids: ids, seqs: seqs}
+	all := make([]int, len(ids))
+	for i, s := range seqs {
+		b.pos = append(b.pos, s.Past)
+		all[i] = i
+	}
+	return m.lastLogits(b, all)
 }
 
 // prefillPlan is how Generate prefills the requests' prompts: planSharing

@@ -302,7 +302,8 @@ func sharedPromptCase(r *rand.Rand, vocab int) []Request {
 // at most 60 ids (sources then sit in earlier forwards): the tokens must be
 // the same and the log-probs within tol (what differs is which forward
 // computed a prefix's keys and values), and sharing must have saved most of
-// the prompts' ids.
+// the prompts' ids. With each sample's own copy of its prompt in the cache
+// (GenerateOptions.CopyPrompts) the bits must be the same.
 func checkSharedPrefill(t *testing.T, m *Model, tol float64) {
 	t.Helper()
 	reqs := sharedPromptCase(rand.New(rand.NewPCG(7, 8)), m.VocabSize())
@@ -348,6 +349,20 @@ func checkSharedPrefill(t *testing.T, m *Model, tol float64) {
 				}
 			}
 		}
+		// Every row's own copy of its prompt (the layout before samples
+		// shared one) gives the same bits: only the rows the keys are read
+		// from differ.
+		opts.NoSharedPrefixes, opts.CopyPrompts, opts.OnPrefill = false, true, nil
+		copied, err := m.Generate(reqs, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range got {
+			if !slices.Equal(got[i].IDs, copied[i].IDs) || !equalF32(got[i].LogProbs, copied[i].LogProbs) ||
+				!equalF32(got[i].SampleLogProbs, copied[i].SampleLogProbs) || got[i].Finish != copied[i].Finish {
+				t.Fatalf("temperature %g row %d: shared prompts %v %v, copied %v %v", temp, i, got[i].IDs, got[i].LogProbs, copied[i].IDs, copied[i].LogProbs)
+			}
+		}
 		if temp == 1 && tol <= 1e-4 { // bf16 decoding differs from LogProbs by more
 			checkTeacherForced(t, m, reqs[1].Prompt, got[3])
 		}
@@ -386,6 +401,65 @@ func TestCUDAGenerateSharedPrefixes(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/bf16=%v", name, bf16), func(t *testing.T) {
 				checkSharedPrefill(t, loadFixtureOn(t, name, be), tol)
 			})
+		}
+	}
+}
+
+// TestCacheLayout: with shared prompts the cache holds each prompt once and
+// MaxTokens rows a sample (CacheRows), with copied prompts a slot a row;
+// either way the rows a row writes (its own keys from PN up to its last
+// position) and the prompts' rows never overlap, and every key a row reads
+// is inside the cache.
+func TestCacheLayout(t *testing.T) {
+	m := randomModel(t, tinyConfig(false), 3)
+	reqs := []Request{{Prompt: make([]int, 7), N: 3}, {Prompt: make([]int, 2)}, {Prompt: make([]int, 11), N: 2}}
+	const maxTokens = 5
+	var rows []*genRow
+	for r, q := range reqs {
+		for s := 0; s < max(q.N, 1); s++ {
+			rows = append(rows, &genRow{req: r, sample: s, slot: len(rows), promptLen: len(q.Prompt)})
+		}
+	}
+	for _, copyPrompts := range []bool{false, true} {
+		L := m.layoutCache(reqs, rows, GenerateOptions{MaxTokens: maxTokens, CopyPrompts: copyPrompts})
+		want := CacheRows(reqs, maxTokens)
+		if copyPrompts {
+			want = len(rows) * (11 + maxTokens)
+		}
+		if L.shared == copyPrompts || L.rows != want || L.maxKeys != 11+maxTokens {
+			t.Fatalf("copy %v: shared %v, %d rows (want %d), max keys %d", copyPrompts, L.shared, L.rows, want, L.maxKeys)
+		}
+		owner := make([]string, L.rows)
+		claim := func(row int, who string) {
+			if row < 0 || row >= L.rows {
+				t.Fatalf("copy %v: %s uses row %d of %d", copyPrompts, who, row, L.rows)
+			}
+			if owner[row] != "" && owner[row] != who {
+				t.Fatalf("copy %v: row %d is %s's and %s's", copyPrompts, row, owner[row], who)
+			}
+			owner[row] = who
+		}
+		for r, q := range reqs {
+			for j := range q.Prompt {
+				claim(L.prompt[r]+j, fmt.Sprintf("prompt %d", r))
+			}
+		}
+		for i, r := range rows {
+			last := r.promptLen + maxTokens - 2 // the last position a row feeds
+			s := L.decodeSeq(i, r, last)
+			if copyPrompts && r.sample > 0 {
+				for j := 0; j < r.promptLen; j++ { // the copy of its prompt
+					claim(s.keyRow(j), fmt.Sprintf("row %d", i))
+				}
+			}
+			for p := r.promptLen; p <= last; p++ {
+				claim(s.K+p, fmt.Sprintf("row %d", i))
+			}
+			for j := 0; j <= last; j++ {
+				if k := s.keyRow(j); k < 0 || k >= L.rows || (j < r.promptLen && owner[k] != fmt.Sprintf("prompt %d", r.req) && !(copyPrompts && owner[k] == fmt.Sprintf("row %d", i))) {
+					t.Fatalf("copy %v: row %d's key %d at row %d (%q)", copyPrompts, i, j, k, owner[k])
+				}
+			}
 		}
 	}
 }

@@ -163,7 +163,7 @@ func (m *Model) LogProbsShared(seqs [][]int, from []int, budget int) (lps [][]fl
 	// At 7B a cache row is 112 KiB: keep one forward's cache within a
 	// quarter of what the backend has free.
 	if avail, _, ok := m.AvailableMemory(); ok {
-		if perRow := m.KVCacheBytes(1, 1); perRow > 0 {
+		if perRow := m.KVCacheBytes(1); perRow > 0 {
 			maxRows = min(maxRows, max(budget, int(float64(avail)/4/perRow)))
 		}
 	}
@@ -253,7 +253,7 @@ func (m *Model) sharedCall(seqs [][]int, from []int, entries []sharedEntry, out 
 		}
 		krow += len(s)
 	}
-	b.cache = m.newCache(1, krow)
+	b.cache = m.newCache(krow, krow)
 	defer b.cache.free(m.be)
 	x, _ := m.trunk(b, false)
 	xn, rstd := m.finalNorm(x)

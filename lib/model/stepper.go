@@ -2,13 +2,14 @@ package model
 
 // stepper is a backend's own decoding step (the CUDA backend's replays a
 // CUDA graph per token, cuda_decode.go): for each row i, token ids[i] at
-// position pos[i] of KV-cache slot slots[i] goes through every layer, its
-// keys and values are appended to the slot, and the next token is drawn
-// from the logits with params[i] and u[i], exactly as lastLogits followed by
+// position seqs[i].Past goes through every layer over the KV cache as
+// seqs[i] places it (one query row, a shared prefix or none; its keys and
+// values are written to row K+Past), and the next token is drawn from the
+// logits with params[i] and u[i], exactly as lastLogits followed by
 // Backend.Sample would. Generate uses it for every step after the prefill
 // when the backend makes one.
 type stepper interface {
-	step(ids, pos, slots []int, params []SampleParams, u []float64) []Sampled
+	step(ids []int, seqs []AttnSeq, params []SampleParams, u []float64) []Sampled
 	free()
 }
 
@@ -29,16 +30,4 @@ func (m *Model) newStepper(c *kvCache, rows int) stepper {
 		return sb.newStepper(m, c, rows)
 	}
 	return nil
-}
-
-// stepInto runs one decoding step of the active rows on st and records the
-// sampled tokens, as the op-by-op step followed by sampleInto does.
-func (m *Model) stepInto(active []*genRow, st stepper, opts GenerateOptions) {
-	ids, pos, slots := make([]int, len(active)), make([]int, len(active)), make([]int, len(active))
-	for i, r := range active {
-		n := len(r.gen.IDs)
-		ids[i], pos[i], slots[i] = r.gen.IDs[n-1], r.promptLen+n-1, r.slot
-	}
-	params, u := drawParams(active, opts)
-	m.record(active, st.step(ids, pos, slots, params, u), opts)
 }

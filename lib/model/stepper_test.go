@@ -25,17 +25,9 @@ func (b *steppingCPU) newStepper(m *Model, c *kvCache, rows int) stepper {
 	return &cpuTestStepper{b, m, c}
 }
 
-func (s *cpuTestStepper) step(ids, pos, slots []int, params []SampleParams, u []float64) []Sampled {
+func (s *cpuTestStepper) step(ids []int, seqs []AttnSeq, params []SampleParams, u []float64) []Sampled {
 	s.be.steps++
-	b := &batch{cache: s.c}
-	all := make([]int, len(ids))
-	for i := range ids {
-		b.ids = append(b.ids, ids[i])
-		b.pos = append(b.pos, pos[i])
-		b.seqs = append(b.seqs, AttnSeq{Q: i, N: 1, K: slots[i] * s.c.capacity, Past: pos[i]})
-		all[i] = i
-	}
-	logits := s.m.lastLogits(b, all)
+	logits := s.m.stepLogits(s.c, ids, seqs)
 	defer s.m.free(logits)
 	return s.be.Sample(logits, params, u)
 }

@@ -115,11 +115,11 @@ type Options struct {
 	// share its prompt, every task the system prompt); the default runs a
 	// shared beginning once (model.Generate). Benchmarks compare the two.
 	NoSharedPrefill bool
-	// GenTokensPerCall, when > 0, bounds the KV cache of one Generate call:
-	// lib/model gives every row of a call room for the longest prompt plus
-	// the agent's MaxStepTokens, so a turn whose rows × (longest context + MaxStepTokens)
-	// exceeds it is split into several calls (a request is never split). 0:
-	// the whole turn in one call. Sampling does not depend on the split.
+	// GenTokensPerCall, when > 0, bounds the KV cache of one Generate call
+	// in rows (model.CacheRows: each request's context once, and the
+	// agent's MaxStepTokens for each of its samples), so a turn over it is
+	// split into several calls (a request is never split). 0: the whole turn
+	// in one call. Sampling does not depend on the split.
 	GenTokensPerCall int
 	// ForceSearchTurns, when > 0, forces the first 1..ForceSearchTurns steps
 	// (drawn per task) of every trajectory to be searches, for benchmarks of the whole loop
@@ -590,13 +590,13 @@ func (e *Engine) generate(reqs []model.Request, opts model.GenerateOptions, stat
 	}
 	var out []*model.Generation
 	for lo := 0; lo < len(reqs); {
-		hi, rows, longest := lo, 0, 0
+		hi, rows := lo, 0
 		for hi < len(reqs) {
-			r, l := rows+max(reqs[hi].N, 1), max(longest, len(reqs[hi].Prompt))
-			if hi > lo && r*(l+opts.MaxTokens) > limit {
+			r := rows + model.CacheRows(reqs[hi:hi+1], opts.MaxTokens)
+			if hi > lo && r > limit {
 				break
 			}
-			rows, longest = r, l
+			rows = r
 			hi++
 		}
 		gens, err := call(reqs[lo:hi])

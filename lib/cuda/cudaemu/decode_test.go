@@ -239,17 +239,26 @@ func TestEmuDecodeAttention(t *testing.T) {
 
 // emuDecodeAttention checks attn_split (+ attn_split_combine),
 // attn_split_merged, attn_split_sub and attn_split_group for head dim hd,
-// heads query heads and kvh kv heads.
+// heads query heads and kvh kv heads. Rows 1 and 2 read their first keys
+// from a shared prefix after the slots (rows (query, K, keys, P, PN):
+// key j at row P+j below PN, K+j from it); row 2's prefix spans splits.
 func emuDecodeAttention(t *testing.T, e *decEmu, hd, heads, kvh int) {
-	const slotRows = 64
+	const slotRows, prefixRows = 64, 32
 	g, qd, kvd := heads/kvh, heads*hd, kvh*hd
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	keys := []int{1, 23, 50}
+	keys, pn, pAt := []int{1, 23, 50}, []int{0, 5, 20}, []int{0, 7, 0}
 	R := len(keys)
-	q, k, v := e.rnd(R*qd, 1), e.rnd(R*slotRows*kvd, 1), e.rnd(R*slotRows*kvd, 1)
+	cacheRows := R*slotRows + prefixRows
+	q, k, v := e.rnd(R*qd, 1), e.rnd(cacheRows*kvd, 1), e.rnd(cacheRows*kvd, 1)
 	var rows []int32
+	keyRow := func(i, j int) int {
+		if j < pn[i] {
+			return R*slotRows + pAt[i] + j
+		}
+		return i*slotRows + j
+	}
 	for i, n := range keys {
-		rows = append(rows, int32(i), int32(i*slotRows), int32(n))
+		rows = append(rows, int32(i), int32(i*slotRows), int32(n), int32(R*slotRows+pAt[i]), int32(pn[i]))
 	}
 	// float64 softmax attention of query head h of row i over its slot.
 	wantO, wantL := make([]float64, R*qd), make([]float64, R*heads)
@@ -261,7 +270,7 @@ func emuDecodeAttention(t *testing.T, e *decEmu, hd, heads, kvh int) {
 			for j := 0; j < n; j++ {
 				var dot float64
 				for d := 0; d < hd; d++ {
-					dot += float64(q[i*qd+h*hd+d]) * float64(k[(i*slotRows+j)*kvd+kh*hd+d])
+					dot += float64(q[i*qd+h*hd+d]) * float64(k[keyRow(i, j)*kvd+kh*hd+d])
 				}
 				s[j] = dot * float64(scale)
 				m = math.Max(m, s[j])
@@ -274,7 +283,7 @@ func emuDecodeAttention(t *testing.T, e *decEmu, hd, heads, kvh int) {
 			for d := 0; d < hd; d++ {
 				var o float64
 				for j := 0; j < n; j++ {
-					o += s[j] * float64(v[(i*slotRows+j)*kvd+kh*hd+d])
+					o += s[j] * float64(v[keyRow(i, j)*kvd+kh*hd+d])
 				}
 				wantO[i*qd+h*hd+d] = o / l
 			}

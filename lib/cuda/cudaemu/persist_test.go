@@ -60,7 +60,7 @@ func emuPersist(t *testing.T, e *decEmu, hd, S, heads, kvh int, attnKernel, pers
 	// Rows: slot 0 at position 40, slot 1 at 20, a padding row (position
 	// 0, no cache row, one key of slot 0).
 	pos, crow := []int32{40, 20, 0}, []int32{40, slotRows + 20, -1}
-	rows := []int32{0, 0, 41, 1, slotRows, 21, 2, 0, 1}
+	rows := []int32{0, 0, 41, 0, 0, 1, slotRows, 21, 0, 0, 2, 0, 1, 0, 0} // (query, K, keys, P, PN): no shared prefix
 	pp, cp, rp := e.i32(pos), e.i32(crow), e.i32(rows)
 	cs, sn := make([]float32, slotRows*hd/2), make([]float32, slotRows*hd/2)
 	for p := 0; p < slotRows; p++ {

@@ -19,7 +19,7 @@
 #define __global__
 #define __device__
 #define __forceinline__ inline
-#define __launch_bounds__(n)
+#define __launch_bounds__(...)
 // Programmatic dependent launch (kernels/pdl.cuh): the emulation runs one
 // launch at a time, so there is nothing to wait for or release.
 #define PDL_WAIT()

@@ -21,14 +21,17 @@ __device__ __forceinline__ float dec_wsum(float v) {
 	return v;
 }
 
-// attn_decode: rows[3·i …] = (query row, first key row, number of keys) of
-// decode row i (blockIdx.x); blockIdx.y is the kv head; blockDim.x = 32·g.
+// attn_decode: rows[5·i …] = (query row, key row K, number of keys, prefix
+// row P, prefix keys PN) of decode row i (blockIdx.x): key j is row P+j
+// below PN (a prompt its request's samples share), K+j from it;
+// blockIdx.y is the kv head; blockDim.x = 32·g.
 // Shared memory: K tile [32][hd+1], V tile [32][hd], q [g][hd].
 extern "C" __global__ void attn_decode(float *out, float *lse, const float *q, const float *k, const float *v, const int *rows, int heads, int kvheads, int hd, float scale) {
 	extern __shared__ float sm[];
 	const int g = heads / kvheads;
 	float *kt = sm, *vt = kt + DEC_TILE * (hd + 1), *qs = vt + DEC_TILE * hd;
-	const int qrow = rows[3 * blockIdx.x], kbase = rows[3 * blockIdx.x + 1], nkeys = rows[3 * blockIdx.x + 2];
+	const int *rw = rows + 5 * blockIdx.x;
+	const int qrow = rw[0], kbase = rw[1], nkeys = rw[2], pbase = rw[3], plen = rw[4];
 	const int kh = blockIdx.y, w = threadIdx.x >> 5, lane = threadIdx.x & 31, nthreads = blockDim.x;
 	const long long qld = (long long)heads * hd, kld = (long long)kvheads * hd;
 	// The group's query heads are kh·g … kh·g+g−1: g·hd contiguous floats.
@@ -43,7 +46,8 @@ extern "C" __global__ void attn_decode(float *out, float *lse, const float *q, c
 		__syncthreads(); // the previous tile is consumed (and qs is written)
 		for (int i = threadIdx.x; i < n * hd; i += nthreads) {
 			int j = i / hd, d = i - j * hd;
-			long long src = (long long)(kbase + t0 + j) * kld + (long long)kh * hd + d;
+			const int key = t0 + j;
+			long long src = (long long)((key < plen ? pbase : kbase) + key) * kld + (long long)kh * hd + d;
 			kt[j * (hd + 1) + d] = k[src];
 			vt[j * hd + d] = v[src];
 		}

@@ -149,18 +149,36 @@ __device__ __forceinline__ int split_used(int nkeys, int nsp, int minchunk) {
 // rounding o16, when not null: the output product's operand) and lse;
 // otherwise each warp writes its partial (acc[hd], m, l) to
 // part[((row·heads + h)·nsp + s)·(hd+2)] and attn_split_combine (or the last
-// split, in attn_split_merged) merges the splits in use. rows[3·i …] =
-// (query row, first key row, keys), as attn_decode's.
+// split, in attn_split_merged) merges the splits in use. rows as
+// attn_decode's (dec_row).
 __device__ void split_merge(float *out, unsigned short *o16, float *lse, const float *pp, int qrow, int h, int heads, int hd, int used, int lane);
 
-// attn_split_keys is one warp's pass over keys [k0, k1): NT values of q and
+// dec_row is query row i of the decoding attention kernels: rows[5·i …] =
+// (query row, key row K, keys, prefix row P, prefix keys PN), as
+// attndecode.cu's; key j is row P+j below PN (a prompt its request's
+// samples share, read from one copy) and K+j from it (lib/model's
+// AttnSeq.keyRow, decodeRowInts).
+struct dec_row {
+	int q, k, n, p, pn;
+};
+
+__device__ __forceinline__ dec_row dec_row_at(const int *rows, int i) {
+	const int *r = rows + 5 * i;
+	return dec_row{r[0], r[1], r[2], r[3], r[4]};
+}
+
+// dec_key_row is the cache row of key j of r.
+__device__ __forceinline__ long long dec_key_row(const dec_row &r, int j) { return (long long)(j < r.pn ? r.p : r.k) + j; }
+
+// attn_split_keys is one warp's pass over keys [k0, k1) of r (kp and vp the
+// cache's columns of the kv head, rows at dec_key_row): NT values of q and
 // of the output per lane (hd ≤ 32·NT), KU keys per round, the rounds step
 // keys apart (KU: every key; S·KU: every S-th group of KU keys, the warp's
 // share of a block that splits its keys S ways). CG: q was written earlier
 // in the same launch (dec_persist), so it is read through L2.
 template <int NT, int KU, bool CG = false>
-__device__ __forceinline__ void attn_split_keys(float *acc, float &m, float &l, const float *qp, const float *kp, const float *vp, long long kld,
-                                                int hd, float scale, int k0, int k1, int step, int lane) {
+__device__ __forceinline__ void attn_split_keys(float *acc, float &m, float &l, const float *qp, const float *kp, const float *vp, const dec_row &r,
+                                                long long kld, int hd, float scale, int k0, int k1, int step, int lane) {
 	float qv[NT];
 #pragma unroll
 	for (int i = 0; i < NT; i++) {
@@ -177,8 +195,9 @@ __device__ __forceinline__ void attn_split_keys(float *acc, float &m, float &l, 
 			for (int i = 0; i < NT; i++) {
 				int d = lane + 32 * i;
 				bool ok = j + u < k1 && d < hd;
-				xk[u][i] = ok ? kp[(long long)(j + u) * kld + d] : 0.f;
-				xv[u][i] = ok ? vp[(long long)(j + u) * kld + d] : 0.f;
+				const long long at = dec_key_row(r, j + u) * kld + d;
+				xk[u][i] = ok ? kp[at] : 0.f;
+				xv[u][i] = ok ? vp[at] : 0.f;
 			}
 		float mn = m;
 #pragma unroll
@@ -270,17 +289,16 @@ __device__ __forceinline__ void attn_split_run(float *out, unsigned short *o16, 
 	const int g = heads / kvheads, row = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z, nsp = gridDim.z;
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	if (w >= g) return;
-	const int qrow = rows[3 * row], kbase = rows[3 * row + 1], nkeys = rows[3 * row + 2];
+	const dec_row r = dec_row_at(rows, row);
+	const int qrow = r.q, nkeys = r.n;
 	const int h = kh * g + w;
 	const int chunk = split_chunk(nkeys, nsp, minchunk), used = split_used(nkeys, nsp, minchunk);
 	const long long qld = (long long)heads * hd, kld = (long long)kvheads * hd;
 	const int k0 = sp * chunk, k1 = min(nkeys, k0 + chunk);
 	float acc[NT], m = -DEC_INF, l = 0.f;
-	if (sp < used) {
-		const float *kp = k + (long long)kbase * kld + (long long)kh * hd;
-		const float *vp = v + (long long)kbase * kld + (long long)kh * hd;
-		attn_split_keys<NT, KU>(acc, m, l, q + qrow * qld + (long long)h * hd, kp, vp, kld, hd, scale, k0, k1, KU, lane);
-	}
+	if (sp < used)
+		attn_split_keys<NT, KU>(acc, m, l, q + qrow * qld + (long long)h * hd, k + (long long)kh * hd, v + (long long)kh * hd, r, kld, hd, scale,
+		                        k0, k1, KU, lane);
 	split_finish<NT>(acc, m, l, out, o16, lse, part, cnt, row, qrow, h, heads, hd, sp, nsp, used, lane);
 }
 
@@ -326,9 +344,10 @@ extern "C" __global__ void attn_split_combine(float *out, unsigned short *o16, f
 	PDL_WAIT();
 	PDL_RELEASE();
 	const int row = blockIdx.x, h = blockIdx.y;
-	const int used = split_used(rows[3 * row + 2], nsp, minchunk);
+	const dec_row r = dec_row_at(rows, row);
+	const int used = split_used(r.n, nsp, minchunk);
 	if (used == 1) return;
-	split_merge(out, o16, lse, part + (long long)(row * heads + h) * nsp * (hd + 2), rows[3 * row], h, heads, hd, used, threadIdx.x);
+	split_merge(out, o16, lse, part + (long long)(row * heads + h) * nsp * (hd + 2), r.q, h, heads, hd, used, threadIdx.x);
 }
 
 // split_merge is one warp's merge of head h's used partials pp (loads
@@ -394,7 +413,8 @@ __device__ __forceinline__ void attn_split_sub_block(float *sub_sm, int row, int
                                                      int kvheads, int hd, float scale, int minchunk, int *cnt) {
 	const int g = heads / kvheads;
 	const int w = threadIdx.x >> 5, lane = threadIdx.x & 31, hw = w % g, sub = w / g;
-	const int qrow = rows[3 * row], kbase = rows[3 * row + 1], nkeys = rows[3 * row + 2];
+	const dec_row r = dec_row_at(rows, row);
+	const int qrow = r.q, nkeys = r.n;
 	const int h = kh * g + hw;
 	const int chunk = split_chunk(nkeys, nsp, minchunk), used = split_used(nkeys, nsp, minchunk);
 	const long long qld = (long long)heads * hd, kld = (long long)kvheads * hd;
@@ -403,11 +423,9 @@ __device__ __forceinline__ void attn_split_sub_block(float *sub_sm, int row, int
 	float acc[NT], m = -DEC_INF, l = 0.f;
 #pragma unroll
 	for (int i = 0; i < NT; i++) acc[i] = 0.f;
-	if (sp < used) {
-		const float *kp = k + (long long)kbase * kld + (long long)kh * hd;
-		const float *vp = v + (long long)kbase * kld + (long long)kh * hd;
-		attn_split_keys<NT, KU, CG>(acc, m, l, q + qrow * qld + (long long)h * hd, kp, vp, kld, hd, scale, k0 + sub * KU, k1, S * KU, lane);
-	}
+	if (sp < used)
+		attn_split_keys<NT, KU, CG>(acc, m, l, q + qrow * qld + (long long)h * hd, k + (long long)kh * hd, v + (long long)kh * hd, r, kld, hd,
+		                            scale, k0 + sub * KU, k1, S * KU, lane);
 	if (sp >= used) {
 		if (sub != 0 || !cnt) return;
 	} else {
@@ -487,7 +505,8 @@ __device__ __forceinline__ void attn_split_group_run(float *out, unsigned short 
 	extern __shared__ float grp_sm[];
 	const int g = heads / kvheads, nw = blockDim.x >> 5, w = threadIdx.x >> 5, lane = threadIdx.x & 31;
 	const int row = blockIdx.x, kh = blockIdx.y, sp = blockIdx.z, nsp = gridDim.z;
-	const int qrow = rows[3 * row], kbase = rows[3 * row + 1], nkeys = rows[3 * row + 2];
+	const dec_row r = dec_row_at(rows, row);
+	const int qrow = r.q, nkeys = r.n;
 	const int chunk = split_chunk(nkeys, nsp, minchunk), used = split_used(nkeys, nsp, minchunk);
 	const long long qld = (long long)heads * hd, kld = (long long)kvheads * hd;
 	const int k0 = sp * chunk, k1 = min(nkeys, k0 + chunk), st = hd + 2;
@@ -501,8 +520,7 @@ __device__ __forceinline__ void attn_split_group_run(float *out, unsigned short 
 #pragma unroll
 		for (int i = 0; i < NT; i++) acc[h][i] = 0.f;
 	}
-	const float *kp = k + (long long)kbase * kld + (long long)kh * hd;
-	const float *vp = v + (long long)kbase * kld + (long long)kh * hd;
+	const float *kp = k + (long long)kh * hd, *vp = v + (long long)kh * hd; // key j at row dec_key_row(r, j)
 	for (int j0 = (sp < used ? k0 : k1) + 32 * w; j0 < k1; j0 += 32 * nw) {
 		// Scores: lane t, key j0 + t, every head.
 		const int j = j0 + lane;
@@ -510,7 +528,7 @@ __device__ __forceinline__ void attn_split_group_run(float *out, unsigned short 
 		float s[GRP_G];
 #pragma unroll
 		for (int h = 0; h < GRP_G; h++) s[h] = 0.f;
-		const float4 *kr = reinterpret_cast<const float4 *>(kp + (long long)(ok ? j : k0) * kld);
+		const float4 *kr = reinterpret_cast<const float4 *>(kp + dec_key_row(r, ok ? j : k0) * kld);
 		for (int d4 = 0; d4 < hd / 4; d4 += 8) {
 			float4 x[8];
 #pragma unroll
@@ -551,7 +569,7 @@ __device__ __forceinline__ void attn_split_group_run(float *out, unsigned short 
 #pragma unroll
 				for (int i = 0; i < NT; i++) {
 					int d = lane + 32 * i;
-					xv[u][i] = u0 + u < n && d < hd ? vp[(long long)(j0 + u0 + u) * kld + d] : 0.f;
+					xv[u][i] = u0 + u < n && d < hd ? vp[dec_key_row(r, j0 + u0 + u) * kld + d] : 0.f;
 				}
 #pragma unroll
 			for (int h = 0; h < GRP_G; h++) {
@@ -583,7 +601,10 @@ __device__ __forceinline__ void attn_split_group_run(float *out, unsigned short 
 	}
 }
 
-extern "C" __global__ void __launch_bounds__(256) attn_split_group(ATTN_SUB_ARGS) {
+// Two blocks a multiprocessor (128 registers): without the bound, the
+// shared prefix's key rows (dec_key_row) took NVRTC to 159 registers and
+// one block; with it 48 bytes spill (NVRTC 11.8, sm_90; 228 before prefixes).
+extern "C" __global__ void __launch_bounds__(256, 2) attn_split_group(ATTN_SUB_ARGS) {
 	PDL_WAIT();
 	PDL_RELEASE();
 	const int nt = (hd + 31) >> 5;
