@@ -1,26 +1,29 @@
 #!/usr/bin/env bash
-# One call, two measurements, main at cc331da against d706580:
+# One call (the job's parts in order of need; what is done by the call's
+# end comes back), main at cc331da against d706580:
+#  0. the decoding step's GPU tests and the shared-prefill test (the same
+#     bits with the prompts copied);
 #  1. the training step without three of its four casts a layer
 #     (a9d44fe, c4e1676, 5e45e54): scripts/gpu/results/2026-12-07-train-casts/
 #     command.sh, its output in $R/train;
 #  2. decoding with each request's prompt cached once, its samples reading
-#     it as a shared prefix (cc331da): the decoding step's GPU tests and
-#     the shared-prefill test (the same bits with the prompts copied), then
-#     TestCUDADecodeBenchmarks, graph path, new and old binaries
-#     alternating, 0.5B at batch 1, 32, 256 and 7B at 32.
+#     it as a shared prefix (cc331da): TestCUDADecodeBenchmarks, graph
+#     path, new and old binaries alternating, 0.5B at batch 1, 32, 256 and
+#     7B at 32.
 #   carry: .work/ca.tar.xz (scripts/gpu/pack.sh ca model.test model.test@d706580)
 #   usage: command.sh start | wait
 set -uo pipefail
 R=/tmp/pkv
 job() {
-	mkdir -p $R/train
-	OUT=$R/train bash scripts/gpu/results/2026-12-07-train-casts/command.sh > $R/train/summary.txt 2>&1
-	B=/tmp/ca
-	. scripts/gpu/env.sh; gpu_env $B/lib
-	cd lib/model
+	B=/tmp/ca; [ -x $B/bin/model.test ] || tar -xJf .work/ca.tar.xz -C /tmp
+	(. scripts/gpu/env.sh; gpu_env $B/lib; cd lib/model
 	MEMPO_REQUIRE_CUDA=1 timeout 240 $B/bin/model.test -test.v -test.count=1 \
 		-test.run '^(TestCUDADecodeKernels|TestCUDADecodeStep|TestCUDAGenerateSharedPrefixes)$' > $R/decode-tests.log 2>&1
-	echo "tests rc $?" >> $R/decode-tests.log
+	echo "tests rc $?" >> $R/decode-tests.log)
+	mkdir -p $R/train
+	OUT=$R/train bash scripts/gpu/results/2026-12-07-train-casts/command.sh > $R/train/summary.txt 2>&1
+	. scripts/gpu/env.sh; gpu_env $B/lib
+	cd lib/model
 	for v in "" .old "" .old; do
 		for mb in qwen2.5-0.5b:1,32,256 qwen2.5-7b:32; do
 			echo "#### model.test$v ${mb%%:*}"
