@@ -21,11 +21,12 @@ type Tensor interface {
 // cached. Sequences never see each other's keys.
 //
 // A sequence may read its first PN keys from rows [P, P+PN) instead of
-// [K, K+PN): a prompt that several sequences continue (a request's samples)
-// is cached once and each sequence keeps only its own rows [K+PN, K+Past+N)
-// (Generate). Keys [PN, Past+N) stay at rows K+j, so the rows a sequence
-// writes are K+Past+i either way. Only a decoding step's rows take a
-// prefix: PN > 0 needs N = 1 and PN ≤ Past.
+// [K, K+PN): a prompt that several sequences continue (a request's samples,
+// the task prompt that a turn's contexts begin with) is cached once and
+// each sequence keeps only its own rows [K+PN, K+Past+N) (Generate's
+// cacheLayout). Keys [PN, Past+N) stay at rows K+j, so the rows a sequence
+// writes are K+Past+i either way. The prefix comes before the queries
+// (PN ≤ Past), so only the forward takes one.
 type AttnSeq struct {
 	Q, N, K, Past int
 	P, PN         int
@@ -33,8 +34,8 @@ type AttnSeq struct {
 
 // checkPrefix panics where s reads a prefix it may not (AttnSeq).
 func (s AttnSeq) checkPrefix() {
-	if s.PN > 0 && (s.N != 1 || s.PN > s.Past || s.P < 0) {
-		panic(fmt.Sprintf("model: attention sequence %+v: a shared prefix needs one query row after it", s))
+	if s.PN > 0 && (s.PN > s.Past || s.P < 0) {
+		panic(fmt.Sprintf("model: attention sequence %+v: a shared prefix must come before the queries", s))
 	}
 }
 

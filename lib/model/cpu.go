@@ -510,6 +510,18 @@ func (*CPU) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape) {
 	// triangle is never computed, about half the work of a full square.
 	var sc []float32
 	for _, s := range big {
+		kd, vd, kb := K.d, V.d, s.K // key j at row kb+j of kd and vd
+		if s.PN > 0 {
+			// A shared prefix: the sequence's keys gathered into one run,
+			// so that the products below read them as without one.
+			L := s.Past + s.N
+			kd, vd, kb = make([]float32, L*K.c), make([]float32, L*V.c), 0
+			for j := 0; j < L; j++ {
+				r := s.keyRow(j)
+				copy(kd[j*K.c:(j+1)*K.c], K.d[r*K.c:(r+1)*K.c])
+				copy(vd[j*V.c:(j+1)*V.c], V.d[r*V.c:(r+1)*V.c])
+			}
+		}
 		for h := 0; h < sh.Heads; h++ {
 			kh := h / group
 			for i0 := 0; i0 < s.N; i0 += attnBlock {
@@ -520,7 +532,7 @@ func (*CPU) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape) {
 				}
 				sc = sc[:nb*L]
 				q0 := s.Q + i0
-				tensor.Sgemm(false, true, nb, L, hd, sh.Scale, Q.d[q0*Q.c+h*hd:], Q.c, K.d[s.K*K.c+kh*hd:], K.c, 0, sc, L)
+				tensor.Sgemm(false, true, nb, L, hd, sh.Scale, Q.d[q0*Q.c+h*hd:], Q.c, kd[kb*K.c+kh*hd:], K.c, 0, sc, L)
 				tensor.Parallel(nb, max(1, 4096/L), func(lo, hi int) {
 					for r := lo; r < hi; r++ {
 						row := sc[r*L : (r+1)*L]
@@ -529,7 +541,7 @@ func (*CPU) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape) {
 						clear(row[n:])
 					}
 				})
-				tensor.Sgemm(false, false, nb, hd, L, 1, sc, L, V.d[s.K*V.c+kh*hd:], V.c, 0, O.d[q0*O.c+h*hd:], O.c)
+				tensor.Sgemm(false, false, nb, hd, L, 1, sc, L, vd[kb*V.c+kh*hd:], V.c, 0, O.d[q0*O.c+h*hd:], O.c)
 			}
 		}
 	}

@@ -1284,6 +1284,9 @@ func (b *CUDA) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape)
 	if len(sp.dec) > 0 {
 		b.attentionDecode(O, LSE, Q, K, V, sp.dec, sh)
 	}
+	if len(sp.packed) > 0 {
+		b.attentionPacked(O, LSE, Q, K, V, sp.packed, sh)
+	}
 	nt, err := attnNT(hd)
 	must(err)
 	tiles, st, n := b.attnWork(sp.kern, attnTile, "attn")

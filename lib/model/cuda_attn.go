@@ -60,6 +60,10 @@ type attnSplit struct {
 	gemm []AttnSeq // cuBLAS products (this file)
 	dec  []AttnSeq // the decode kernel (attndecode.cu), forward only
 	kern []AttnSeq // the fp32 flash-style kernels (attention2.cu)
+	// Sequences that read a shared prefix (AttnSeq.PN) where neither the
+	// decode kernel nor attnmma.cu (whose packed bf16 keys gather it)
+	// takes them: their keys copied into one run first (attentionPacked).
+	packed []AttnSeq
 }
 
 // useAttnMMA says whether bf16 mode's flash kernels on the tensor cores
@@ -70,30 +74,19 @@ func (b *CUDA) useAttnMMA(sh AttnShape) bool {
 
 // splitAttn sorts the sequences of a call by kernel; decode is true in the
 // forward, where decoding steps take the decode kernel.
-// decodesPrefixes says whether attndecode.cu takes the head layout sh, and
-// with it sequences that read a shared prefix (AttnSeq.PN).
-func (b *CUDA) decodesPrefixes(sh AttnShape) bool {
-	return sh.Heads/sh.KVHeads <= 16 && sh.HeadDim <= 256
-}
-
 func (b *CUDA) splitAttn(seqs []AttnSeq, sh AttnShape, decode bool) attnSplit {
 	var sp attnSplit
-	canDecode := decode && !b.attnKernelsOnly && b.decodesPrefixes(sh)
+	canDecode := decode && !b.attnKernelsOnly && sh.Heads/sh.KVHeads <= 16 && sh.HeadDim <= 256
 	mma := b.useAttnMMA(sh)
 	for _, s := range seqs {
 		switch {
 		case s.N == 0:
-		case s.PN > 0:
-			// Only attndecode.cu reads a shared prefix; Generate shares
-			// prompts where it runs (sharesPrompts).
-			if !b.decodesPrefixes(sh) {
-				panic(fmt.Sprintf("model: attention sequence %+v reads a shared prefix, which no kernel takes at %d/%d heads of %d", s, sh.Heads, sh.KVHeads, sh.HeadDim))
-			}
-			sp.dec = append(sp.dec, s)
 		case canDecode && s.N <= attnDecodeMaxRows:
 			sp.dec = append(sp.dec, s)
 		case mma:
 			sp.mma = append(sp.mma, s)
+		case s.PN > 0:
+			sp.packed = append(sp.packed, s)
 		case b.useAttnGemm(s):
 			sp.gemm = append(sp.gemm, s)
 		default:
@@ -165,17 +158,51 @@ func (b *CUDA) freeCopies(cs ...bf16Copy) {
 	}
 }
 
+// keyRuns is where s's keys are, as copies into one run of rows from dst:
+// rows [K, K+Past+N), or with a shared prefix its rows [P, P+PN) and then
+// [K+PN, K+Past+N).
+func keyRuns(s AttnSeq, dst int) []rowCopy {
+	if s.PN == 0 {
+		return []rowCopy{{dst: dst, src: s.K, n: s.Past + s.N}}
+	}
+	return []rowCopy{{dst: dst, src: s.P, n: s.PN}, {dst: dst + s.PN, src: s.K + s.PN, n: s.Past + s.N - s.PN}}
+}
+
+// attentionPacked is Attention for sequences that read a shared prefix, on
+// kernels that do not take one: each sequence's keys and values are copied
+// into one run of fresh tensors (keyRuns) and attended there.
+func (b *CUDA) attentionPacked(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh AttnShape) {
+	rows := 0
+	for _, s := range seqs {
+		rows += s.Past + s.N
+	}
+	k2, v2 := b.Empty(rows, K.c), b.Empty(rows, V.c)
+	defer b.Free(k2)
+	defer b.Free(v2)
+	packed := make([]AttnSeq, len(seqs))
+	at := 0
+	for i, s := range seqs {
+		for _, r := range keyRuns(s, at) {
+			b.Copy(b.View(k2, r.dst, r.n), b.View(K, r.src, r.n))
+			b.Copy(b.View(v2, r.dst, r.n), b.View(V, r.src, r.n))
+		}
+		packed[i] = AttnSeq{Q: s.Q, N: s.N, K: at, Past: s.Past}
+		at += s.Past + s.N
+	}
+	b.Attention(O, LSE, Q, k2, v2, packed, sh)
+}
+
 // attentionMMA is the forward of attnmma.cu for seqs. The keys and values a
-// sequence reads (rows [K, K+Past+N), a slice of a KV cache when decoding)
-// are rounded into a packed copy, and the sequence table points into it.
+// sequence reads (rows [K, K+Past+N), a slice of a KV cache when decoding;
+// with a shared prefix, keyRuns) are rounded into a packed copy, and the
+// sequence table points into it.
 func (b *CUDA) attentionMMA(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh AttnShape) {
 	packed := make([]AttnSeq, len(seqs))
-	runs := make([]rowCopy, len(seqs))
+	var runs []rowCopy
 	rows := 0
 	for i, s := range seqs {
-		packed[i] = s
-		packed[i].K = rows
-		runs[i] = rowCopy{dst: rows, src: s.K, n: s.Past + s.N}
+		packed[i] = AttnSeq{Q: s.Q, N: s.N, K: rows, Past: s.Past}
+		runs = append(runs, keyRuns(s, rows)...)
 		rows += s.Past + s.N
 	}
 	q16 := b.castAll(Q)

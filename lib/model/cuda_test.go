@@ -459,7 +459,26 @@ func testCUDAAttention(t *testing.T, p *opPair) {
 		p.gpu.Attention(o.g, lse.g, q.g, kc.g, vc.g, seqs, sh)
 		p.check(fmt.Sprintf("Attention decode hd=%d", c.hd), o, 1e-5)
 		p.check(fmt.Sprintf("Attention decode lse hd=%d", c.hd), lse, 1e-5)
+		checkAttentionPrefix(p, sh, 1e-5)
 	}
+}
+
+// checkAttentionPrefix: sequences that read their first keys from a shared
+// prefix elsewhere in the cache (AttnSeq.P, PN) — a decoding row, three
+// rows, a prefill of 60 — against the CPU's attention.
+func checkAttentionPrefix(p *opPair, sh AttnShape, tol float64) {
+	const capacity = 300
+	kvd, qd := sh.KVHeads*sh.HeadDim, sh.Heads*sh.HeadDim
+	kc, vc := p.rnd(3*capacity, kvd, 1), p.rnd(3*capacity, kvd, 1)
+	seqs := []AttnSeq{{Q: 0, N: 1, K: capacity, Past: 37, P: 2 * capacity, PN: 10},
+		{Q: 1, N: 3, K: 0, Past: 150, P: 2*capacity + 50, PN: 100},
+		{Q: 4, N: 60, K: capacity, Past: 80, P: 2*capacity + 7, PN: 80}}
+	q := p.rnd(64, qd, 1)
+	o, lse := p.out(64, qd), p.out(64, sh.Heads)
+	p.cpu.Attention(o.c, lse.c, q.c, kc.c, vc.c, seqs, sh)
+	p.gpu.Attention(o.g, lse.g, q.g, kc.g, vc.g, seqs, sh)
+	p.check(fmt.Sprintf("Attention shared prefix hd=%d", sh.HeadDim), o, tol)
+	p.checkAbs(fmt.Sprintf("Attention shared prefix lse hd=%d", sh.HeadDim), lse, tol)
 }
 
 // TestCUDAAttentionGemm checks bf16 mode's tensor-core attention
@@ -549,6 +568,7 @@ func testCUDAAttentionBF16(t *testing.T, p *opPair) {
 		p.gpu.Attention(o.g, lse.g, q.g, kc.g, vc.g, seqs, sh)
 		p.check(fmt.Sprintf("AttentionGemm past hd=%d", c.hd), o, 3e-2)
 		p.checkAbs(fmt.Sprintf("AttentionGemm past lse hd=%d", c.hd), lse, 3e-2)
+		checkAttentionPrefix(p, sh, 3e-2)
 	}
 }
 

@@ -25,26 +25,36 @@ func (m *Model) newCache(rows, maxKeys int) *kvCache {
 }
 
 // cacheLayout is where Generate keeps each request's prompt and each row's
-// generated tokens in the KV cache. Shared (the default): every request's
-// prompt once, at rows [prompt[r], prompt[r]+len), then a run of MaxTokens
-// rows for each generating row, which reads its request's prompt as a
-// shared prefix (AttnSeq.P, PN): a task's G samples cache their prompt once,
-// and nothing is copied. Copied (GenerateOptions.CopyPrompts): each row a
-// slot of the longest prompt plus MaxTokens rows, its request's prompt
-// copied into the slots of the other samples after the prefill. The keys
-// are the same numbers either way.
+// generated tokens in the KV cache, as attention sequences' placements
+// (AttnSeq K, P, PN; Q, N and Past are the forward's).
+//
+// Shared (the default): a prompt is cached once. A request that decodes
+// several samples, or that shares no beginning with another, holds its
+// whole prompt (a "holder"); each of its rows has a run of MaxTokens rows
+// after every prompt and reads the prompt as a shared prefix: a task's G
+// samples cache their prompt once. A one-sample request whose prompt
+// begins like another's (a trajectory's later turn: the task prompt; the
+// prefill plan's source and prefix) reads that beginning where a holder
+// keeps it and holds only the rest of its prompt, its new tokens right
+// after; where the beginning is not in one holder's run (it continues a
+// one-sample request beyond that one's own shared part) it is a holder,
+// the beginning copied in. Copied (GenerateOptions.CopyPrompts): each row a
+// slot of the longest prompt plus MaxTokens rows, every prompt whole, the
+// beginnings and a request's other samples copied in after its prefill.
+// The keys are the same numbers in every layout.
 type cacheLayout struct {
-	shared  bool
-	prompt  []int // request r's prompt starts at cache row prompt[r]
-	k       []int // row i's AttnSeq.K: its key j (j ≥ its prefix) at row k[i]+j
-	rows    int   // the cache's rows
+	req     []AttnSeq   // request r's prompt: its prefill's placement
+	copies  [][]rowCopy // rows copied into request r's before its prefill attends
+	row     []AttnSeq   // row i's placement for its decoding steps
+	rows    int         // the cache's rows
 	maxKeys int
 }
 
-// CacheRows is the KV-cache rows Generate takes for reqs with opts.MaxTokens
-// new tokens a row when its prompts are shared (the default; cacheLayout):
-// every prompt once and MaxTokens rows a sample. KVCacheBytes turns it
-// into bytes.
+// CacheRows bounds the KV-cache rows Generate takes for reqs with
+// opts.MaxTokens new tokens a row when prompts are shared (the default;
+// cacheLayout): every prompt once and MaxTokens rows a sample, less where
+// a prompt's beginning is read from another's. KVCacheBytes turns it into
+// bytes.
 func CacheRows(reqs []Request, maxTokens int) int {
 	n := 0
 	for _, q := range reqs {
@@ -54,58 +64,93 @@ func CacheRows(reqs []Request, maxTokens int) int {
 }
 
 // layoutCache places reqs' prompts and rows (request-major, as Generate's
-// rows) in the cache.
-func (m *Model) layoutCache(reqs []Request, rows []*genRow, opts GenerateOptions) cacheLayout {
-	L := cacheLayout{shared: m.sharesPrompts(opts), prompt: make([]int, len(reqs)), k: make([]int, len(rows))}
+// rows) in the cache, given the prefill's sharing plan.
+func (m *Model) layoutCache(reqs []Request, rows []*genRow, plan sharePlan, opts GenerateOptions) cacheLayout {
+	L := cacheLayout{req: make([]AttnSeq, len(reqs)), copies: make([][]rowCopy, len(reqs)), row: make([]AttnSeq, len(rows))}
 	longest := 0
 	for _, q := range reqs {
 		longest = max(longest, len(q.Prompt))
 	}
 	L.maxKeys = longest + opts.MaxTokens
-	if !L.shared {
+	if opts.CopyPrompts {
+		first := make([]int, len(reqs)) // the slot of the request's first row
 		for i, r := range rows {
-			L.k[i] = i * L.maxKeys
+			L.row[i] = AttnSeq{K: i * L.maxKeys}
 			if r.sample == 0 {
-				L.prompt[r.req] = L.k[i]
+				first[r.req] = i
+			}
+		}
+		for i, r := range rows {
+			L.req[r.req] = AttnSeq{K: first[r.req] * L.maxKeys}
+			if r.sample > 0 {
+				L.copies[r.req] = append(L.copies[r.req], rowCopy{dst: L.row[i].K, src: L.row[first[r.req]].K, n: r.promptLen})
+			}
+		}
+		for r := range reqs {
+			if c := plan.source[r]; c >= 0 {
+				L.copies[r] = append([]rowCopy{{dst: L.req[r].K, src: L.req[c].K, n: plan.prefix[r]}}, L.copies[r]...)
 			}
 		}
 		L.rows = len(rows) * L.maxKeys
 		return L
 	}
-	for r, q := range reqs {
-		L.prompt[r] = L.rows
-		L.rows += len(q.Prompt)
+	// holder[r]: the holder that keeps request r's shared beginning in one
+	// run (r itself when r is a holder); decided in the plan's order, each
+	// source before what continues it.
+	holder := make([]int, len(reqs))
+	for _, r := range plan.order {
+		holder[r] = r
+		c, pre := plan.source[r], plan.prefix[r]
+		if c < 0 || pre == 0 || max(reqs[r].N, 1) > 1 {
+			continue
+		}
+		// c's first pre ids are in one run where c keeps them: in c, a
+		// holder; or, within c's own shared beginning, in c's holder.
+		if h := holder[c]; h == c || pre <= plan.prefix[c] {
+			holder[r] = h
+		}
 	}
-	// K + promptLen is the row's first own row: K ≥ 0, as every prompt
-	// comes before the runs.
+	// Holders' prompts first, then the other requests' own ids and new
+	// tokens (their K is below their first own row by their shared part:
+	// at least a holder's prompt lies below it), then the holders' rows.
+	for r, q := range reqs {
+		if holder[r] == r {
+			L.req[r] = AttnSeq{K: L.rows}
+			L.rows += len(q.Prompt)
+		}
+	}
+	for r, q := range reqs {
+		if h := holder[r]; h != r {
+			pre := plan.prefix[r]
+			L.req[r] = AttnSeq{K: L.rows - pre, P: L.req[h].K, PN: pre}
+			L.rows += len(q.Prompt) - pre + opts.MaxTokens
+		}
+	}
 	for i, r := range rows {
-		L.k[i] = L.rows - r.promptLen
+		if holder[r.req] != r.req {
+			L.row[i] = L.req[r.req] // its new tokens follow its own ids
+			continue
+		}
+		L.row[i] = AttnSeq{K: L.rows - r.promptLen, P: L.req[r.req].K, PN: r.promptLen}
 		L.rows += opts.MaxTokens
+	}
+	// A holder that continues another copies that beginning in, from where
+	// its ids lie (two runs when the source reads part of it from its own
+	// holder).
+	for r := range reqs {
+		if c := plan.source[r]; c >= 0 && holder[r] == r {
+			L.copies[r] = keyRuns(AttnSeq{K: L.req[c].K, P: L.req[c].P, PN: min(L.req[c].PN, plan.prefix[r]), Past: plan.prefix[r]}, L.req[r].K)
+		}
 	}
 	return L
 }
 
-// decodeSeq is row i's attention sequence for the step that feeds its token
-// at position pos.
-func (L *cacheLayout) decodeSeq(i int, r *genRow, pos int) AttnSeq {
-	s := AttnSeq{Q: i, N: 1, K: L.k[r.slot], Past: pos}
-	if L.shared {
-		s.P, s.PN = L.prompt[r.req], r.promptLen
-	}
+// decodeSeq is row's attention sequence (Q left to the caller) for the step
+// that feeds its token at position pos.
+func (L *cacheLayout) decodeSeq(row, pos int) AttnSeq {
+	s := L.row[row]
+	s.N, s.Past = 1, pos
 	return s
-}
-
-// sharesPrompts says whether Generate reads each request's prompt from one
-// copy (cacheLayout): always, unless opts.CopyPrompts or a CUDA head layout
-// that its decode attention does not take.
-func (m *Model) sharesPrompts(opts GenerateOptions) bool {
-	if opts.CopyPrompts {
-		return false
-	}
-	if c, ok := m.be.(*CUDA); ok {
-		return c.decodesPrefixes(m.attnShape())
-	}
-	return true
 }
 
 func (c *kvCache) free(be Backend) {
@@ -183,13 +228,14 @@ type genRow struct {
 // Generate continues every request N times, all rows decoded together in one
 // batch with a KV cache. Each request's prompt is prefilled once (the prompts
 // packed into forwards of at most opts.PrefillIDs ids) and cached once, its
-// samples reading it as a shared prefix (cacheLayout; CacheRows is the
-// cache's size). A prompt that begins like a longer one
-// (a task's trajectories after their first turn share the task's prompt;
-// every task shares the system prompt) runs only its own ids and continues
-// that prompt's keys and values, copied in each layer (planSharing, as
-// LogProbsShared), unless opts.NoSharedPrefixes; what differs is float
-// rounding only. The result has one Generation per row, request-major.
+// samples reading it as a shared prefix. A prompt that begins like a longer
+// one (a task's trajectories after their first turn share the task's
+// prompt; every task shares the system prompt) runs only its own ids and
+// continues that prompt's keys and values (planSharing, as LogProbsShared),
+// read where they are kept or, where they are not in one run, copied in
+// each layer (cacheLayout; CacheRows bounds the cache's size), unless
+// opts.NoSharedPrefixes; what differs is float rounding only. The result has
+// one Generation per row, request-major.
 func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, error) {
 	if opts.MaxTokens < 0 {
 		return nil, fmt.Errorf("model: negative max tokens")
@@ -226,27 +272,20 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 		return out, nil
 	}
 	m.setPhase("prefill")
-	lay := m.layoutCache(reqs, rows, opts)
+	plan := prefillPlan(reqs, opts.NoSharedPrefixes)
+	lay := m.layoutCache(reqs, rows, plan, opts)
 	cache := m.newCache(lay.rows, lay.maxKeys)
 	defer cache.free(be)
 
 	// Prefill: packed forwards of at most budget ids over the distinct
-	// prompts, each written to its request's prompt rows; a prompt that
-	// continues another (in the same forward or an earlier one) has that
-	// prompt's first ids copied into its rows, in each layer (and, with
-	// copied prompts, the slots of a request's other samples get its whole
-	// prompt).
-	samples := make([][]*genRow, len(reqs))
-	for _, r := range rows {
-		if r.sample > 0 {
-			samples[r.req] = append(samples[r.req], r)
-		}
-	}
+	// prompts, each written to its request's rows; a prompt that continues
+	// another (in the same forward or an earlier one) reads that one's first
+	// ids where they are kept, or has them copied into its rows, in each
+	// layer (cacheLayout).
 	budget := opts.PrefillIDs
 	if budget <= 0 {
 		budget = m.ForwardBudget()
 	}
-	plan := prefillPlan(reqs, opts.NoSharedPrefixes)
 	reqLogits := be.Empty(len(reqs), m.a.vocab)
 	ran, promptIDs := 0, 0
 	b := &batch{cache: cache}
@@ -263,21 +302,16 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 		b, lastRows, chunkReqs, keys = &batch{cache: cache}, nil, nil, 0
 	}
 	for _, r := range plan.order {
-		p, pre, k := reqs[r].Prompt, plan.prefix[r], lay.prompt[r]
+		p, pre := reqs[r].Prompt, plan.prefix[r]
 		// A chunk holds at most budget ids run and keyRowsPerID·budget key rows.
 		if len(b.ids) > 0 && (len(b.ids)+len(p)-pre > budget || keys+len(p) > keyRowsPerID*budget) {
 			flush()
 		}
 		keys += len(p)
-		if c := plan.source[r]; c >= 0 {
-			b.copies = append(b.copies, rowCopy{dst: k, src: lay.prompt[c], n: pre})
-		}
-		if !lay.shared {
-			for _, o := range samples[r] {
-				b.copies = append(b.copies, rowCopy{dst: lay.k[o.slot], src: k, n: len(p)})
-			}
-		}
-		b.seqs = append(b.seqs, AttnSeq{Q: len(b.ids), N: len(p) - pre, K: k, Past: pre})
+		b.copies = append(b.copies, lay.copies[r]...)
+		q := lay.req[r]
+		q.Q, q.N, q.Past = len(b.ids), len(p)-pre, pre
+		b.seqs = append(b.seqs, q)
 		for t := pre; t < len(p); t++ {
 			b.ids = append(b.ids, p[t])
 			b.pos = append(b.pos, t)
@@ -320,7 +354,8 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 		ids, seqs := make([]int, len(active)), make([]AttnSeq, len(active))
 		for i, r := range active {
 			n := len(r.gen.IDs)
-			ids[i], seqs[i] = r.gen.IDs[n-1], lay.decodeSeq(i, r, r.promptLen+n-1)
+			ids[i], seqs[i] = r.gen.IDs[n-1], lay.decodeSeq(r.slot, r.promptLen+n-1)
+			seqs[i].Q = i
 		}
 		if st == nil {
 			if st = m.newStepper(cache, len(active)); st != nil {

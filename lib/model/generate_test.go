@@ -266,9 +266,10 @@ func referenceTopP(z []float32, temp, p, u float64) int {
 }
 
 // sharedPromptCase builds the requests of a rollout turn: for each of 3
-// tasks a first turn (the prompt, 3 samples) and 2 later turns (the prompt ⊕
-// a trajectory's own ids), one of them asked twice, one continuing the other
-// (a chain); and two short prompts that share nothing.
+// tasks a first turn (the prompt, 3 samples) and 3 later turns (the prompt ⊕
+// a trajectory's own ids), one of them asked twice, one continuing another
+// (a chain), one branching off it with ids of its own; and two short prompts
+// that share nothing.
 func sharedPromptCase(r *rand.Rand, vocab int) []Request {
 	randIDs := func(n int) []int {
 		s := make([]int, n)
@@ -291,6 +292,7 @@ func sharedPromptCase(r *rand.Rand, vocab int) []Request {
 		add(b, 1)
 		add(a, 1)
 		add(slices.Clone(a), 2)
+		add(append(slices.Clone(a), randIDs(9)...), 1) // a branch off the chain: its own 9 ids after a's
 	}
 	add(randIDs(9), 1)
 	add(randIDs(3), 2)
@@ -405,14 +407,17 @@ func TestCUDAGenerateSharedPrefixes(t *testing.T) {
 	}
 }
 
-// TestCacheLayout: with shared prompts the cache holds each prompt once and
-// MaxTokens rows a sample (CacheRows), with copied prompts a slot a row;
-// either way the rows a row writes (its own keys from PN up to its last
-// position) and the prompts' rows never overlap, and every key a row reads
-// is inside the cache.
+// TestCacheLayout plays a generation's cache writes and reads with token
+// marks instead of keys and values, for the shared and the copied layout,
+// with and without shared prefixes: each request's prefill writes its ids
+// at rows K+Past+i, then its copies run, each row then writes its new tokens at
+// K+pos; every key a prefill or a step reads must be the right request's
+// id or the row's own token, and nothing may overwrite a mark that is read
+// later. With shared prompts the cache is at most CacheRows and, with the
+// beginnings shared too, smaller still.
 func TestCacheLayout(t *testing.T) {
 	m := randomModel(t, tinyConfig(false), 3)
-	reqs := []Request{{Prompt: make([]int, 7), N: 3}, {Prompt: make([]int, 2)}, {Prompt: make([]int, 11), N: 2}}
+	reqs := sharedPromptCase(rand.New(rand.NewPCG(3, 4)), 50)
 	const maxTokens = 5
 	var rows []*genRow
 	for r, q := range reqs {
@@ -420,46 +425,65 @@ func TestCacheLayout(t *testing.T) {
 			rows = append(rows, &genRow{req: r, sample: s, slot: len(rows), promptLen: len(q.Prompt)})
 		}
 	}
-	for _, copyPrompts := range []bool{false, true} {
-		L := m.layoutCache(reqs, rows, GenerateOptions{MaxTokens: maxTokens, CopyPrompts: copyPrompts})
-		want := CacheRows(reqs, maxTokens)
-		if copyPrompts {
-			want = len(rows) * (11 + maxTokens)
+	for _, c := range []struct {
+		copyPrompts, unshared bool
+	}{{false, false}, {false, true}, {true, false}, {true, true}} {
+		plan := prefillPlan(reqs, c.unshared)
+		L := m.layoutCache(reqs, rows, plan, GenerateOptions{MaxTokens: maxTokens, CopyPrompts: c.copyPrompts})
+		what := fmt.Sprintf("copied %v, unshared beginnings %v", c.copyPrompts, c.unshared)
+		if !c.copyPrompts && (L.rows > CacheRows(reqs, maxTokens) || !c.unshared && L.rows == CacheRows(reqs, maxTokens)) {
+			t.Errorf("%s: %d cache rows, CacheRows %d", what, L.rows, CacheRows(reqs, maxTokens))
 		}
-		if L.shared == copyPrompts || L.rows != want || L.maxKeys != 11+maxTokens {
-			t.Fatalf("copy %v: shared %v, %d rows (want %d), max keys %d", copyPrompts, L.shared, L.rows, want, L.maxKeys)
+		mark := make([]int, L.rows) // a prompt id, or -(1 + row·100 + position) for a new token; 0 unwritten
+		for i := range mark {
+			mark[i] = math.MinInt
 		}
-		owner := make([]string, L.rows)
-		claim := func(row int, who string) {
+		write := func(row, v int) {
 			if row < 0 || row >= L.rows {
-				t.Fatalf("copy %v: %s uses row %d of %d", copyPrompts, who, row, L.rows)
+				t.Fatalf("%s: a write to row %d of %d", what, row, L.rows)
 			}
-			if owner[row] != "" && owner[row] != who {
-				t.Fatalf("copy %v: row %d is %s's and %s's", copyPrompts, row, owner[row], who)
-			}
-			owner[row] = who
+			mark[row] = v
 		}
-		for r, q := range reqs {
-			for j := range q.Prompt {
-				claim(L.prompt[r]+j, fmt.Sprintf("prompt %d", r))
+		read := func(s AttnSeq, j, want int, who string) {
+			if r := s.keyRow(j); r < 0 || r >= L.rows || mark[r] != want {
+				t.Fatalf("%s: %s reads key %d at row %d: %d, want %d", what, who, j, r, mark[max(0, min(r, L.rows-1))], want)
 			}
 		}
-		for i, r := range rows {
-			last := r.promptLen + maxTokens - 2 // the last position a row feeds
-			s := L.decodeSeq(i, r, last)
-			if copyPrompts && r.sample > 0 {
-				for j := 0; j < r.promptLen; j++ { // the copy of its prompt
-					claim(s.keyRow(j), fmt.Sprintf("row %d", i))
+		for _, r := range plan.order {
+			p, pre := reqs[r].Prompt, plan.prefix[r]
+			s := L.req[r]
+			s.N, s.Past = len(p)-pre, pre
+			s.checkPrefix()
+			for t := pre; t < len(p); t++ { // as layerForward: the batch's rows, then the copies
+				write(s.K+t, p[t]+1)
+			}
+			for _, run := range L.copies[r] {
+				for k := 0; k < run.n; k++ {
+					write(run.dst+k, mark[run.src+k])
 				}
 			}
-			for p := r.promptLen; p <= last; p++ {
-				claim(s.K+p, fmt.Sprintf("row %d", i))
+			for j := range p {
+				read(s, j, p[j]+1, fmt.Sprintf("request %d's prefill", r))
 			}
-			for j := 0; j <= last; j++ {
-				if k := s.keyRow(j); k < 0 || k >= L.rows || (j < r.promptLen && owner[k] != fmt.Sprintf("prompt %d", r.req) && !(copyPrompts && owner[k] == fmt.Sprintf("row %d", i))) {
-					t.Fatalf("copy %v: row %d's key %d at row %d (%q)", copyPrompts, i, j, k, owner[k])
+		}
+		for step := 0; step < maxTokens-1; step++ {
+			for i, r := range rows {
+				pos := r.promptLen + step
+				s := L.decodeSeq(i, pos)
+				write(s.K+pos, -(1 + i*100 + pos))
+			}
+			for i, r := range rows {
+				pos := r.promptLen + step
+				s := L.decodeSeq(i, pos)
+				for j := 0; j <= pos; j++ {
+					want := -(1 + i*100 + j)
+					if j < r.promptLen {
+						want = reqs[r.req].Prompt[j] + 1
+					}
+					read(s, j, want, fmt.Sprintf("row %d at position %d", i, pos))
 				}
 			}
 		}
+		t.Logf("%s: %d cache rows (CacheRows %d)", what, L.rows, CacheRows(reqs, maxTokens))
 	}
 }
