@@ -33,7 +33,7 @@ func checkGenerateSize(c *ucli.Context, m *model.Model, dir string, reqs []model
 		return fmt.Errorf("--max-tokens %d: row %d's prompt of %d tokens plus %d generated is beyond the model's max_position_embeddings %d (%s); use --max-tokens %d or less",
 			maxTokens, longest+1, prompt, maxTokens, mp, filepath.Join(dir, "config.json"), mp-prompt)
 	}
-	cacheRows := model.CacheRows(reqs, maxTokens)
+	cacheRows := model.CacheRows(reqs, model.GenerateOptions{MaxTokens: maxTokens})
 	need := m.KVCacheBytes(cacheRows)
 	budget := float64(c.Int64("memory-budget-mb")) * (1 << 20)
 	where := "--memory-budget-mb"

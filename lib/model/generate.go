@@ -50,22 +50,25 @@ type cacheLayout struct {
 	maxKeys int
 }
 
-// CacheRows bounds the KV-cache rows Generate takes for reqs with
-// opts.MaxTokens new tokens a row when prompts are shared (the default;
-// cacheLayout): every prompt once and MaxTokens rows a sample, less where
+// CacheRows is the KV-cache rows Generate takes for reqs under opts (its
+// MaxTokens, NoSharedPrefixes and CopyPrompts; cacheLayout): with prompts
+// shared, at most every prompt once and MaxTokens rows a sample, less where
 // a prompt's beginning is read from another's. KVCacheBytes turns it into
 // bytes.
-func CacheRows(reqs []Request, maxTokens int) int {
-	n := 0
-	for _, q := range reqs {
-		n += len(q.Prompt) + max(q.N, 1)*maxTokens
-	}
-	return n
+func CacheRows(reqs []Request, opts GenerateOptions) int {
+	return layoutCache(reqs, prefillPlan(reqs, opts.NoSharedPrefixes), opts).rows
 }
 
 // layoutCache places reqs' prompts and rows (request-major, as Generate's
-// rows) in the cache, given the prefill's sharing plan.
-func (m *Model) layoutCache(reqs []Request, rows []*genRow, plan sharePlan, opts GenerateOptions) cacheLayout {
+// rows: a request's N samples, then the next request's) in the cache, given
+// the prefill's sharing plan.
+func layoutCache(reqs []Request, plan sharePlan, opts GenerateOptions) cacheLayout {
+	var rows []*genRow
+	for r, q := range reqs {
+		for s := 0; s < max(q.N, 1); s++ {
+			rows = append(rows, &genRow{req: r, sample: s, slot: len(rows), promptLen: len(q.Prompt)})
+		}
+	}
 	L := cacheLayout{req: make([]AttnSeq, len(reqs)), copies: make([][]rowCopy, len(reqs)), row: make([]AttnSeq, len(rows))}
 	longest := 0
 	for _, q := range reqs {
@@ -233,7 +236,7 @@ type genRow struct {
 // prompt; every task shares the system prompt) runs only its own ids and
 // continues that prompt's keys and values (planSharing, as LogProbsShared),
 // read where they are kept or, where they are not in one run, copied in
-// each layer (cacheLayout; CacheRows bounds the cache's size), unless
+// each layer (cacheLayout; CacheRows is the cache's size), unless
 // opts.NoSharedPrefixes; what differs is float rounding only. The result has
 // one Generation per row, request-major.
 func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, error) {
@@ -273,7 +276,7 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 	}
 	m.setPhase("prefill")
 	plan := prefillPlan(reqs, opts.NoSharedPrefixes)
-	lay := m.layoutCache(reqs, rows, plan, opts)
+	lay := layoutCache(reqs, plan, opts)
 	cache := m.newCache(lay.rows, lay.maxKeys)
 	defer cache.free(be)
 

@@ -413,26 +413,30 @@ func TestCUDAGenerateSharedPrefixes(t *testing.T) {
 // at rows K+Past+i, then its copies run, each row then writes its new tokens at
 // K+pos; every key a prefill or a step reads must be the right request's
 // id or the row's own token, and nothing may overwrite a mark that is read
-// later. With shared prompts the cache is at most CacheRows and, with the
-// beginnings shared too, smaller still.
+// later. CacheRows is the layout's size; with shared prompts it is at most
+// every prompt once and the new tokens, and with the beginnings shared too,
+// less.
 func TestCacheLayout(t *testing.T) {
-	m := randomModel(t, tinyConfig(false), 3)
 	reqs := sharedPromptCase(rand.New(rand.NewPCG(3, 4)), 50)
 	const maxTokens = 5
 	var rows []*genRow
+	bound := 0 // every prompt once, maxTokens rows a sample
 	for r, q := range reqs {
+		bound += len(q.Prompt)
 		for s := 0; s < max(q.N, 1); s++ {
 			rows = append(rows, &genRow{req: r, sample: s, slot: len(rows), promptLen: len(q.Prompt)})
+			bound += maxTokens
 		}
 	}
 	for _, c := range []struct {
 		copyPrompts, unshared bool
 	}{{false, false}, {false, true}, {true, false}, {true, true}} {
 		plan := prefillPlan(reqs, c.unshared)
-		L := m.layoutCache(reqs, rows, plan, GenerateOptions{MaxTokens: maxTokens, CopyPrompts: c.copyPrompts})
+		opts := GenerateOptions{MaxTokens: maxTokens, CopyPrompts: c.copyPrompts, NoSharedPrefixes: c.unshared}
+		L := layoutCache(reqs, plan, opts)
 		what := fmt.Sprintf("copied %v, unshared beginnings %v", c.copyPrompts, c.unshared)
-		if !c.copyPrompts && (L.rows > CacheRows(reqs, maxTokens) || !c.unshared && L.rows == CacheRows(reqs, maxTokens)) {
-			t.Errorf("%s: %d cache rows, CacheRows %d", what, L.rows, CacheRows(reqs, maxTokens))
+		if CacheRows(reqs, opts) != L.rows || !c.copyPrompts && (L.rows > bound || !c.unshared && L.rows == bound) {
+			t.Errorf("%s: %d cache rows, CacheRows %d, every prompt once %d", what, L.rows, CacheRows(reqs, opts), bound)
 		}
 		mark := make([]int, L.rows) // a prompt id, or -(1 + row·100 + position) for a new token; 0 unwritten
 		for i := range mark {
@@ -484,6 +488,6 @@ func TestCacheLayout(t *testing.T) {
 				}
 			}
 		}
-		t.Logf("%s: %d cache rows (CacheRows %d)", what, L.rows, CacheRows(reqs, maxTokens))
+		t.Logf("%s: %d cache rows (every prompt once: %d)", what, L.rows, bound)
 	}
 }

@@ -116,10 +116,11 @@ type Options struct {
 	// shared beginning once (model.Generate). Benchmarks compare the two.
 	NoSharedPrefill bool
 	// GenTokensPerCall, when > 0, bounds the KV cache of one Generate call
-	// in rows (model.CacheRows: each request's context once, and the
-	// agent's MaxStepTokens for each of its samples), so a turn over it is
-	// split into several calls (a request is never split). 0: the whole turn
-	// in one call. Sampling does not depend on the split.
+	// in rows (model.CacheRows: each context once, less the beginnings it
+	// reads from another's, and the agent's MaxStepTokens for each sample),
+	// so a turn over it is split into several calls (a request is never
+	// split). 0: the whole turn in one call. Sampling does not depend on the
+	// split.
 	GenTokensPerCall int
 	// ForceSearchTurns, when > 0, forces the first 1..ForceSearchTurns steps
 	// (drawn per task) of every trajectory to be searches, for benchmarks of the whole loop
@@ -590,15 +591,19 @@ func (e *Engine) generate(reqs []model.Request, opts model.GenerateOptions, stat
 	}
 	var out []*model.Generation
 	for lo := 0; lo < len(reqs); {
-		hi, rows := lo, 0
-		for hi < len(reqs) {
-			r := rows + model.CacheRows(reqs[hi:hi+1], opts.MaxTokens)
-			if hi > lo && r > limit {
-				break
+		// The most requests from lo whose cache fits the limit (at least
+		// one): CacheRows grows with every request added, so a binary
+		// search over the end.
+		a, z := lo+1, len(reqs)
+		for a < z {
+			mid := (a + z + 1) / 2
+			if model.CacheRows(reqs[lo:mid], opts) <= limit {
+				a = mid
+			} else {
+				z = mid - 1
 			}
-			rows = r
-			hi++
 		}
+		hi := a
 		gens, err := call(reqs[lo:hi])
 		if err != nil {
 			return nil, err
