@@ -150,13 +150,7 @@ func plan(sample, turn int, question, gold string, firstTask bool) string {
 // sample and turn from the last marker in the context.
 func scriptFor(ts []tasks.Task) func(string, int, uint64) string {
 	return func(prompt string, sample int, _ uint64) string {
-		turn := 0
-		if ms := marker.FindAllStringSubmatch(prompt, -1); len(ms) > 0 {
-			last := ms[len(ms)-1]
-			sample, _ = strconv.Atoi(last[1])
-			turn, _ = strconv.Atoi(last[2])
-			turn++
-		}
+		sample, turn := markedTurn(prompt, sample)
 		for i, tk := range ts {
 			if strings.Contains(prompt, tk.Questions[0]) {
 				return plan(sample, turn, tk.Questions[0], tk.Golds[0][0], i == 0)
@@ -164,6 +158,20 @@ func scriptFor(ts []tasks.Task) func(string, int, uint64) string {
 		}
 		return "no task found in the prompt"
 	}
+}
+
+// markedTurn is the sample and turn a scripted step is for: from the last
+// marker in the prompt (a later turn: its request has N = 1), or sample and
+// turn 0.
+func markedTurn(prompt string, sample int) (int, int) {
+	turn := 0
+	if ms := marker.FindAllStringSubmatch(prompt, -1); len(ms) > 0 {
+		last := ms[len(ms)-1]
+		sample, _ = strconv.Atoi(last[1])
+		turn, _ = strconv.Atoi(last[2])
+		turn++
+	}
+	return sample, turn
 }
 
 const eosID = 0 // <|endoftext|> in small-bpe.json

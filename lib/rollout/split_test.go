@@ -1,10 +1,17 @@
 package rollout
 
 import (
+	"fmt"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/mempo/mempo/lib/agent"
 	"github.com/mempo/mempo/lib/model"
+	"github.com/mempo/mempo/lib/retrieval"
+	"github.com/mempo/mempo/lib/testenv"
+	"github.com/mempo/mempo/lib/tokenizer"
 )
 
 // emptyPolicy generates nothing for every row (the split is what is tested).
@@ -66,5 +73,79 @@ func TestGenerateSplitsByCacheRows(t *testing.T) {
 	}
 	if len(pol.calls[0]) != 5 {
 		t.Errorf("first call: %d requests, want 5", len(pol.calls[0]))
+	}
+}
+
+// cacheRowsLog is a Policy that adds up, over its Generate calls, the KV
+// cache rows each would take with every row's own copy of its prompt, with
+// a request's samples sharing their prompt only, and with beginnings shared
+// too (the default), and the largest call of each.
+type cacheRowsLog struct {
+	Policy
+	total, peak [3]int
+	calls       int
+}
+
+func (c *cacheRowsLog) Generate(reqs []model.Request, o model.GenerateOptions) ([]*model.Generation, error) {
+	for i, v := range []model.GenerateOptions{{MaxTokens: o.MaxTokens, CopyPrompts: true, NoSharedPrefixes: true},
+		{MaxTokens: o.MaxTokens, NoSharedPrefixes: true}, {MaxTokens: o.MaxTokens}} {
+		n := model.CacheRows(reqs, v)
+		c.total[i] += n
+		c.peak[i] = max(c.peak[i], n)
+	}
+	c.calls++
+	return c.Policy.Generate(reqs, o)
+}
+
+// TestCacheRowsOfRealTurns measures the KV cache of a MemPO rollout's
+// Generate calls on real data: HotpotQA tasks over their BM25 index, the
+// Qwen3 tokenizer and chat template, the default agent (--keep 1, 1,024
+// step tokens, observations up to 1,000), G = 16, every trajectory
+// searching three times before it answers (scripted). A later turn's
+// contexts share their task prompt; the default layout must take fewer
+// rows than sharing samples' prompts only, which takes fewer than copies.
+func TestCacheRowsOfRealTurns(t *testing.T) {
+	index, all := hotpot(t)
+	ts := all[:8]
+	tk, err := tokenizer.Load(filepath.Join(testenv.RepoRoot(t), "testdata", "qwen3", "tokenizer.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := Tok{tk}
+	ag, err := agent.New(agent.DefaultConfig(), tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := retrieval.NewLocal(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	script := func(prompt string, sample int, _ uint64) string {
+		sample, turn := markedTurn(prompt, sample)
+		for _, task := range ts {
+			if q := task.Questions[0]; strings.Contains(prompt, q) {
+				mem := fmt.Sprintf("<mem>S%dT%d %s</mem>", sample, turn, strings.Repeat("a fact found so far; ", 1+(sample+turn)%5))
+				if turn < 3 {
+					return mem + "<think>I should look this up.</think><search>" + q + "</search>"
+				}
+				return mem + "<think>I know it.</think><answer>" + task.Golds[0][0] + "</answer>"
+			}
+		}
+		return "no task found in the prompt"
+	}
+	const G = 16
+	pol := &cacheRowsLog{Policy: &Scripted{Tok: tok, Script: script, EOS: -1}}
+	e := &Engine{Agent: ag, Policy: pol, Searcher: local, Opts: Options{
+		GroupSize: G, Batch: 4 * G, Decode: tok.Decode, Sampling: model.SampleParams{Temperature: 1, TopP: 1}, Seed: 3, PolicyID: "scripted",
+	}}
+	rows, _ := run(t, e, jobsOf(ts))
+	if len(rows) != len(ts)*G {
+		t.Fatalf("%d trajectories, want %d", len(rows), len(ts)*G)
+	}
+	t.Logf("%d Generate calls (%d tasks × G = %d, 4 turns): KV-cache rows in all / of the largest call: copied prompts %d / %d; samples sharing their prompt %d / %d; beginnings shared too %d / %d",
+		pol.calls, len(ts), G, pol.total[0], pol.peak[0], pol.total[1], pol.peak[1], pol.total[2], pol.peak[2])
+	if !(pol.total[2] < pol.total[1] && pol.total[1] < pol.total[0]) {
+		t.Errorf("cache rows %v: sharing saves nothing", pol.total)
 	}
 }
