@@ -32,6 +32,16 @@ type AttnSeq struct {
 	P, PN         int
 }
 
+// keyRuns is where s's keys are, as copies into one run of rows from dst:
+// rows [K, K+Past+N), or with a shared prefix its rows [P, P+PN) and then
+// [K+PN, K+Past+N).
+func keyRuns(s AttnSeq, dst int) []rowCopy {
+	if s.PN == 0 {
+		return []rowCopy{{dst: dst, src: s.K, n: s.Past + s.N}}
+	}
+	return []rowCopy{{dst: dst, src: s.P, n: s.PN}, {dst: dst + s.PN, src: s.K + s.PN, n: s.Past + s.N - s.PN}}
+}
+
 // checkPrefix panics where s reads a prefix it may not (AttnSeq).
 func (s AttnSeq) checkPrefix() {
 	if s.PN > 0 && (s.PN > s.Past || s.P < 0) {

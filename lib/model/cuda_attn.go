@@ -158,16 +158,6 @@ func (b *CUDA) freeCopies(cs ...bf16Copy) {
 	}
 }
 
-// keyRuns is where s's keys are, as copies into one run of rows from dst:
-// rows [K, K+Past+N), or with a shared prefix its rows [P, P+PN) and then
-// [K+PN, K+Past+N).
-func keyRuns(s AttnSeq, dst int) []rowCopy {
-	if s.PN == 0 {
-		return []rowCopy{{dst: dst, src: s.K, n: s.Past + s.N}}
-	}
-	return []rowCopy{{dst: dst, src: s.P, n: s.PN}, {dst: dst + s.PN, src: s.K + s.PN, n: s.Past + s.N - s.PN}}
-}
-
 // attentionPacked is Attention for sequences that read a shared prefix, on
 // kernels that do not take one: each sequence's keys and values are copied
 // into one run of fresh tensors (keyRuns) and attended there.
