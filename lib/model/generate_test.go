@@ -408,86 +408,154 @@ func TestCUDAGenerateSharedPrefixes(t *testing.T) {
 }
 
 // TestCacheLayout plays a generation's cache writes and reads with token
-// marks instead of keys and values, for the shared and the copied layout,
-// with and without shared prefixes: each request's prefill writes its ids
-// at rows K+Past+i, then its copies run, each row then writes its new tokens at
-// K+pos; every key a prefill or a step reads must be the right request's
-// id or the row's own token, and nothing may overwrite a mark that is read
-// later. CacheRows is the layout's size; with shared prompts it is at most
-// every prompt once and the new tokens, and with the beginnings shared too,
-// less.
+// marks instead of keys and values (playCacheLayout), for the shared and the
+// copied layout, with and without shared beginnings, on sharedPromptCase and
+// on 200 random turns of chains and branches. CacheRows is the layout's
+// size; with shared prompts it is at most every prompt once and the new
+// tokens, and on sharedPromptCase with the beginnings shared too, less.
 func TestCacheLayout(t *testing.T) {
-	reqs := sharedPromptCase(rand.New(rand.NewPCG(3, 4)), 50)
 	const maxTokens = 5
-	var rows []*genRow
-	bound := 0 // every prompt once, maxTokens rows a sample
+	cases := [][]Request{sharedPromptCase(rand.New(rand.NewPCG(3, 4)), 50)}
+	rng := rand.New(rand.NewPCG(5, 6))
+	for range 200 {
+		cases = append(cases, randomTurn(rng))
+	}
+	for k, reqs := range cases {
+		bound := 0 // every prompt once, maxTokens rows a sample
+		for _, q := range reqs {
+			bound += len(q.Prompt) + max(q.N, 1)*maxTokens
+		}
+		for _, c := range []struct {
+			copyPrompts, unshared bool
+		}{{false, false}, {false, true}, {true, false}, {true, true}} {
+			opts := GenerateOptions{MaxTokens: maxTokens, CopyPrompts: c.copyPrompts, NoSharedPrefixes: c.unshared}
+			what := fmt.Sprintf("case %d, copied %v, unshared beginnings %v", k, c.copyPrompts, c.unshared)
+			rows := playCacheLayout(t, what, reqs, prefillPlan(reqs, opts.NoSharedPrefixes), opts)
+			if CacheRows(reqs, opts) != rows || !c.copyPrompts && (rows > bound || k == 0 && !c.unshared && rows == bound) {
+				t.Fatalf("%s: %d cache rows, CacheRows %d, every prompt once %d", what, rows, CacheRows(reqs, opts), bound)
+			}
+			if k == 0 {
+				t.Logf("%s: %d cache rows (every prompt once: %d)", what, rows, bound)
+			}
+		}
+	}
+}
+
+// TestCacheLayoutPlans plays layouts of sharing plans that planSharing's
+// longest-first order does not make: a one-sample request continuing
+// another beyond that one's own shared part (its beginning is then in two
+// runs: it must hold its prompt, copied in two runs), and a request of two
+// samples continuing a one-sample request within that one's shared part.
+func TestCacheLayoutPlans(t *testing.T) {
+	h := make([]int, 60)
+	for i := range h {
+		h[i] = i + 1
+	}
+	c := append(slices.Clone(h[:50]), 100)      // continues h for 50 ids
+	r2 := append(slices.Clone(c), 200)          // continues c beyond c's shared part
+	r := append(slices.Clone(h[:40]), 300, 301) // continues c within its shared part, two samples
+	reqs := []Request{{Prompt: h}, {Prompt: c}, {Prompt: r2}, {Prompt: r, N: 2}}
+	plan := sharePlan{source: []int{-1, 0, 1, 1}, prefix: []int{0, 50, 51, 40}, order: []int{0, 1, 2, 3}}
+	opts := GenerateOptions{MaxTokens: 4}
+	L := layoutCache(reqs, plan, opts)
+	if L.req[1].PN != 50 || L.req[2].PN != 0 || len(L.copies[2]) != 2 || L.req[3].PN != 0 {
+		t.Errorf("placements %+v, copies %+v", L.req, L.copies)
+	}
+	playCacheLayout(t, "hand-made plan", reqs, plan, opts)
+}
+
+// randomTurn is a rollout turn of chains and branches: for each of 1 to 4
+// tasks a prompt of 35 to 80 ids, then requests that each take a beginning
+// of an earlier one of the task (possibly all of it) and add 0 to 15 ids of
+// their own, with 1, 2 or 4 samples.
+func randomTurn(rng *rand.Rand) []Request {
+	var reqs []Request
+	for range 1 + rng.IntN(4) {
+		task := []int{}
+		for range 35 + rng.IntN(46) {
+			task = append(task, rng.IntN(50))
+		}
+		mine := []Request{{Prompt: task, N: 1 + rng.IntN(3)}}
+		for range rng.IntN(7) {
+			from := mine[rng.IntN(len(mine))].Prompt
+			p := slices.Clone(from[:1+rng.IntN(len(from))])
+			for range rng.IntN(16) {
+				p = append(p, rng.IntN(50))
+			}
+			mine = append(mine, Request{Prompt: p, N: []int{1, 1, 1, 2, 4}[rng.IntN(5)]})
+		}
+		reqs = append(reqs, mine...)
+	}
+	rng.Shuffle(len(reqs), func(i, j int) { reqs[i], reqs[j] = reqs[j], reqs[i] })
+	return reqs
+}
+
+// playCacheLayout plays reqs' generation under plan and opts with token marks: each
+// request's prefill (in the plan's order) writes its ids at rows K+Past+i,
+// then its copies run (as layerForward), and it reads every key of its
+// prompt; then each row writes its new tokens at K+pos step by step, and
+// every key a step reads must be the right request's id or the row's own
+// token (so nothing overwrote a mark that is read later). It returns the
+// layout's rows.
+func playCacheLayout(t *testing.T, what string, reqs []Request, plan sharePlan, opts GenerateOptions) int {
+	t.Helper()
+	L := layoutCache(reqs, plan, opts)
+	mark := make([]int, L.rows) // a prompt id + 1, or -(1 + row·100000 + position) for a new token
+	for i := range mark {
+		mark[i] = math.MinInt
+	}
+	write := func(row, v int) {
+		if row < 0 || row >= L.rows {
+			t.Fatalf("%s: a write to row %d of %d", what, row, L.rows)
+		}
+		mark[row] = v
+	}
+	read := func(s AttnSeq, j, want int, who string) {
+		if r := s.keyRow(j); r < 0 || r >= L.rows || mark[r] != want {
+			t.Fatalf("%s: %s reads key %d at row %d: %d, want %d", what, who, j, r, mark[max(0, min(r, L.rows-1))], want)
+		}
+	}
+	for _, r := range plan.order {
+		p, pre := reqs[r].Prompt, plan.prefix[r]
+		s := L.req[r]
+		s.N, s.Past = len(p)-pre, pre
+		s.checkPrefix()
+		for t := pre; t < len(p); t++ {
+			write(s.K+t, p[t]+1)
+		}
+		for _, run := range L.copies[r] {
+			for k := 0; k < run.n; k++ {
+				write(run.dst+k, mark[run.src+k])
+			}
+		}
+		for j := range p {
+			read(s, j, p[j]+1, fmt.Sprintf("request %d's prefill", r))
+		}
+	}
+	var rowReq []int
 	for r, q := range reqs {
-		bound += len(q.Prompt)
-		for s := 0; s < max(q.N, 1); s++ {
-			rows = append(rows, &genRow{req: r, sample: s, slot: len(rows), promptLen: len(q.Prompt)})
-			bound += maxTokens
+		for range max(q.N, 1) {
+			rowReq = append(rowReq, r)
 		}
 	}
-	for _, c := range []struct {
-		copyPrompts, unshared bool
-	}{{false, false}, {false, true}, {true, false}, {true, true}} {
-		plan := prefillPlan(reqs, c.unshared)
-		opts := GenerateOptions{MaxTokens: maxTokens, CopyPrompts: c.copyPrompts, NoSharedPrefixes: c.unshared}
-		L := layoutCache(reqs, plan, opts)
-		what := fmt.Sprintf("copied %v, unshared beginnings %v", c.copyPrompts, c.unshared)
-		if CacheRows(reqs, opts) != L.rows || !c.copyPrompts && (L.rows > bound || !c.unshared && L.rows == bound) {
-			t.Errorf("%s: %d cache rows, CacheRows %d, every prompt once %d", what, L.rows, CacheRows(reqs, opts), bound)
+	for step := 0; step < opts.MaxTokens-1; step++ {
+		for i, r := range rowReq {
+			pos := len(reqs[r].Prompt) + step
+			s := L.decodeSeq(i, pos)
+			write(s.K+pos, -(1 + i*100000 + pos))
 		}
-		mark := make([]int, L.rows) // a prompt id, or -(1 + row·100 + position) for a new token; 0 unwritten
-		for i := range mark {
-			mark[i] = math.MinInt
-		}
-		write := func(row, v int) {
-			if row < 0 || row >= L.rows {
-				t.Fatalf("%s: a write to row %d of %d", what, row, L.rows)
-			}
-			mark[row] = v
-		}
-		read := func(s AttnSeq, j, want int, who string) {
-			if r := s.keyRow(j); r < 0 || r >= L.rows || mark[r] != want {
-				t.Fatalf("%s: %s reads key %d at row %d: %d, want %d", what, who, j, r, mark[max(0, min(r, L.rows-1))], want)
-			}
-		}
-		for _, r := range plan.order {
-			p, pre := reqs[r].Prompt, plan.prefix[r]
-			s := L.req[r]
-			s.N, s.Past = len(p)-pre, pre
-			s.checkPrefix()
-			for t := pre; t < len(p); t++ { // as layerForward: the batch's rows, then the copies
-				write(s.K+t, p[t]+1)
-			}
-			for _, run := range L.copies[r] {
-				for k := 0; k < run.n; k++ {
-					write(run.dst+k, mark[run.src+k])
+		for i, r := range rowReq {
+			p := reqs[r].Prompt
+			pos := len(p) + step
+			s := L.decodeSeq(i, pos)
+			for j := 0; j <= pos; j++ {
+				want := -(1 + i*100000 + j)
+				if j < len(p) {
+					want = p[j] + 1
 				}
-			}
-			for j := range p {
-				read(s, j, p[j]+1, fmt.Sprintf("request %d's prefill", r))
+				read(s, j, want, fmt.Sprintf("row %d at position %d", i, pos))
 			}
 		}
-		for step := 0; step < maxTokens-1; step++ {
-			for i, r := range rows {
-				pos := r.promptLen + step
-				s := L.decodeSeq(i, pos)
-				write(s.K+pos, -(1 + i*100 + pos))
-			}
-			for i, r := range rows {
-				pos := r.promptLen + step
-				s := L.decodeSeq(i, pos)
-				for j := 0; j <= pos; j++ {
-					want := -(1 + i*100 + j)
-					if j < r.promptLen {
-						want = reqs[r.req].Prompt[j] + 1
-					}
-					read(s, j, want, fmt.Sprintf("row %d at position %d", i, pos))
-				}
-			}
-		}
-		t.Logf("%s: %d cache rows (every prompt once: %d)", what, L.rows, bound)
 	}
+	return L.rows
 }
