@@ -63,38 +63,34 @@ func CacheRows(reqs []Request, opts GenerateOptions) int {
 // rows: a request's N samples, then the next request's) in the cache, given
 // the prefill's sharing plan.
 func layoutCache(reqs []Request, plan sharePlan, opts GenerateOptions) cacheLayout {
-	var rows []*genRow
-	for r, q := range reqs {
-		for s := 0; s < max(q.N, 1); s++ {
-			rows = append(rows, &genRow{req: r, sample: s, slot: len(rows), promptLen: len(q.Prompt)})
-		}
-	}
-	L := cacheLayout{req: make([]AttnSeq, len(reqs)), copies: make([][]rowCopy, len(reqs)), row: make([]AttnSeq, len(rows))}
-	longest := 0
+	nrows, longest := 0, 0
 	for _, q := range reqs {
+		nrows += max(q.N, 1)
 		longest = max(longest, len(q.Prompt))
 	}
+	L := cacheLayout{req: make([]AttnSeq, len(reqs)), copies: make([][]rowCopy, len(reqs)), row: make([]AttnSeq, nrows)}
 	L.maxKeys = longest + opts.MaxTokens
 	if opts.CopyPrompts {
-		first := make([]int, len(reqs)) // the slot of the request's first row
-		for i, r := range rows {
-			L.row[i] = AttnSeq{K: i * L.maxKeys}
-			if r.sample == 0 {
-				first[r.req] = i
-			}
+		i := 0 // row i's slot: rows [i·maxKeys, (i+1)·maxKeys)
+		for r, q := range reqs {
+			L.req[r] = AttnSeq{K: i * L.maxKeys} // its first row's slot
+			i += max(q.N, 1)
 		}
-		for i, r := range rows {
-			L.req[r.req] = AttnSeq{K: first[r.req] * L.maxKeys}
-			if r.sample > 0 {
-				L.copies[r.req] = append(L.copies[r.req], rowCopy{dst: L.row[i].K, src: L.row[first[r.req]].K, n: r.promptLen})
-			}
-		}
-		for r := range reqs {
+		i = 0
+		for r, q := range reqs {
+			// The beginning it shares first: the samples' copies take it too.
 			if c := plan.source[r]; c >= 0 {
-				L.copies[r] = append([]rowCopy{{dst: L.req[r].K, src: L.req[c].K, n: plan.prefix[r]}}, L.copies[r]...)
+				L.copies[r] = append(L.copies[r], rowCopy{dst: L.req[r].K, src: L.req[c].K, n: plan.prefix[r]})
+			}
+			for s := range max(q.N, 1) {
+				L.row[i] = AttnSeq{K: i * L.maxKeys}
+				if s > 0 {
+					L.copies[r] = append(L.copies[r], rowCopy{dst: L.row[i].K, src: L.req[r].K, n: len(q.Prompt)})
+				}
+				i++
 			}
 		}
-		L.rows = len(rows) * L.maxKeys
+		L.rows = nrows * L.maxKeys
 		return L
 	}
 	// holder[r]: the holder that keeps request r's shared beginning in one
@@ -129,13 +125,17 @@ func layoutCache(reqs []Request, plan sharePlan, opts GenerateOptions) cacheLayo
 			L.rows += len(q.Prompt) - pre + opts.MaxTokens
 		}
 	}
-	for i, r := range rows {
-		if holder[r.req] != r.req {
-			L.row[i] = L.req[r.req] // its new tokens follow its own ids
-			continue
+	i := 0
+	for r, q := range reqs {
+		for range max(q.N, 1) {
+			if holder[r] != r {
+				L.row[i] = L.req[r] // its new tokens follow its own ids
+			} else {
+				L.row[i] = AttnSeq{K: L.rows - len(q.Prompt), P: L.req[r].K, PN: len(q.Prompt)}
+				L.rows += opts.MaxTokens
+			}
+			i++
 		}
-		L.row[i] = AttnSeq{K: L.rows - r.promptLen, P: L.req[r.req].K, PN: r.promptLen}
-		L.rows += opts.MaxTokens
 	}
 	// A holder that continues another copies that beginning in, from where
 	// its ids lie (two runs when the source reads part of it from its own
