@@ -162,24 +162,28 @@ func (b *CUDA) freeCopies(cs ...bf16Copy) {
 // kernels that do not take one: each sequence's keys and values are copied
 // into one run of fresh tensors (keyRuns) and attended there.
 func (b *CUDA) attentionPacked(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh AttnShape) {
-	rows := 0
-	for _, s := range seqs {
-		rows += s.Past + s.N
-	}
+	packed, runs, rows := packKeys(seqs)
 	k2, v2 := b.Empty(rows, K.c), b.Empty(rows, V.c)
 	defer b.Free(k2)
 	defer b.Free(v2)
-	packed := make([]AttnSeq, len(seqs))
-	at := 0
-	for i, s := range seqs {
-		for _, r := range keyRuns(s, at) {
-			b.Copy(b.View(k2, r.dst, r.n), b.View(K, r.src, r.n))
-			b.Copy(b.View(v2, r.dst, r.n), b.View(V, r.src, r.n))
-		}
-		packed[i] = AttnSeq{Q: s.Q, N: s.N, K: at, Past: s.Past}
-		at += s.Past + s.N
+	for _, r := range runs {
+		b.Copy(b.View(k2, r.dst, r.n), b.View(K, r.src, r.n))
+		b.Copy(b.View(v2, r.dst, r.n), b.View(V, r.src, r.n))
 	}
 	b.Attention(O, LSE, Q, k2, v2, packed, sh)
+}
+
+// packKeys lays seqs' keys out back to back in rows of their own: the
+// sequences as they read them there (no prefix), the runs that copy them
+// there (keyRuns), and the rows in all.
+func packKeys(seqs []AttnSeq) (packed []AttnSeq, runs []rowCopy, rows int) {
+	packed = make([]AttnSeq, len(seqs))
+	for i, s := range seqs {
+		packed[i] = AttnSeq{Q: s.Q, N: s.N, K: rows, Past: s.Past}
+		runs = append(runs, keyRuns(s, rows)...)
+		rows += s.Past + s.N
+	}
+	return packed, runs, rows
 }
 
 // attentionMMA is the forward of attnmma.cu for seqs. The keys and values a
@@ -187,14 +191,7 @@ func (b *CUDA) attentionPacked(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh A
 // with a shared prefix, keyRuns) are rounded into a packed copy, and the
 // sequence table points into it.
 func (b *CUDA) attentionMMA(O, LSE, Q, K, V *cudaTensor, seqs []AttnSeq, sh AttnShape) {
-	packed := make([]AttnSeq, len(seqs))
-	var runs []rowCopy
-	rows := 0
-	for i, s := range seqs {
-		packed[i] = AttnSeq{Q: s.Q, N: s.N, K: rows, Past: s.Past}
-		runs = append(runs, keyRuns(s, rows)...)
-		rows += s.Past + s.N
-	}
+	packed, runs, _ := packKeys(seqs)
 	q16 := b.castAll(Q)
 	k16, v16 := b.castRuns(K, runs, "mma-kv"), b.castRuns(V, runs, "mma-kv")
 	defer b.freeCopies(q16, k16, v16)
