@@ -32,6 +32,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -592,18 +593,10 @@ func (e *Engine) generate(reqs []model.Request, opts model.GenerateOptions, stat
 	var out []*model.Generation
 	for lo := 0; lo < len(reqs); {
 		// The most requests from lo whose cache fits the limit (at least
-		// one): CacheRows grows with every request added, so a binary
-		// search over the end.
-		a, z := lo+1, len(reqs)
-		for a < z {
-			mid := (a + z + 1) / 2
-			if model.CacheRows(reqs[lo:mid], opts) <= limit {
-				a = mid
-			} else {
-				z = mid - 1
-			}
-		}
-		hi := a
+		// one): CacheRows grows as requests are added, so a binary search.
+		hi := lo + max(1, sort.Search(len(reqs)-lo, func(n int) bool {
+			return model.CacheRows(reqs[lo:lo+n+1], opts) > limit
+		}))
 		gens, err := call(reqs[lo:hi])
 		if err != nil {
 			return nil, err
