@@ -1001,31 +1001,14 @@ func (b *CUDA) rmsNormBackward(dx, dw, dy, x, w, rstd, res Tensor) {
 	if n == 0 {
 		return
 	}
+	const chunk = 64
+	g := cuda.Dim3{X: (dim + 255) / 256, Y: (n + chunk - 1) / chunk}
+	// dw first: dx may overwrite dy.
+	b.launch2("model", "rmsnorm_bwd_dw_f32", g, 256, 0, DW.ptr(), DY.ptr(), X.ptr(), S.ptr(), n, dim, chunk)
 	dx16 := b.dual(DX)
-	threads := normLaunch(dim)
-	if cols := (dim + threads - 1) / threads; !b.fuseOff && cols <= 8 {
-		// dw's sums in the dx pass: the rows of dy and x read once.
-		name := "rmsnorm_bwd_dx_dw8"
-		if cols <= 4 {
-			name = "rmsnorm_bwd_dx_dw4"
-		}
-		b.launch("model", name, normBackwardGrid(n), threads, 0, DX.ptr(), DY.ptr(), X.ptr(), W.ptr(), S.ptr(), n, dim, rp, dx16, DW.ptr())
-	} else {
-		const chunk = 64
-		g := cuda.Dim3{X: (dim + 255) / 256, Y: (n + chunk - 1) / chunk}
-		// dw first: dx may overwrite dy.
-		b.launch2("model", "rmsnorm_bwd_dw_f32", g, 256, 0, DW.ptr(), DY.ptr(), X.ptr(), S.ptr(), n, dim, chunk)
-		b.launch("model", "rmsnorm_bwd_dx_f32", min(n, 65535*4), threads, 0, DX.ptr(), DY.ptr(), X.ptr(), W.ptr(), S.ptr(), n, dim, rp, dx16)
-	}
+	b.launch("model", "rmsnorm_bwd_dx_f32", min(n, 65535*4), normLaunch(dim), 0, DX.ptr(), DY.ptr(), X.ptr(), W.ptr(), S.ptr(), n, dim, rp, dx16)
 	b.dualDone(DX, dx16)
 }
-
-// normBackwardGrid is rmsnorm_bwd_dx_dw's blocks: normBackwardRows rows a
-// block, so that its atomic adds (a column a block) stay a small part of the
-// pass, and enough blocks to fill the chip (16,384 rows: 1,024 blocks).
-func normBackwardGrid(n int) int { return min((n+normBackwardRows-1)/normBackwardRows, 65535*4) }
-
-const normBackwardRows = 16
 
 // ropeTable returns device cos/sin tables [position][headDim/2] covering
 // maxPos, computed by the CPU backend's code and uploaded once per growth.

@@ -1,7 +1,6 @@
 package cudaemu_test
 
 import (
-	"fmt"
 	"math"
 	"testing"
 	"unsafe"
@@ -115,77 +114,6 @@ func TestEmuAddRMSNormSameBits(t *testing.T) {
 		for i := range got {
 			if got[i] != x[i]+d[i] {
 				t.Fatalf("dim %d: x[%d] = %v, want %v", c.dim, i, got[i], x[i]+d[i])
-			}
-		}
-	}
-}
-
-// rmsnorm_bwd_dx_dw4 and _dw8 (the norm backward's dx pass also summing dw,
-// several rows a block) give rmsnorm_bwd_dx_f32's dx and dx16 bits, with the
-// residual and without, dx in place of dy too, and add to dw what
-// rmsnorm_bwd_dw_f32 adds, to float32 of a float64 sum.
-func TestEmuNormBackwardDW(t *testing.T) {
-	e := newEmuModule(t, "model", 11)
-	for _, c := range []struct {
-		dim, block int
-		kernel     string
-	}{
-		{896, 224, "rmsnorm_bwd_dx_dw4"},  // 0.5B hidden, lib/model's normLaunch: 4 columns a thread
-		{1536, 256, "rmsnorm_bwd_dx_dw8"}, // 1.5B: 6
-		{768, 256, "rmsnorm_bwd_dx_dw4"},  // 3
-		{320, 160, "rmsnorm_bwd_dx_dw4"},  // 2
-	} {
-		const rows, grid = 37, 3 // rows a block 12 or 13, the last block one fewer
-		n := rows * c.dim
-		x, w, dy, res := e.rnd(n, 1), e.rnd(c.dim, 1), e.rnd(n, 1), e.rnd(n, 1)
-		dw0 := e.rnd(c.dim, 1) // dw accumulates
-		rs := make([]float32, rows)
-		for r := range rs {
-			rs[r] = float32(0.5 + e.r.Float64())
-		}
-		for _, withRes := range []bool{false, true} {
-			for _, inPlace := range []bool{false, true} {
-				what := func(s string) string {
-					return fmt.Sprintf("dim %d, %s, residual %v, in place %v: %s", c.dim, c.kernel, withRes, inPlace, s)
-				}
-				xp, wp, sp := e.f32(x), e.f32(w), e.f32(rs)
-				rp := cuda.Ptr(0)
-				if withRes {
-					rp = e.f32(res)
-				}
-				// The plain pass, one row a block.
-				dyA := e.f32(dy)
-				dxA, d16A := e.empty(4*n), e.empty(2*n+16)
-				e.run("rmsnorm_bwd_dx_f32", cuda.Dim3{X: rows}, cuda.Dim3{X: c.block}, dxA, dyA, xp, wp, sp, rows, c.dim, rp, d16A)
-				// The pass with dw.
-				dyB, dwB := e.f32(dy), e.f32(dw0)
-				dxB, d16B := e.empty(4*n), e.empty(2*n+16)
-				if inPlace {
-					dxB = dyB
-				}
-				e.run(c.kernel, cuda.Dim3{X: grid}, cuda.Dim3{X: c.block}, dxB, dyB, xp, wp, sp, rows, c.dim, rp, d16B, dwB)
-				a, b := e.get(dxA, n), e.get(dxB, n)
-				a16, b16 := e.get(d16A, n/2), e.get(d16B, n/2)
-				for i := range a {
-					if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
-						t.Errorf("%s", what(fmt.Sprintf("dx[%d] = %v, want %v", i, b[i], a[i])))
-						break
-					}
-				}
-				for i := range a16 {
-					if math.Float32bits(a16[i]) != math.Float32bits(b16[i]) {
-						t.Errorf("%s", what(fmt.Sprintf("dx16 word %d differs", i)))
-						break
-					}
-				}
-				want := make([]float64, c.dim)
-				for j := range want {
-					want[j] = float64(dw0[j])
-					for r := 0; r < rows; r++ {
-						want[j] += float64(dy[r*c.dim+j]) * float64(x[r*c.dim+j]) * float64(rs[r])
-					}
-				}
-				e.near(what("dw"), e.get(dwB, c.dim), want, 1e-5)
 			}
 		}
 	}

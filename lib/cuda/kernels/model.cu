@@ -254,24 +254,10 @@ extern "C" __global__ void rmsnorm_bwd_dw_f32(float *dw, const float *dy, const 
 // product before it, so the bits are the two launches'). With dx16, dx's
 // bf16 rounding is written too: the products that read dx next (the
 // down and o_proj backward, their weight gradients) need no cast of their own.
-//
-// rmsnorm_bwd_dx_dw4 and _dw8 are the same pass (the same dx bits) that also
-// makes rmsnorm_bwd_dw_f32's sums from the dy and x it reads anyway: dw[j]
-// += Σ dy[r,j]·x[r,j]·rstd[r] over the block's rows, a thread keeping the
-// sums of its columns (at most COLS: dim ≤ COLS·blockDim) and adding them to
-// dw once at the end, so their launch wants several rows a block (lib/model's
-// normBackwardGrid), not one. A kernel a bound, so that each holds only the
-// registers its columns need (NVRTC: the plain pass 37, 4 columns 48, 8
-// columns 61, 16 columns 127: wider rows, 7B's 3,584 on 256 threads, keep
-// rmsnorm_bwd_dw_f32 rather than run at a quarter of the threads).
-template <int COLS>
-__device__ __forceinline__ void norm_bwd_rows(float *dx, const float *dy, const float *x, const float *w, const float *rstd, int n, int dim,
-                                              const float *res, unsigned short *dx16, float *dw) {
+extern "C" __global__ void rmsnorm_bwd_dx_f32(float *dx, const float *dy, const float *x, const float *w, const float *rstd, int n, int dim,
+                                              const float *res, unsigned short *dx16) {
 	__shared__ float scratch[32];
 	const int vt = norm_vthreads(dim), G = vt / blockDim.x;
-	float dwacc[COLS > 0 ? COLS : 1];
-#pragma unroll
-	for (int c = 0; c < COLS; c++) dwacc[c] = 0.f;
 	for (int r = blockIdx.x; r < n; r += gridDim.x) {
 		const float *xr = x + (long long)r * dim;
 		const float *gr = dy + (long long)r * dim;
@@ -287,47 +273,14 @@ __device__ __forceinline__ void norm_bwd_rows(float *dx, const float *dy, const 
 		float m = norm_sum(part, G, vt, scratch) / (float)dim;
 		float *d = dx + (long long)r * dim;
 		const float *rr = res ? res + (long long)r * dim : 0;
-		unsigned short *d16 = dx16 ? dx16 + (long long)r * dim : 0;
-		if (COLS > 0) {
-#pragma unroll
-			for (int c = 0; c < COLS; c++) {
-				const int j = threadIdx.x + c * blockDim.x;
-				if (j < dim) {
-					const float g = gr[j], xv = xr[j];
-					dwacc[c] += g * xv * rs;
-					float v = rs * (g * w[j] - xv * rs * m);
-					if (rr) v = __fadd_rn(v, rr[j]);
-					d[j] = v;
-					if (d16) d16[j] = to_bf16(v);
-				}
-			}
-		} else {
-			for (int j = threadIdx.x; j < dim; j += blockDim.x) {
-				float v = rs * (gr[j] * w[j] - xr[j] * rs * m);
-				if (rr) v = __fadd_rn(v, rr[j]);
-				d[j] = v;
-				if (d16) d16[j] = to_bf16(v);
-			}
+		for (int j = threadIdx.x; j < dim; j += blockDim.x) {
+			float v = rs * (gr[j] * w[j] - xr[j] * rs * m);
+			if (rr) v = __fadd_rn(v, rr[j]);
+			d[j] = v;
+			if (dx16) dx16[(long long)r * dim + j] = to_bf16(v);
 		}
 	}
-#pragma unroll
-	for (int c = 0; c < COLS; c++) {
-		const int j = threadIdx.x + c * blockDim.x;
-		if (j < dim) atomicAdd(dw + j, dwacc[c]);
-	}
 }
-
-extern "C" __global__ void rmsnorm_bwd_dx_f32(float *dx, const float *dy, const float *x, const float *w, const float *rstd, int n, int dim,
-                                              const float *res, unsigned short *dx16) {
-	norm_bwd_rows<0>(dx, dy, x, w, rstd, n, dim, res, dx16, 0);
-}
-#define NORM_BWD_DW(COLS)                                                                                                                  \
-	extern "C" __global__ void rmsnorm_bwd_dx_dw##COLS(float *dx, const float *dy, const float *x, const float *w, const float *rstd, int n, \
-	                                                   int dim, const float *res, unsigned short *dx16, float *dw) {                          \
-		norm_bwd_rows<COLS>(dx, dy, x, w, rstd, n, dim, res, dx16, dw);                                                                  \
-	}
-NORM_BWD_DW(4)
-NORM_BWD_DW(8)
 
 // attn_bwd_dsum: D[row, h] = Σ_d dO·O, one warp per (row, head); it starts
 // every attention backward, whichever kernels follow (attention2.cu's,
