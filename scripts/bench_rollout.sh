@@ -25,7 +25,8 @@
 # breaks the format ends the trajectory, so tasks end at different turns), BATCH (trajectories in flight, G·TASKS), MODES
 # ("overlap sync"), TIMEOUT (seconds per run, 0: none), BIN (prebuilt
 # binaries: skips go build; the GPU machine has no Go), INDEX (a prebuilt
-# index of the paragraphs), GO_BENCH=1 (also lib/rollout's Go benchmarks).
+# index of the paragraphs), EXTRA (more mempo-rollout flags, e.g. "--kv-gib 1"),
+# GO_BENCH=1 (also lib/rollout's Go benchmarks).
 #
 # Needs ../shared/data/hotpotqa and testdata/qwen3/tokenizer.json (make
 # fixtures-tokenizer, or QWEN_TOKENIZER=path).
@@ -72,7 +73,7 @@ for _ in $(seq 100); do
 done
 
 for mode in $MODES; do
-	extra=()
+	read -r -a extra <<<"${EXTRA:-}"
 	[ "$mode" = sync ] && extra+=(--sync-retrieval)
 	[ "$mode" = unshared ] && extra+=(--no-shared-prefixes)
 	[ "$mode" = whole-prefill ] && extra+=(--no-shared-prefill)
