@@ -5,7 +5,7 @@
 # task prompt shared (main: cc331da, 36d4b55, ab0bc39) against d706580
 # (every row its own copy of its prompt), at the default KV budget (half the
 # free memory) and at --kv-gib 1, where the layout decides how many calls a
-# turn takes. Alternating, new first.
+# turn takes. Alternating, new first; PASSES (2) times over.
 #   carry: .work/rs.tar.xz (main's mempo-index, -serve, -rollout, -update,
 #   d706580's mempo-rollout as mempo-rollout.old, their libraries, the Qwen3
 #   tokenizer and HotpotQA dev-a; built by hand, see the session's notes)
@@ -22,7 +22,7 @@ run() { # label bin extra
 	env "${idx[@]}" BIN=$2 DATA=$B/data QWEN_TOKENIZER=$B/data/tokenizer.json CONFIG=qwen2.5-0.5b DEVICE=cuda-bf16 G=16 TURNS=8 FORCE=7 \
 		STEP=32 OBS=256 BATCH=1024 MODES=overlap TIMEOUT=60 EXTRA="$3" bash scripts/bench_rollout.sh 64 $W 2>&1
 }
-for pass in 1 2; do
+for pass in $(seq ${PASSES:-2}); do
 	run "new default" $B/bin ""
 	run "old default" /tmp/rsold ""
 	run "new kv-gib 1" $B/bin "--kv-gib 1"
