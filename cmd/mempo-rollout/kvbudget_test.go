@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	"github.com/mempo/mempo/lib/rollout"
 )
 
 func TestKVBudget(t *testing.T) {
@@ -33,6 +35,27 @@ func TestKVBudget(t *testing.T) {
 		got, from := kvBudget(c.kvGiB, c.maxTokens, c.pol)
 		if got != c.want || !strings.HasPrefix(from, c.from) {
 			t.Errorf("%s: %d tokens from %q, want %d from %q…", c.what, got, from, c.want, c.from)
+		}
+	}
+}
+
+// The summary line's KV-cache part: the calls, the largest call's cache
+// with its bytes, all calls' and the bound that split the turns.
+func TestKVPart(t *testing.T) {
+	st := rollout.Stats{GenerateCalls: 3, CacheRows: 5000, CacheRowsMax: 2048}
+	cases := []struct {
+		bytesPerPos float64
+		bound       int
+		from, want  string
+	}{
+		{24 << 10, 43690, "--kv-gib (1.0 GiB of KV cache)",
+			"KV cache: 3 generation calls, the largest 2048 positions (48.0 MiB), 5000 positions in all, a call's bound 43690 positions from --kv-gib (1.0 GiB of KV cache)"},
+		{0, 0, "--max-batch-tokens",
+			"KV cache: 3 generation calls, the largest 2048 positions, 5000 positions in all, no bound"},
+	}
+	for _, c := range cases {
+		if got := kvPart(st, c.bytesPerPos, c.bound, c.from); got != c.want {
+			t.Errorf("kvPart:\n got %s\nwant %s", got, c.want)
 		}
 	}
 }

@@ -405,7 +405,7 @@ func openRollout(c *ucli.Context, a *rolloutArgs) (_ *rolloutRun, err error) {
 // execute runs the engine over the tasks not yet journaled, then merges the
 // journal into the output.
 func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
-	genTokens, _ := kvBudget(c.Float64("kv-gib"), c.Int("max-batch-tokens"), r.pol)
+	genTokens, genFrom := kvBudget(c.Float64("kv-gib"), c.Int("max-batch-tokens"), r.pol)
 	eng := &rollout.Engine{Agent: r.ag, Policy: r.pol.Policy, Scorer: r.scorer, Searcher: r.searcher, Opts: rollout.Options{
 		GroupSize: a.groupSize, Batch: c.Int("batch"), MaxContext: r.pol.MaxPositions,
 		GenTokensPerCall: genTokens,
@@ -447,8 +447,8 @@ func (r *rolloutRun) execute(c *ucli.Context, a *rolloutArgs) error {
 	if err != nil {
 		return err
 	}
-	summary := fmt.Sprintf("mempo-rollout: %d tasks (%d resumed), %d trajectories, mean R^T %.3f; %s; %s; wall %.1fs → %s",
-		len(r.run), r.resumed, n, rt, rates(st), shares(st), st.Wall.Seconds(), a.out)
+	summary := fmt.Sprintf("mempo-rollout: %d tasks (%d resumed), %d trajectories, mean R^T %.3f; %s; %s; %s; wall %.1fs → %s",
+		len(r.run), r.resumed, n, rt, rates(st), shares(st), kvPart(st, r.pol.KVBytesPerToken, genTokens, genFrom), st.Wall.Seconds(), a.out)
 	if prog.Terminal() {
 		prog.Done("%s", summary)
 	} else {
@@ -501,6 +501,25 @@ func shares(st rollout.Stats) string {
 	g, s, m, h := st.Shares()
 	return fmt.Sprintf("wall in generation %.1f%% (prefill %.1f%%: %d of the prompts' %d ids run), retrieval wait %.1f%% (searches %.1fs in %d calls, %d queries), memory-reward passes %.1f%% (%d of their %d ids run), host %.1f%%; %d steps, %d generated and %d context tokens",
 		100*g, 100*st.Prefill.Seconds()/max(st.Wall.Seconds(), 1e-9), st.PromptIDsRun, st.PromptIDs, 100*s, st.Search.Seconds(), st.SearchCalls, st.SearchesRun, 100*m, st.MemIDsRun, st.MemIDs, 100*h, st.Steps, st.GeneratedTokens, st.ContextTokens)
+}
+
+// kvPart is the summary line's KV-cache part: the generation calls, the
+// largest call's cache and all calls' (positions, and bytes at the
+// policy's KV bytes a position when it has them), against the bound that
+// splits a turn into calls (kvBudget's tokens and where they came from; 0:
+// none).
+func kvPart(st rollout.Stats, bytesPerPos float64, bound int, from string) string {
+	size := func(pos int64) string {
+		if bytesPerPos <= 0 {
+			return fmt.Sprintf("%d positions", pos)
+		}
+		return fmt.Sprintf("%d positions (%s)", pos, model.FormatBytes(bytesPerPos*float64(pos)))
+	}
+	b := "no bound"
+	if bound > 0 {
+		b = fmt.Sprintf("a call's bound %d positions from %s", bound, from)
+	}
+	return fmt.Sprintf("KV cache: %d generation calls, the largest %s, %d positions in all, %s", st.GenerateCalls, size(int64(st.CacheRowsMax)), st.CacheRows, b)
 }
 
 func containsID(ids []int, id int) bool {

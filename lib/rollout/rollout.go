@@ -169,6 +169,12 @@ type Stats struct {
 	// prefilled, PromptIDsRun how many of them went through the model
 	// (a prompt that begins like another continues its keys and values).
 	PromptIDs, PromptIDsRun int64
+	// GenerateCalls are the Generate calls (a turn split by
+	// GenTokensPerCall makes several), CacheRows the KV-cache rows they
+	// took in all (model.CacheRows) and CacheRowsMax the largest call's.
+	GenerateCalls int
+	CacheRows     int64
+	CacheRowsMax  int
 
 	// While a turn's Generate call runs (Progress is called during it, as
 	// tokens are sampled): the trajectories in flight and the tokens the
@@ -578,6 +584,10 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 // adds each call's prefill to stats.
 func (e *Engine) generate(reqs []model.Request, opts model.GenerateOptions, stats *Stats) ([]*model.Generation, error) {
 	call := func(reqs []model.Request) ([]*model.Generation, error) {
+		rows := model.CacheRows(reqs, opts)
+		stats.GenerateCalls++
+		stats.CacheRows += int64(rows)
+		stats.CacheRowsMax = max(stats.CacheRowsMax, rows)
 		start := time.Now()
 		opts.OnPrefill = func(ran, ids int) {
 			stats.Prefill += time.Since(start)

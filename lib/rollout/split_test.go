@@ -49,7 +49,8 @@ func TestGenerateSplitsByCacheRows(t *testing.T) {
 	}
 	pol := &callLog{Policy: emptyPolicy{}}
 	e := &Engine{Policy: pol, Opts: Options{GenTokensPerCall: limit}}
-	gens, err := e.generate(reqs, opts, &Stats{})
+	var st Stats
+	gens, err := e.generate(reqs, opts, &st)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,9 +62,11 @@ func TestGenerateSplitsByCacheRows(t *testing.T) {
 			t.Errorf("generation %d answers request %d", i, g.Request)
 		}
 	}
-	lo := 0
+	lo, total, largest := 0, 0, 0
 	for c, call := range pol.calls {
-		if n := model.CacheRows(call, opts); n > limit {
+		n := model.CacheRows(call, opts)
+		total, largest = total+n, max(largest, n)
+		if n > limit {
 			t.Errorf("call %d: %d requests, %d cache rows > %d", c, len(call), n, limit)
 		}
 		if end := lo + len(call); end < len(reqs) && model.CacheRows(reqs[lo:end+1], opts) <= limit {
@@ -73,6 +76,11 @@ func TestGenerateSplitsByCacheRows(t *testing.T) {
 	}
 	if len(pol.calls[0]) != 5 {
 		t.Errorf("first call: %d requests, want 5", len(pol.calls[0]))
+	}
+	// The run's summary counts what the calls took.
+	if st.GenerateCalls != len(pol.calls) || st.CacheRows != int64(total) || st.CacheRowsMax != largest {
+		t.Errorf("stats: %d calls, %d cache rows, the largest %d; the calls made: %d, %d, %d",
+			st.GenerateCalls, st.CacheRows, st.CacheRowsMax, len(pol.calls), total, largest)
 	}
 }
 
