@@ -48,6 +48,8 @@ func rolloutScalars(st rollout.Stats) []tbevent.Scalar {
 		{Tag: "rollout/trajectories_per_s", Value: float64(st.Trajectories) / sec},
 		{Tag: "rollout/retrieval_wait_share", Value: st.SearchShare()},
 		{Tag: "rollout/wall_s", Value: st.Wall.Seconds()},
+		{Tag: "rollout/generate_calls", Value: float64(st.GenerateCalls)},
+		{Tag: "rollout/kv_cache_positions_max", Value: float64(st.CacheRowsMax)},
 	}
 	if st.Trajectories > 0 {
 		s = append(s,
