@@ -7,8 +7,12 @@
 # `tar -xJf .work/NAME.tar.xz -C /tmp`, its binaries then in /tmp/NAME/bin.
 #   usage: scripts/gpu/pack.sh NAME ITEM...
 #   ITEM: cmds        the five commands and scripts/memdrops
+#         mempo-X     one command (mempo-rollout, …) at the working tree
+#         mempo-X@REV the same at commit REV, as mempo-X.old
 #         PKG.test    lib/PKG's test binary at the working tree (model.test, cuda.test, update.test)
 #         PKG.test@REV  the same at commit REV, as PKG.test.old (for A/B runs in one call)
+#         rolloutdata the Qwen3 tokenizer and HotpotQA dev-a in NAME/data, for
+#                     scripts/bench_rollout.sh (DATA, QWEN_TOKENIZER)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 . scripts/gpu/libs.sh
@@ -31,10 +35,20 @@ for item in "$@"; do
 		git worktree add -q --detach "$tmp/old" "$rev"
 		(cd "$tmp/old" && go test -c "${FLAGS[@]}" -o "$B/bin/$pkg.test.old" "./lib/$pkg")
 		git worktree remove --force "$tmp/old" ;;
+	mempo-*@*)
+		cmd=${item%%@*} rev=${item#*@}
+		git worktree add -q --detach "$tmp/old" "$rev"
+		(cd "$tmp/old" && go build "${FLAGS[@]}" -o "$B/bin/$cmd.old" "./cmd/$cmd")
+		git worktree remove --force "$tmp/old" ;;
+	mempo-*)
+		go build "${FLAGS[@]}" -o "$B/bin/$item" "./cmd/$item" ;;
+	rolloutdata)
+		mkdir -p "$B/data"
+		cp testdata/qwen3/tokenizer.json ../shared/data/hotpotqa/dev-with-paragraphs-a.jsonl "$B/data/" ;;
 	*.test)
 		go test -c "${FLAGS[@]}" -o "$B/bin/$item" "./lib/${item%.test}" ;;
 	*)
-		echo "pack.sh: unknown item $item (cmds, PKG.test or PKG.test@REV)" >&2; exit 2 ;;
+		echo "pack.sh: unknown item $item (cmds, mempo-X[@REV], PKG.test[@REV] or rolloutdata)" >&2; exit 2 ;;
 	esac
 done
 copy_libs "$B/bin" "$B/lib"

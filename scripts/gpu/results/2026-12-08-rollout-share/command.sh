@@ -8,7 +8,9 @@
 # turn takes. Alternating, new first; PASSES (2) times over.
 #   carry: .work/rs.tar.xz (main's mempo-index, -serve, -rollout, -update,
 #   d706580's mempo-rollout as mempo-rollout.old, their libraries, the Qwen3
-#   tokenizer and HotpotQA dev-a; built by hand, see the session's notes)
+#   tokenizer and HotpotQA dev-a: scripts/gpu/pack.sh rs mempo-index
+#   mempo-serve mempo-rollout mempo-update mempo-rollout@d706580 rolloutdata)
+#   Not yet run (2026-12-08: the device time ran out before a machine came).
 set -uo pipefail
 B=/tmp/rs; [ -x $B/bin/mempo-rollout ] || tar -xJf .work/rs.tar.xz -C /tmp
 . scripts/gpu/env.sh; gpu_env $B/lib
