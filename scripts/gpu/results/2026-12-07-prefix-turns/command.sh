@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# Not yet run. The later turns' shared task prompt (36d4b55: a one-sample
+# Its tests ran on 2026-12-08 in 2026-12-08-dw-turns' call (all passed); its
+# benchmark part has not run. The later turns' shared task prompt (36d4b55: a one-sample
 # request reads the beginning it shares with another where that one keeps
 # it; the prefill attends with a many-row prefix, attnmma.cu's packed keys
 # taking it in two runs, the fp32 kernels after a copy into one run) on the
 # GPU for the first time: the attention tests (checkAttentionPrefix on every
 # path), the shared-prefill test (the same bits as copied prompts, graphs
 # and the decoding step included) and the decoding step's tests, then
-# TestCUDADecodeBenchmarks against d706580 as prefix-kv2's. As it ran (on
-# 2026-12-08, in 2026-12-08-turns-and-demo's call), the tests also took the
-# norm backward's dw summed in the dx pass: TestCUDANormEmbedRoPE, TestCUDABF16.
+# TestCUDADecodeBenchmarks against d706580 as prefix-kv2's.
 #   carry: .work/pt.tar.xz (scripts/gpu/pack.sh pt model.test model.test@d706580)
 #   usage: command.sh [all|tests|bench]   (tests: the GPU tests alone, which
 #   may run beside other GPU work; bench: the benchmark alone, on an idle GPU)
@@ -20,7 +19,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv > $OUT/gpu.
 cd lib/model
 if [ $MODE != bench ]; then
 MEMPO_REQUIRE_CUDA=1 timeout 200 $B/bin/model.test -test.v -test.count=1 \
-	-test.run '^(TestCUDAAttention|TestCUDAAttentionGemm|TestCUDAGenerateSharedPrefixes|TestCUDADecodeKernels|TestCUDADecodeStep|TestCUDANormEmbedRoPE|TestCUDABF16)$' > $OUT/tests.log 2>&1
+	-test.run '^(TestCUDAAttention|TestCUDAAttentionGemm|TestCUDAGenerateSharedPrefixes|TestCUDADecodeKernels|TestCUDADecodeStep)$' > $OUT/tests.log 2>&1
 echo "tests rc $?" >> $OUT/tests.log
 grep -E "^(--- |FAIL|ok|PASS)|panic|tests rc" $OUT/tests.log | grep -v "^    --- PASS" | head -20
 fi

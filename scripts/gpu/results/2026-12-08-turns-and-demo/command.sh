@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Two pieces of work in two calls on one warm machine, carrying one bundle
+# Not run: the device time of 2026-12-08 ran out first (the prefix-turns
+# tests ran in 2026-12-08-dw-turns instead; the demo alone is
+# 2026-12-07-demo-fresh-gpu/command.sh). Two pieces of work in two calls on one warm machine, carrying one bundle
 # (the device's carry limit does not take two):
 #   call 1: starts the demo's fresh seeds (2026-12-07-demo-fresh-gpu, in the
 #           background), runs 2026-12-07-prefix-turns' GPU tests beside it,
