@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -47,20 +46,12 @@ func TestMain(m *testing.M) {
 // exit 1).
 func TestCases(t *testing.T) { testenv.RunCases(t, asMain) }
 
-var roMarker = regexp.MustCompile(`<mem>S(\d+)T(\d+) `)
-
 // roScript searches the question at the first turn, then answers with a
 // number drawn from the request's seed (so rows show whether a resumed run
 // used the same per-(task, sample, turn) seeds); sample 2 never uses tags.
 func roScript(prompt string, sample int, seed uint64) string {
-	turn := 0
-	if ms := roMarker.FindAllStringSubmatch(prompt, -1); len(ms) > 0 {
-		last := ms[len(ms)-1]
-		sample, _ = strconv.Atoi(last[1])
-		turn, _ = strconv.Atoi(last[2])
-		turn++
-	}
-	mem := fmt.Sprintf("<mem>S%dT%d seed %d</mem>", sample, turn, seed%1000)
+	sample, turn := testenv.MarkedTurn(prompt, sample)
+	mem := testenv.MarkedMemory(sample, turn, fmt.Sprintf("seed %d", seed%1000))
 	switch {
 	case sample == 2:
 		return "no tags here"

@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -107,10 +105,6 @@ func smallTok(t testing.TB) Tok {
 	return Tok{tk}
 }
 
-// marker is the tag every scripted memory opens with: the sample and the
-// turn, so a later turn (which gets N = 1 requests) knows whose it is.
-var marker = regexp.MustCompile(`<mem>S(\d+)T(\d+) `)
-
 // plan writes the output of turn `turn` of sample `sample` for a question
 // with gold answer `gold`:
 //
@@ -121,7 +115,7 @@ var marker = regexp.MustCompile(`<mem>S(\d+)T(\d+) `)
 //	4: on the first task, search until the turns run out; on the
 //	   others, answer the gold at the third turn
 func plan(sample, turn int, question, gold string, firstTask bool) string {
-	mem := fmt.Sprintf("<mem>S%dT%d noted %d things</mem>", sample, turn, turn)
+	mem := testenv.MarkedMemory(sample, turn, fmt.Sprintf("noted %d things", turn))
 	search := mem + "<think>I should look this up.</think><search>" + question + "</search>"
 	answer := func(a string) string { return mem + "<think>I know it.</think><answer>" + a + "</answer>" }
 	switch sample {
@@ -150,7 +144,7 @@ func plan(sample, turn int, question, gold string, firstTask bool) string {
 // sample and turn from the last marker in the context.
 func scriptFor(ts []tasks.Task) func(string, int, uint64) string {
 	return func(prompt string, sample int, _ uint64) string {
-		sample, turn := markedTurn(prompt, sample)
+		sample, turn := testenv.MarkedTurn(prompt, sample)
 		for i, tk := range ts {
 			if strings.Contains(prompt, tk.Questions[0]) {
 				return plan(sample, turn, tk.Questions[0], tk.Golds[0][0], i == 0)
@@ -158,20 +152,6 @@ func scriptFor(ts []tasks.Task) func(string, int, uint64) string {
 		}
 		return "no task found in the prompt"
 	}
-}
-
-// markedTurn is the sample and turn a scripted step is for: from the last
-// marker in the prompt (a later turn: its request has N = 1), or sample and
-// turn 0.
-func markedTurn(prompt string, sample int) (int, int) {
-	turn := 0
-	if ms := marker.FindAllStringSubmatch(prompt, -1); len(ms) > 0 {
-		last := ms[len(ms)-1]
-		sample, _ = strconv.Atoi(last[1])
-		turn, _ = strconv.Atoi(last[2])
-		turn++
-	}
-	return sample, turn
 }
 
 const eosID = 0 // <|endoftext|> in small-bpe.json

@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -130,10 +129,10 @@ func TestCacheRowsOfRealTurns(t *testing.T) {
 	}
 	defer local.Close()
 	script := func(prompt string, sample int, _ uint64) string {
-		sample, turn := markedTurn(prompt, sample)
+		sample, turn := testenv.MarkedTurn(prompt, sample)
 		for _, task := range ts {
 			if q := task.Questions[0]; strings.Contains(prompt, q) {
-				mem := fmt.Sprintf("<mem>S%dT%d %s</mem>", sample, turn, strings.Repeat("a fact found so far; ", 1+(sample+turn)%5))
+				mem := testenv.MarkedMemory(sample, turn, strings.Repeat("a fact found so far; ", 1+(sample+turn)%5))
 				if turn < 3 {
 					return mem + "<think>I should look this up.</think><search>" + q + "</search>"
 				}
