@@ -512,14 +512,13 @@ func (*CPU) Attention(out, lse, q, k, v Tensor, seqs []AttnSeq, sh AttnShape) {
 	for _, s := range big {
 		kd, vd, kb := K.d, V.d, s.K // key j at row kb+j of kd and vd
 		if s.PN > 0 {
-			// A shared prefix: the sequence's keys gathered into one run,
-			// so that the products below read them as without one.
+			// A shared prefix: the sequence's keys gathered into one run
+			// (keyRuns), so that the products below read them as without one.
 			L := s.Past + s.N
 			kd, vd, kb = make([]float32, L*K.c), make([]float32, L*V.c), 0
-			for j := 0; j < L; j++ {
-				r := s.keyRow(j)
-				copy(kd[j*K.c:(j+1)*K.c], K.d[r*K.c:(r+1)*K.c])
-				copy(vd[j*V.c:(j+1)*V.c], V.d[r*V.c:(r+1)*V.c])
+			for _, c := range keyRuns(s, 0) {
+				copy(kd[c.dst*K.c:(c.dst+c.n)*K.c], K.d[c.src*K.c:(c.src+c.n)*K.c])
+				copy(vd[c.dst*V.c:(c.dst+c.n)*V.c], V.d[c.src*V.c:(c.src+c.n)*V.c])
 			}
 		}
 		for h := 0; h < sh.Heads; h++ {
