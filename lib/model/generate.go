@@ -56,13 +56,27 @@ type cacheLayout struct {
 // a prompt's beginning is read from another's. KVCacheBytes turns it into
 // bytes.
 func CacheRows(reqs []Request, opts GenerateOptions) int {
-	return layoutCache(reqs, prefillPlan(reqs, opts.NoSharedPrefixes), opts).rows
+	return layoutCache(reqs, prefillPlan(reqs, opts.NoSharedPrefixes), opts, opts.MaxTokens).rows
+}
+
+// StartCacheRows is the KV-cache rows Generate needs to start every row of
+// reqs when opts.CacheLimit makes rows take their new-token rows as they
+// write them (kvslots.go): every prompt once as CacheRows counts them, and
+// a first slot of slotFirst new-token rows a sample. A call whose
+// StartCacheRows is over its CacheLimit still runs, over the limit.
+func StartCacheRows(reqs []Request, opts GenerateOptions) int {
+	if opts.CopyPrompts {
+		return CacheRows(reqs, opts)
+	}
+	return layoutCache(reqs, prefillPlan(reqs, opts.NoSharedPrefixes), opts, firstSlot(opts)).rows
 }
 
 // layoutCache places reqs' prompts and rows (request-major, as Generate's
 // rows: a request's N samples, then the next request's) in the cache, given
-// the prefill's sharing plan.
-func layoutCache(reqs []Request, plan sharePlan, opts GenerateOptions) cacheLayout {
+// the prefill's sharing plan, newRows new-token rows after each row's own
+// ids (opts.MaxTokens, or a first slot that grows, kvslots.go; the copied
+// layout always takes MaxTokens).
+func layoutCache(reqs []Request, plan sharePlan, opts GenerateOptions, newRows int) cacheLayout {
 	nrows, longest := 0, 0
 	for _, q := range reqs {
 		nrows += max(q.N, 1)
@@ -122,7 +136,7 @@ func layoutCache(reqs []Request, plan sharePlan, opts GenerateOptions) cacheLayo
 		if h := holder[r]; h != r {
 			pre := plan.prefix[r]
 			L.req[r] = AttnSeq{K: L.rows - pre, P: L.req[h].K, PN: pre}
-			L.rows += len(q.Prompt) - pre + opts.MaxTokens
+			L.rows += len(q.Prompt) - pre + newRows
 		}
 	}
 	i := 0
@@ -132,7 +146,7 @@ func layoutCache(reqs []Request, plan sharePlan, opts GenerateOptions) cacheLayo
 				L.row[i] = L.req[r] // its new tokens follow its own ids
 			} else {
 				L.row[i] = AttnSeq{K: L.rows - len(q.Prompt), P: L.req[r].K, PN: len(q.Prompt)}
-				L.rows += opts.MaxTokens
+				L.rows += newRows
 			}
 			i++
 		}
@@ -201,10 +215,32 @@ type GenerateOptions struct {
 	// PrefillIDs bounds the ids of one prefill forward (0: the model's
 	// ForwardBudget); more prompts take several forwards.
 	PrefillIDs int
+	// CacheLimit, when > 0 and below the KV-cache rows the call would
+	// reserve (CacheRows), bounds the cache at that many rows: rows take
+	// their new-token rows as they write them, in slots that grow, and a
+	// row that finds none free is preempted and decoded again later
+	// (kvslots.go). The limit is raised where the call needs more to start
+	// (StartCacheRows) or for its longest row to finish. Tokens are the
+	// same as without a limit where the numbers do not depend on which
+	// rows share a step.
+	CacheLimit int
+	// Report, when set, receives the call's KV-cache figures.
+	Report *GenerateReport
+	// firstSlot sets the new-token rows of a first slot (0: slotFirst), for
+	// tests that need slots to grow within a few tokens.
+	firstSlot int
 	// OnPrefill, when set, is called once the prompts are prefilled and
 	// every row's first token sampled (a point the device has reached), with
 	// the ids the prefill ran and the ids of the distinct requests' prompts.
 	OnPrefill func(ran, ids int)
+}
+
+// GenerateReport is what a Generate call's KV cache took: CacheRows its
+// rows, PeakRows the most rows in use at once (CacheRows without a
+// CacheLimit that binds) and Preempted the rows given back and decoded
+// again (GenerateOptions.CacheLimit).
+type GenerateReport struct {
+	CacheRows, PeakRows, Preempted int
 }
 
 // Generation is one continuation. LogProbs[i] is log p(IDs[i] | prompt,
@@ -222,6 +258,7 @@ type Generation struct {
 
 type genRow struct {
 	req, sample, slot, promptLen int
+	prompt                       []int
 	rng                          *rand.Rand
 	gen                          *Generation
 	done                         bool
@@ -259,7 +296,7 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 		}
 		n := max(q.N, 1)
 		for s := 0; s < n; s++ {
-			rows = append(rows, &genRow{req: r, sample: s, slot: len(rows), promptLen: len(q.Prompt),
+			rows = append(rows, &genRow{req: r, sample: s, slot: len(rows), promptLen: len(q.Prompt), prompt: q.Prompt,
 				rng: rand.New(rand.NewPCG(q.Seed, uint64(s))),
 				gen: &Generation{Request: r, Sample: s}})
 		}
@@ -276,9 +313,24 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 	}
 	m.setPhase("prefill")
 	plan := prefillPlan(reqs, opts.NoSharedPrefixes)
-	lay := layoutCache(reqs, plan, opts)
-	cache := m.newCache(lay.rows, lay.maxKeys)
+	lay := layoutCache(reqs, plan, opts, opts.MaxTokens)
+	var slots *slotCache // growing slots (kvslots.go), when the reservation is over the limit
+	if opts.CacheLimit > 0 && !opts.CopyPrompts && lay.rows > opts.CacheLimit {
+		lay = layoutCache(reqs, plan, opts, firstSlot(opts))
+		slots = newSlotCache(&lay, rows, opts)
+	}
+	cacheRows := lay.rows
+	if slots != nil {
+		cacheRows = slots.limit
+	}
+	cache := m.newCache(cacheRows, lay.maxKeys)
 	defer cache.free(be)
+	if opts.Report != nil {
+		*opts.Report = GenerateReport{CacheRows: cacheRows, PeakRows: lay.rows}
+		if slots != nil {
+			defer func() { opts.Report.PeakRows, opts.Report.Preempted = slots.peak, slots.preempts }()
+		}
+	}
 
 	// Prefill: packed forwards of at most budget ids over the distinct
 	// prompts, each written to its request's rows; a prompt that continues
@@ -344,9 +396,12 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 
 	var st stepper // the backend's own decoding step, if it has one
 	for {
+		if slots != nil {
+			m.beforeStep(slots, &lay, cache, reqs, rows, opts)
+		}
 		var active []*genRow
 		for _, r := range rows {
-			if !r.done {
+			if !r.done && (slots == nil || !slots.slot[r.slot].waiting) {
 				active = append(active, r)
 			}
 		}
@@ -361,7 +416,8 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 			seqs[i].Q = i
 		}
 		if st == nil {
-			if st = m.newStepper(cache, len(active)); st != nil {
+			// Sized for every row: rows preempted at the first step may start again.
+			if st = m.newStepper(cache, len(rows)); st != nil {
 				defer st.free() // before the cache's free
 			}
 		}

@@ -29,12 +29,18 @@ func checkTeacherForced(t *testing.T, m *Model, prompt []int, g *Generation) {
 
 func sameGeneration(t *testing.T, what string, a, b *Generation) {
 	t.Helper()
+	sameGenerationWithin(t, what, a, b, 1e-4)
+}
+
+// sameGenerationWithin: the same ids and finish, log-probs within tol.
+func sameGenerationWithin(t *testing.T, what string, a, b *Generation, tol float64) {
+	t.Helper()
 	if !slices.Equal(a.IDs, b.IDs) || a.Finish != b.Finish {
 		t.Fatalf("%s: ids %v (%s) vs %v (%s)", what, a.IDs, a.Finish, b.IDs, b.Finish)
 	}
 	for i := range a.LogProbs {
-		if math.Abs(float64(a.LogProbs[i]-b.LogProbs[i])) > 1e-4 || math.Abs(float64(a.SampleLogProbs[i]-b.SampleLogProbs[i])) > 1e-4 {
-			t.Fatalf("%s: log-probs differ at %d", what, i)
+		if math.Abs(float64(a.LogProbs[i]-b.LogProbs[i])) > tol || math.Abs(float64(a.SampleLogProbs[i]-b.SampleLogProbs[i])) > tol {
+			t.Fatalf("%s: log-probs differ at %d: %g %g vs %g %g", what, i, a.LogProbs[i], a.SampleLogProbs[i], b.LogProbs[i], b.SampleLogProbs[i])
 		}
 	}
 }
@@ -391,8 +397,15 @@ func TestEmuGenerateSharedPrefixes(t *testing.T) {
 // TestCUDAGenerateSharedPrefixes: the same on the GPU, in fp32 and bf16
 // mode, on every fixture, graphs and the decoding step included.
 func TestCUDAGenerateSharedPrefixes(t *testing.T) {
+	eachCUDAMode(t, fixtureCases, func(t *testing.T, m *Model, tol float64) { checkSharedPrefill(t, m, tol) })
+}
+
+// eachCUDAMode runs f as a subtest on each named fixture on the GPU, in
+// fp32 and in bf16 mode, with the log-prob tolerance of decoding against
+// the CPU's sums there (bf16 products round their operands).
+func eachCUDAMode(t *testing.T, names []string, f func(t *testing.T, m *Model, tol float64)) {
 	cudaOrSkip(t)
-	for _, name := range fixtureCases {
+	for _, name := range names {
 		for _, bf16 := range []bool{false, true} {
 			be := cudaOrSkip(t)
 			be.SetBF16(bf16)
@@ -401,7 +414,7 @@ func TestCUDAGenerateSharedPrefixes(t *testing.T) {
 				tol = 5e-2
 			}
 			t.Run(fmt.Sprintf("%s/bf16=%v", name, bf16), func(t *testing.T) {
-				checkSharedPrefill(t, loadFixtureOn(t, name, be), tol)
+				f(t, loadFixtureOn(t, name, be), tol)
 			})
 		}
 	}
@@ -457,7 +470,7 @@ func TestCacheLayoutPlans(t *testing.T) {
 	reqs := []Request{{Prompt: h}, {Prompt: c}, {Prompt: r2}, {Prompt: r, N: 2}}
 	plan := sharePlan{source: []int{-1, 0, 1, 1}, prefix: []int{0, 50, 51, 40}, order: []int{0, 1, 2, 3}}
 	opts := GenerateOptions{MaxTokens: 4}
-	L := layoutCache(reqs, plan, opts)
+	L := layoutCache(reqs, plan, opts, opts.MaxTokens)
 	if L.req[1].PN != 50 || L.req[2].PN != 0 || len(L.copies[2]) != 2 || L.req[3].PN != 0 {
 		t.Errorf("placements %+v, copies %+v", L.req, L.copies)
 	}
@@ -499,7 +512,7 @@ func randomTurn(rng *rand.Rand) []Request {
 // layout's rows.
 func playCacheLayout(t *testing.T, what string, reqs []Request, plan sharePlan, opts GenerateOptions) int {
 	t.Helper()
-	L := layoutCache(reqs, plan, opts)
+	L := layoutCache(reqs, plan, opts, opts.MaxTokens)
 	mark := make([]int, L.rows) // a prompt id + 1, or -(1 + row·100000 + position) for a new token
 	for i := range mark {
 		mark[i] = math.MinInt

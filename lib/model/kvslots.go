@@ -1,0 +1,265 @@
+package model
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+)
+
+// Growing KV-cache slots. By default Generate reserves MaxTokens new-token
+// rows for every row before it decodes (cacheLayout), though a step mostly
+// writes far fewer: most of a rollout call's cache is reservation. With
+// GenerateOptions.CacheLimit below what that reservation takes, a row
+// starts with a slot of slotFirst new-token rows after its own ids and
+// moves to a slot twice as large (its rows copied, one launch a layer for
+// every row that moves in a step) when the next token would not fit, so a
+// row holds at most twice what it has written. When no free run of rows is
+// large enough, the row decoded last among those holding a slot
+// (preemption by priority, the row order) gives its slot back and waits:
+// it is decoded again from its first token (kept with its log-probs, the
+// generator restarted after that token's draw) once rows that finish have
+// freed enough, its own prompt ids, when it has any, prefilled again. The
+// first row in the order is never preempted while others hold rows, and
+// alone it always fits (slotCache's limit), so every call ends.
+//
+// The decode kernels read a row's keys as before (one run from K+PN): a
+// slot is a contiguous run, and only its place changes. The prompts held
+// once (cacheLayout's holders) stay where the prefill wrote them.
+
+// slotFirst is the new-token rows of a row's first slot.
+const slotFirst = 64
+
+// firstSlot is the new-token rows of a row's first slot under opts:
+// slotFirst (GenerateOptions.firstSlot in tests), at most MaxTokens.
+func firstSlot(opts GenerateOptions) int {
+	n := slotFirst
+	if opts.firstSlot > 0 {
+		n = opts.firstSlot
+	}
+	return min(n, opts.MaxTokens)
+}
+
+// span is a run of KV-cache rows [at, at+n).
+type span struct{ at, n int }
+
+// rowSpans hands out runs of KV-cache rows, first fit, from free runs kept
+// sorted and merged.
+type rowSpans struct {
+	free []span
+	used int // rows handed out and not given back
+}
+
+// alloc takes n rows from the first free run that has them.
+func (a *rowSpans) alloc(n int) (int, bool) {
+	for i, f := range a.free {
+		if f.n >= n {
+			a.free[i] = span{f.at + n, f.n - n}
+			if a.free[i].n == 0 {
+				a.free = slices.Delete(a.free, i, i+1)
+			}
+			a.used += n
+			return f.at, true
+		}
+	}
+	return 0, false
+}
+
+// release gives back rows [at, at+n), merging them with free neighbours.
+func (a *rowSpans) release(at, n int) {
+	if n <= 0 {
+		return
+	}
+	i, _ := slices.BinarySearchFunc(a.free, at, func(f span, at int) int { return f.at - at })
+	if (i > 0 && a.free[i-1].at+a.free[i-1].n > at) || (i < len(a.free) && at+n > a.free[i].at) {
+		panic(fmt.Sprintf("model: KV-cache rows [%d, %d) given back twice", at, at+n))
+	}
+	a.free = slices.Insert(a.free, i, span{at, n})
+	if i+1 < len(a.free) && a.free[i].at+a.free[i].n == a.free[i+1].at {
+		a.free[i].n += a.free[i+1].n
+		a.free = slices.Delete(a.free, i+1, i+2)
+	}
+	if i > 0 && a.free[i-1].at+a.free[i-1].n == a.free[i].at {
+		a.free[i-1].n += a.free[i].n
+		a.free = slices.Delete(a.free, i, i+1)
+	}
+	a.used -= n
+}
+
+// rowSlot is a row's run of own rows: its own prompt ids (a one-sample
+// request's ids after the beginning it reads from a holder) and then its
+// new tokens, from cache row at; held false while the row waits.
+type rowSlot struct {
+	at, n     int
+	own       int // its own prompt ids
+	maxOwn    int // own + MaxTokens: the most the slot needs
+	held      bool
+	waiting   bool // preempted: decoded again once a slot is free
+	restarted int  // times preempted
+}
+
+// slotCache is the state of Generate's growing slots.
+type slotCache struct {
+	spans    rowSpans
+	slot     []rowSlot // by row
+	fixed    int       // rows [0, fixed): the held prompts
+	limit    int       // the cache's rows
+	peak     int       // the most rows in use
+	preempts int
+}
+
+// newSlotCache lays the rows' first slots as lay placed them (packed, from
+// the held prompts up) and returns the slots and the cache's rows: limit,
+// or more where the call needs more to start every row, or for its
+// longest row to grow to the end beside the held prompts (its old slot and
+// its new one at once).
+func newSlotCache(lay *cacheLayout, rows []*genRow, opts GenerateOptions) *slotCache {
+	sc := &slotCache{slot: make([]rowSlot, len(rows))}
+	sc.fixed = lay.rows
+	for i, r := range rows {
+		s := lay.row[i]
+		own := r.promptLen - s.PN
+		first := s.K + s.PN
+		sc.fixed = min(sc.fixed, first)
+		sc.slot[i] = rowSlot{at: first, n: own + firstSlot(opts), own: own, maxOwn: own + opts.MaxTokens, held: true}
+	}
+	need := 0
+	for _, s := range sc.slot {
+		need = max(need, 2*s.maxOwn)
+	}
+	sc.limit = max(opts.CacheLimit, lay.rows, sc.fixed+need)
+	sc.spans.used = lay.rows - sc.fixed
+	sc.spans.free = []span{{lay.rows, sc.limit - lay.rows}}
+	if lay.rows == sc.limit {
+		sc.spans.free = nil
+	}
+	sc.peak = lay.rows
+	return sc
+}
+
+// inUse is the cache rows held now.
+func (sc *slotCache) inUse() int { return sc.fixed + sc.spans.used }
+
+// preempt gives back row i's slot and sets it to be decoded again from its
+// first token.
+func (sc *slotCache) preempt(i int, r *genRow, q Request) {
+	s := &sc.slot[i]
+	sc.spans.release(s.at, s.n)
+	s.held, s.waiting = false, true
+	s.restarted++
+	sc.preempts++
+	g := r.gen
+	g.IDs, g.LogProbs, g.SampleLogProbs, g.Finish = g.IDs[:1], g.LogProbs[:1], g.SampleLogProbs[:1], ""
+	r.rng = rand.New(rand.NewPCG(q.Seed, uint64(r.sample)))
+	r.rng.Float64() // the first token's draw
+	r.text = 0
+}
+
+// beforeStep readies the slots for the next decoding step: rows that are
+// done give theirs back; each running row whose next token falls past its
+// slot moves to one twice as large (rows copied), preempting rows later in
+// the order when no run is free; then waiting rows start again, in order,
+// while first slots are free, those with own prompt ids prefilled again.
+// lay's row placements follow the slots.
+func (m *Model) beforeStep(sc *slotCache, lay *cacheLayout, c *kvCache, reqs []Request, rows []*genRow, opts GenerateOptions) {
+	for i, r := range rows {
+		if s := &sc.slot[i]; r.done && s.held {
+			sc.spans.release(s.at, s.n)
+			s.held = false
+		}
+	}
+	var moves []rowCopy
+	var old []span // given back once the copies are made
+	last := len(rows) - 1
+	for i, r := range rows {
+		s := &sc.slot[i]
+		if !s.held {
+			continue
+		}
+		need := s.own + len(r.gen.IDs) // the own rows once the step writes its token
+		if need <= s.n {
+			continue
+		}
+		n := min(s.maxOwn, max(2*s.n, need))
+		at, ok := sc.spans.alloc(n)
+		for !ok {
+			// Preempt the last row in the order that holds a slot; i itself
+			// when it is that row.
+			for last > i && !sc.slot[last].held {
+				last--
+			}
+			if last == i {
+				break
+			}
+			sc.preempt(last, rows[last], reqs[rows[last].req])
+			at, ok = sc.spans.alloc(n)
+		}
+		if !ok {
+			sc.preempt(i, r, reqs[r.req])
+			continue
+		}
+		moves = append(moves, rowCopy{dst: at, src: s.at, n: need - 1})
+		old = append(old, span{s.at, s.n})
+		s.at, s.n = at, n
+		lay.row[i].K = at - lay.row[i].PN
+	}
+	sc.peak = max(sc.peak, sc.inUse())
+	if len(moves) > 0 {
+		for l := range c.k {
+			copyRuns(m.be, c.k[l], moves)
+			copyRuns(m.be, c.v[l], moves)
+		}
+	}
+	for _, o := range old {
+		sc.spans.release(o.at, o.n)
+	}
+	// Waiting rows start again, first in the order first.
+	var again []int
+	for i := range rows {
+		s := &sc.slot[i]
+		if !s.waiting {
+			continue
+		}
+		at, ok := sc.spans.alloc(s.own + firstSlot(opts))
+		if !ok {
+			break
+		}
+		s.at, s.n, s.held, s.waiting = at, s.own+firstSlot(opts), true, false
+		lay.row[i].K = at - lay.row[i].PN
+		if s.own > 0 {
+			again = append(again, i)
+		}
+	}
+	sc.peak = max(sc.peak, sc.inUse())
+	m.prefillOwn(c, lay, rows, again, opts)
+}
+
+// prefillOwn runs the own prompt ids of the given rows (one-sample requests
+// started again) into their slots, continuing the beginnings they read
+// from the held prompts, in forwards of at most PrefillIDs ids.
+func (m *Model) prefillOwn(c *kvCache, lay *cacheLayout, rows []*genRow, which []int, opts GenerateOptions) {
+	budget := opts.PrefillIDs
+	if budget <= 0 {
+		budget = m.ForwardBudget()
+	}
+	b := &batch{cache: c}
+	flush := func() {
+		if len(b.ids) > 0 {
+			x, _ := m.trunk(b, false)
+			m.free(x)
+		}
+		b = &batch{cache: c}
+	}
+	for _, i := range which {
+		s, prompt := lay.row[i], rows[i].prompt
+		if len(b.ids) > 0 && len(b.ids)+len(prompt)-s.PN > budget {
+			flush()
+		}
+		s.Q, s.N, s.Past = len(b.ids), len(prompt)-s.PN, s.PN
+		b.seqs = append(b.seqs, s)
+		for t := s.PN; t < len(prompt); t++ {
+			b.ids = append(b.ids, prompt[t])
+			b.pos = append(b.pos, t)
+		}
+	}
+	flush()
+}
