@@ -42,16 +42,16 @@ func TestKVBudget(t *testing.T) {
 // The summary line's KV-cache part: the calls, the largest call's cache
 // with its bytes, all calls' and the bound that split the turns.
 func TestKVPart(t *testing.T) {
-	st := rollout.Stats{GenerateCalls: 3, CacheRows: 5000, CacheRowsMax: 2048}
+	st := rollout.Stats{GenerateCalls: 3, CacheRows: 5000, CacheRowsMax: 2048, CacheRowsPeak: 1024, Preempted: 7}
 	cases := []struct {
 		bytesPerPos float64
 		bound       int
 		from, want  string
 	}{
 		{24 << 10, 43690, "--kv-gib (1.0 GiB of KV cache)",
-			"KV cache: 3 generation calls, the largest 2048 positions (48.0 MiB), 5000 positions in all, a call's bound 43690 positions from --kv-gib (1.0 GiB of KV cache)"},
+			"KV cache: 3 generation calls, the largest 2048 positions (48.0 MiB), at most 1024 positions (24.0 MiB) in use, 5000 positions in all, samples preempted 7, a call's bound 43690 positions from --kv-gib (1.0 GiB of KV cache)"},
 		{0, 0, "--max-batch-tokens",
-			"KV cache: 3 generation calls, the largest 2048 positions, 5000 positions in all, no bound"},
+			"KV cache: 3 generation calls, the largest 2048 positions, at most 1024 positions in use, 5000 positions in all, samples preempted 7, no bound"},
 	}
 	for _, c := range cases {
 		if got := kvPart(st, c.bytesPerPos, c.bound, c.from); got != c.want {

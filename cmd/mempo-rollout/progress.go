@@ -50,6 +50,8 @@ func rolloutScalars(st rollout.Stats) []tbevent.Scalar {
 		{Tag: "rollout/wall_s", Value: st.Wall.Seconds()},
 		{Tag: "rollout/generate_calls", Value: float64(st.GenerateCalls)},
 		{Tag: "rollout/kv_cache_positions_max", Value: float64(st.CacheRowsMax)},
+		{Tag: "rollout/kv_cache_positions_peak", Value: float64(st.CacheRowsPeak)},
+		{Tag: "rollout/preempted_rows", Value: float64(st.Preempted)},
 	}
 	if st.Trajectories > 0 {
 		s = append(s,

@@ -36,7 +36,7 @@ func checkRolloutTB(t *testing.T, dir string, rows []records.Rollout) {
 	rt /= float64(len(rows))
 	if last["rollout/trajectories_done"] != float64(len(rows)) || math.Abs(last["rollout/final_reward_task_mean"]-rt) > 1e-6 ||
 		math.Abs(last["rollout/reward_task_mean"]-rt) > 1e-6 || !(last["rollout/gen_tokens_per_s"] > 0) ||
-		!(last["rollout/generate_calls"] >= 1) || !(last["rollout/kv_cache_positions_max"] > 0) {
+		!(last["rollout/generate_calls"] >= 1) || !(last["rollout/kv_cache_positions_max"] > 0) || !(last["rollout/kv_cache_positions_peak"] > 0) {
 		t.Errorf("last scalars %v; %d rows, mean R^T %v", last, len(rows), rt)
 	}
 	if dst := envconfig.TBOut.Get(); dst != "" {

@@ -47,8 +47,8 @@ var rolloutFlags = slices.Concat([]ucli.Flag{
 	&ucli.StringFlag{Name: "on-invalid", Value: "end", Usage: "after a badly formatted step: end (MEM1) or correct (Search-R1's corrective message)"},
 }, flags.Sampling(flags.StepTokens, "run seed; each (task, sample, turn) draws from its own stream"), []ucli.Flag{
 	&ucli.IntFlag{Name: "batch", Value: 64, Usage: "trajectories in flight at once (whole tasks; at least the group size)"},
-	&ucli.IntFlag{Name: "max-batch-tokens", Usage: "bound on the KV-cache positions of one generation call (each distinct context once, which the samples drawn from it share, and --max-step-tokens for each sample); a turn over it is split into several calls (0: one call per turn); sampling does not change"},
-	&ucli.Float64Flag{Name: "kv-gib", Usage: "most GiB the KV cache of one generation call may take; a turn over it is split into several calls, the tasks queueing (a task's samples stay in one call), so a large --batch does not run out of memory; sampling does not change (0: half of the memory free when the run starts, unless --max-batch-tokens is given; the smaller bound wins)"},
+	&ucli.IntFlag{Name: "max-batch-tokens", Usage: "bound on the KV-cache positions of one generation call (each distinct context once, which the samples drawn from it share, and the tokens each sample has written, in room that grows as it writes); a sample that finds no room is preempted and decoded again later, and a turn whose samples cannot all start within it is split into several calls (0: one call per turn, --max-step-tokens reserved for each sample); sampling does not change"},
+	&ucli.Float64Flag{Name: "kv-gib", Usage: "most GiB the KV cache of one generation call may take; samples take room as they write tokens, one that finds none is preempted and decoded again later, and a turn whose samples cannot all start within it is split into several calls, the tasks queueing (a task's samples stay in one call), so a large --batch does not run out of memory; sampling does not change (0: half of the memory free when the run starts, unless --max-batch-tokens is given; the smaller bound wins)"},
 	&ucli.IntFlag{Name: "force-search-turns", Usage: "benchmarks: force the first n steps of every trajectory to be searches, n drawn per task from 1..N (the sampled text becomes the memory; the query is the question and its first words), so that a policy that does not search by itself (random weights) drives retrieval and R^M; such rows are not samples of the policy"},
 	&ucli.BoolFlag{Name: "no-shared-prefixes", Usage: "run every memory-reward sequence from its first id (default: the beginning a step's history shares with the trajectory's longer ones is run once; the rewards differ by float rounding only)"},
 	&ucli.StringFlag{Name: "score-model", Usage: "a Hugging Face model directory that teacher-forces the memory reward's sequences instead of the policy (a separate reader of memories; it must have the policy's tokenizer.json); default: the policy scores its own memories, as in the paper"},
@@ -504,9 +504,10 @@ func shares(st rollout.Stats) string {
 }
 
 // kvPart is the summary line's KV-cache part: the generation calls, the
-// largest call's cache and all calls' (positions, and bytes at the
-// policy's KV bytes a position when it has them), against the bound that
-// splits a turn into calls (kvBudget's tokens and where they came from; 0:
+// largest call's cache and the most positions a call had in use at once
+// (positions, and bytes at the policy's KV bytes a position when it has
+// them), all calls' positions, the rows preempted to stay within the
+// bound, and the bound (kvBudget's tokens and where they came from; 0:
 // none).
 func kvPart(st rollout.Stats, bytesPerPos float64, bound int, from string) string {
 	size := func(pos int64) string {
@@ -519,7 +520,8 @@ func kvPart(st rollout.Stats, bytesPerPos float64, bound int, from string) strin
 	if bound > 0 {
 		b = fmt.Sprintf("a call's bound %d positions from %s", bound, from)
 	}
-	return fmt.Sprintf("KV cache: %d generation calls, the largest %s, %d positions in all, %s", st.GenerateCalls, size(int64(st.CacheRowsMax)), st.CacheRows, b)
+	return fmt.Sprintf("KV cache: %d generation calls, the largest %s, at most %s in use, %d positions in all, samples preempted %d, %s",
+		st.GenerateCalls, size(int64(st.CacheRowsMax)), size(int64(st.CacheRowsPeak)), st.CacheRows, st.Preempted, b)
 }
 
 func containsID(ids []int, id int) bool {

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -205,6 +207,65 @@ func TestRolloutCommandTinyModel(t *testing.T) {
 	}
 	if _, err := os.Stat(out + ".partial"); !os.IsNotExist(err) {
 		t.Errorf("journal left behind: %v", err)
+	}
+}
+
+// TestRolloutCommandKVBound: a bound below what a call would reserve
+// (--max-batch-tokens 1: every call at the least it may take, its samples
+// growing their KV cache as they write 100-token steps and preempting each
+// other) samples the same trajectories as no bound, and says so in
+// TensorBoard (rows preempted, the most positions in use below the
+// reservation).
+func TestRolloutCommandKVBound(t *testing.T) {
+	index, tasksFile, modelDir, _ := roFixture(t)
+	dir := t.TempDir()
+	run := func(name string, extra ...string) ([]records.Rollout, map[string]float64) {
+		out, tb := filepath.Join(dir, name+".parquet"), filepath.Join(dir, name+"-tb")
+		args := append([]string{"--model", modelDir, "--tasks", tasksFile, "--index", index, "--group", "2", "--limit", "2",
+			"--max-step-tokens", "100", "--max-turns", "2", "--on-invalid", "correct", "--seed", "5", "--out", out, "--tb", tb}, extra...)
+		if err := runRoot(args...); err != nil {
+			t.Fatal(err)
+		}
+		evs, _ := testenv.EventFile(t, tb)
+		last := map[string]float64{}
+		for _, ev := range evs[1:] {
+			for _, s := range ev.Scalars {
+				last[s.Tag] = s.Value
+			}
+		}
+		return readRows(t, out), last
+	}
+	want, free := run("free")
+	got, bound := run("bound", "--max-batch-tokens", "1")
+	if len(got) != len(want) || len(want) != 4 {
+		t.Fatalf("%d rows bound, %d free, want 4", len(got), len(want))
+	}
+	long := 0
+	for i := range want {
+		if len(got[i].Steps) != len(want[i].Steps) {
+			t.Fatalf("row %d: %d steps bound, %d free", i, len(got[i].Steps), len(want[i].Steps))
+		}
+		for j, s := range want[i].Steps {
+			g := got[i].Steps[j]
+			if !slices.Equal(g.OutputIDs, s.OutputIDs) || !slices.Equal(g.ContextIDs, s.ContextIDs) {
+				t.Fatalf("row %d step %d: the bound changed the sample", i, j)
+			}
+			for k := range s.Logprobs {
+				if math.Abs(float64(g.Logprobs[k]-s.Logprobs[k])) > 1e-4 {
+					t.Fatalf("row %d step %d token %d: log-prob %g bound, %g free", i, j, k, g.Logprobs[k], s.Logprobs[k])
+				}
+			}
+			if len(s.OutputIDs) > 64 {
+				long++
+			}
+		}
+	}
+	if long == 0 {
+		t.Fatal("no step wrote past a first slot of 64 tokens: the case does not grow slots")
+	}
+	if free["rollout/preempted_rows"] != 0 || !(bound["rollout/preempted_rows"] > 0) || bound["rollout/generate_calls"] <= free["rollout/generate_calls"] ||
+		!(bound["rollout/kv_cache_positions_peak"] < free["rollout/kv_cache_positions_peak"]) {
+		t.Errorf("TensorBoard: bound %v, free %v", bound, free)
 	}
 }
 

@@ -117,11 +117,15 @@ type Options struct {
 	// shared beginning once (model.Generate). Benchmarks compare the two.
 	NoSharedPrefill bool
 	// GenTokensPerCall, when > 0, bounds the KV cache of one Generate call
-	// in rows (model.CacheRows: each context once, less the beginnings it
-	// reads from another's, and the agent's MaxStepTokens for each sample),
-	// so a turn over it is split into several calls (a request is never
-	// split). 0: the whole turn in one call. Sampling does not depend on the
-	// split.
+	// in rows (each context once, less the beginnings it reads from
+	// another's, and each sample's new tokens): a call's rows take their
+	// new-token rows as they write them and are preempted and decoded again
+	// when none is free (model.GenerateOptions CacheLimit), and a turn
+	// whose rows cannot all start within it (model.StartCacheRows) is split
+	// into several calls (a request is never split). 0: the whole turn in
+	// one call, every sample's MaxStepTokens reserved. Sampling does not
+	// depend on the split, nor on preemption where the policy's numbers do
+	// not depend on which rows share a step.
 	GenTokensPerCall int
 	// ForceSearchTurns, when > 0, forces the first 1..ForceSearchTurns steps
 	// (drawn per task) of every trajectory to be searches, for benchmarks of the whole loop
@@ -171,10 +175,14 @@ type Stats struct {
 	PromptIDs, PromptIDsRun int64
 	// GenerateCalls are the Generate calls (a turn split by
 	// GenTokensPerCall makes several), CacheRows the KV-cache rows they
-	// took in all (model.CacheRows) and CacheRowsMax the largest call's.
+	// took in all (model.GenerateReport), CacheRowsMax the largest call's,
+	// CacheRowsPeak the most any call had in use at once and Preempted the
+	// rows calls gave back and decoded again to stay within the bound.
 	GenerateCalls int
 	CacheRows     int64
 	CacheRowsMax  int
+	CacheRowsPeak int
+	Preempted     int64
 
 	// While a turn's Generate call runs (Progress is called during it, as
 	// tokens are sampled): the trajectories in flight and the tokens the
@@ -581,31 +589,43 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 
 // generate runs the turn's requests in one Generate call, or in several
 // when GenTokensPerCall bounds them, renumbering the rows' requests, and
-// adds each call's prefill to stats.
+// adds each call's prefill and KV cache to stats. Under the bound a call's
+// rows take their new-token rows as they write them (model.GenerateOptions
+// CacheLimit): a turn is split only where starting every row would not fit
+// (model.StartCacheRows), not where reserving every row's MaxTokens would.
 func (e *Engine) generate(reqs []model.Request, opts model.GenerateOptions, stats *Stats) ([]*model.Generation, error) {
+	limit := e.Opts.GenTokensPerCall
+	opts.CacheLimit = max(limit, 0)
 	call := func(reqs []model.Request) ([]*model.Generation, error) {
-		rows := model.CacheRows(reqs, opts)
-		stats.GenerateCalls++
-		stats.CacheRows += int64(rows)
-		stats.CacheRowsMax = max(stats.CacheRowsMax, rows)
+		var rep model.GenerateReport
+		opts.Report = &rep
 		start := time.Now()
 		opts.OnPrefill = func(ran, ids int) {
 			stats.Prefill += time.Since(start)
 			stats.PromptIDsRun += int64(ran)
 			stats.PromptIDs += int64(ids)
 		}
-		return e.Policy.Generate(reqs, opts)
+		gens, err := e.Policy.Generate(reqs, opts)
+		if rep.CacheRows == 0 { // a policy that does not report: what the call reserves
+			rep.CacheRows, rep.PeakRows = model.CacheRows(reqs, opts), model.CacheRows(reqs, opts)
+		}
+		stats.GenerateCalls++
+		stats.CacheRows += int64(rep.CacheRows)
+		stats.CacheRowsMax = max(stats.CacheRowsMax, rep.CacheRows)
+		stats.CacheRowsPeak = max(stats.CacheRowsPeak, rep.PeakRows)
+		stats.Preempted += int64(rep.Preempted)
+		return gens, err
 	}
-	limit := e.Opts.GenTokensPerCall
 	if limit <= 0 {
 		return call(reqs)
 	}
 	var out []*model.Generation
 	for lo := 0; lo < len(reqs); {
-		// The most requests from lo whose cache fits the limit (at least
-		// one): CacheRows grows as requests are added, so a binary search.
+		// The most requests from lo that can all start within the limit
+		// (at least one): StartCacheRows grows as requests are added, so a
+		// binary search.
 		hi := lo + max(1, sort.Search(len(reqs)-lo, func(n int) bool {
-			return model.CacheRows(reqs[lo:lo+n+1], opts) > limit
+			return model.StartCacheRows(reqs[lo:lo+n+1], opts) > limit
 		}))
 		gens, err := call(reqs[lo:hi])
 		if err != nil {

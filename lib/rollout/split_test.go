@@ -28,10 +28,29 @@ func (emptyPolicy) Generate(reqs []model.Request, _ model.GenerateOptions) ([]*m
 
 func (emptyPolicy) LogProbs(seqs [][]int) ([][]float32, error) { return nil, nil }
 
+// reportPolicy is emptyPolicy that reports a fixed KV cache for each call
+// and records the calls' cache limits.
+type reportPolicy struct {
+	emptyPolicy
+	rep    model.GenerateReport
+	limits []int
+}
+
+func (p *reportPolicy) Generate(reqs []model.Request, o model.GenerateOptions) ([]*model.Generation, error) {
+	p.limits = append(p.limits, o.CacheLimit)
+	if o.Report != nil {
+		*o.Report = p.rep
+	}
+	return p.emptyPolicy.Generate(reqs, o)
+}
+
 // TestGenerateSplitsByCacheRows: a later turn's contexts, which begin with
-// the same task prompt, split under GenTokensPerCall into calls whose KV
-// cache (model.CacheRows: the task prompt kept once) fits the bound, each as
-// large as fits; counting each context whole would let one into a call.
+// the same task prompt, split under GenTokensPerCall into calls whose rows
+// can all start within the bound (model.StartCacheRows: the task prompt
+// kept once, a first slot a sample; the calls then grow within it, as their
+// CacheLimit), each as large as fits; counting each context whole, or each
+// sample's MaxTokens reserved, would let fewer into a call. The run's
+// summary adds up what the calls report.
 func TestGenerateSplitsByCacheRows(t *testing.T) {
 	task := make([]int, 64)
 	for i := range task {
@@ -41,13 +60,17 @@ func TestGenerateSplitsByCacheRows(t *testing.T) {
 	for k := 0; k < 12; k++ {
 		reqs = append(reqs, model.Request{Prompt: append(slices.Clone(task), 100+k, 200+k, 300+k, 400+k, 500+k)})
 	}
-	opts := model.GenerateOptions{MaxTokens: 8}
-	limit := model.CacheRows(reqs[:5], opts)
-	if whole := 2 * (len(reqs[0].Prompt) + opts.MaxTokens); limit >= whole {
-		t.Fatalf("the bound %d holds two whole contexts (%d): the case shares nothing", limit, whole)
+	opts := model.GenerateOptions{MaxTokens: 200}
+	limit := model.StartCacheRows(reqs[:5], opts)
+	if whole := model.StartCacheRows(reqs[:5], model.GenerateOptions{MaxTokens: opts.MaxTokens, NoSharedPrefixes: true}); limit >= whole {
+		t.Fatalf("the bound %d holds five whole contexts (%d): the case shares nothing", limit, whole)
 	}
-	pol := &callLog{Policy: emptyPolicy{}}
-	e := &Engine{Policy: pol, Opts: Options{GenTokensPerCall: limit}}
+	if model.CacheRows(reqs[:2], opts) <= limit {
+		t.Fatalf("the bound %d holds two requests' reservations (%d): the case does not tell the two apart", limit, model.CacheRows(reqs[:2], opts))
+	}
+	pol := &reportPolicy{rep: model.GenerateReport{CacheRows: 700, PeakRows: 650, Preempted: 3}}
+	log := &callLog{Policy: pol}
+	e := &Engine{Policy: log, Opts: Options{GenTokensPerCall: limit}}
 	var st Stats
 	gens, err := e.generate(reqs, opts, &st)
 	if err != nil {
@@ -61,25 +84,40 @@ func TestGenerateSplitsByCacheRows(t *testing.T) {
 			t.Errorf("generation %d answers request %d", i, g.Request)
 		}
 	}
-	lo, total, largest := 0, 0, 0
-	for c, call := range pol.calls {
-		n := model.CacheRows(call, opts)
-		total, largest = total+n, max(largest, n)
-		if n > limit {
-			t.Errorf("call %d: %d requests, %d cache rows > %d", c, len(call), n, limit)
+	lo := 0
+	for c, call := range log.calls {
+		if n := model.StartCacheRows(call, opts); n > limit {
+			t.Errorf("call %d: %d requests, %d cache rows to start > %d", c, len(call), n, limit)
 		}
-		if end := lo + len(call); end < len(reqs) && model.CacheRows(reqs[lo:end+1], opts) <= limit {
+		if end := lo + len(call); end < len(reqs) && model.StartCacheRows(reqs[lo:end+1], opts) <= limit {
 			t.Errorf("call %d: %d requests, one more would fit", c, len(call))
+		}
+		if pol.limits[c] != limit {
+			t.Errorf("call %d: cache limit %d, want the bound %d", c, pol.limits[c], limit)
 		}
 		lo += len(call)
 	}
-	if len(pol.calls[0]) != 5 {
-		t.Errorf("first call: %d requests, want 5", len(pol.calls[0]))
+	if len(log.calls[0]) != 5 {
+		t.Errorf("first call: %d requests, want 5", len(log.calls[0]))
 	}
-	// The run's summary counts what the calls took.
-	if st.GenerateCalls != len(pol.calls) || st.CacheRows != int64(total) || st.CacheRowsMax != largest {
-		t.Errorf("stats: %d calls, %d cache rows, the largest %d; the calls made: %d, %d, %d",
-			st.GenerateCalls, st.CacheRows, st.CacheRowsMax, len(pol.calls), total, largest)
+	n := len(log.calls)
+	if st.GenerateCalls != n || st.CacheRows != int64(700*n) || st.CacheRowsMax != 700 || st.CacheRowsPeak != 650 || st.Preempted != int64(3*n) {
+		t.Errorf("stats: %d calls, %d cache rows, the largest %d, peak %d, %d preempted; %d calls made, each reporting %+v",
+			st.GenerateCalls, st.CacheRows, st.CacheRowsMax, st.CacheRowsPeak, st.Preempted, n, pol.rep)
+	}
+	// A policy that reports nothing is counted at what its calls reserve.
+	log2 := &callLog{Policy: emptyPolicy{}}
+	e = &Engine{Policy: log2, Opts: Options{GenTokensPerCall: limit}}
+	st = Stats{}
+	if _, err := e.generate(reqs, opts, &st); err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, call := range log2.calls {
+		total += model.CacheRows(call, opts)
+	}
+	if st.CacheRows != int64(total) || st.Preempted != 0 {
+		t.Errorf("stats of a policy without reports: %d cache rows, %d preempted; want %d, 0", st.CacheRows, st.Preempted, total)
 	}
 }
 
