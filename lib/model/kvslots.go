@@ -11,9 +11,9 @@ import (
 // writes far fewer: most of a rollout call's cache is reservation. With
 // GenerateOptions.CacheLimit below what that reservation takes, a row
 // starts with a slot of slotFirst new-token rows after its own ids and
-// moves to a slot twice as large (its rows copied, one launch a layer for
-// every row that moves in a step) when the next token would not fit, so a
-// row holds at most twice what it has written. When no free run of rows is
+// moves to a slot with twice the new-token rows (its rows copied, one
+// launch a layer for every row that moves in a step) when the next token
+// would not fit, so a row holds at most twice the tokens it has written. When no free run of rows is
 // large enough, the row decoded last among those holding a slot
 // (preemption by priority, the row order) gives its slot back and waits:
 // it is decoded again from its first token (kept with its log-probs, the
@@ -35,6 +35,18 @@ func firstSlot(opts GenerateOptions) int {
 	n := slotFirst
 	if opts.firstSlot > 0 {
 		n = opts.firstSlot
+	}
+	return min(n, opts.MaxTokens)
+}
+
+// SlotRows is the new-token rows of a growing slot (CacheLimit) that holds
+// tokens new tokens: the first slot's, doubled until they hold them, at
+// most MaxTokens. A row's own prompt ids come before them and are not
+// doubled.
+func SlotRows(tokens int, opts GenerateOptions) int {
+	n := max(firstSlot(opts), 1)
+	for n < tokens {
+		n *= 2
 	}
 	return min(n, opts.MaxTokens)
 }
@@ -179,7 +191,7 @@ func (m *Model) beforeStep(sc *slotCache, lay *cacheLayout, c *kvCache, reqs []R
 		if need <= s.n {
 			continue
 		}
-		n := min(s.maxOwn, max(2*s.n, need))
+		n := s.own + SlotRows(need-s.own, opts)
 		at, ok := sc.spans.alloc(n)
 		for !ok {
 			// Preempt the last row in the order that holds a slot; i itself

@@ -123,11 +123,13 @@ func TestGenerateSplitsByCacheRows(t *testing.T) {
 
 // cacheRowsLog is a Policy that adds up, over its Generate calls, the KV
 // cache rows each would take with every row's own copy of its prompt, with
-// a request's samples sharing their prompt only, and with beginnings shared
-// too (the default), and the largest call of each.
+// a request's samples sharing their prompt only, with beginnings shared
+// too (the default), and, the default layout's rows growing as they write
+// (model.GenerateOptions CacheLimit), what the call holds once every row
+// has written its tokens with none preempted, and the largest call of each.
 type cacheRowsLog struct {
 	Policy
-	total, peak [3]int
+	total, peak [4]int
 	calls       int
 }
 
@@ -139,7 +141,15 @@ func (c *cacheRowsLog) Generate(reqs []model.Request, o model.GenerateOptions) (
 		c.peak[i] = max(c.peak[i], n)
 	}
 	c.calls++
-	return c.Policy.Generate(reqs, o)
+	gens, err := c.Policy.Generate(reqs, o)
+	v := model.GenerateOptions{MaxTokens: o.MaxTokens}
+	n := model.StartCacheRows(reqs, v)
+	for _, g := range gens {
+		n += model.SlotRows(len(g.IDs), v) - model.SlotRows(0, v)
+	}
+	c.total[3] += n
+	c.peak[3] = max(c.peak[3], n)
+	return gens, err
 }
 
 // TestCacheRowsOfRealTurns measures the KV cache of a MemPO rollout's
@@ -148,7 +158,9 @@ func (c *cacheRowsLog) Generate(reqs []model.Request, o model.GenerateOptions) (
 // step tokens, observations up to 1,000), G = 16, every trajectory
 // searching three times before it answers (scripted). A later turn's
 // contexts share their task prompt; the default layout must take fewer
-// rows than sharing samples' prompts only, which takes fewer than copies.
+// rows than sharing samples' prompts only, which takes fewer than copies,
+// and its rows growing as they write (the scripted steps are tens of
+// tokens of the 1,024 reserved) fewer still.
 func TestCacheRowsOfRealTurns(t *testing.T) {
 	index, all := hotpot(t)
 	ts := all[:8]
@@ -188,9 +200,9 @@ func TestCacheRowsOfRealTurns(t *testing.T) {
 	if len(rows) != len(ts)*G {
 		t.Fatalf("%d trajectories, want %d", len(rows), len(ts)*G)
 	}
-	t.Logf("%d Generate calls (%d tasks × G = %d, 4 turns): KV-cache rows in all / of the largest call: copied prompts %d / %d; samples sharing their prompt %d / %d; beginnings shared too %d / %d",
-		pol.calls, len(ts), G, pol.total[0], pol.peak[0], pol.total[1], pol.peak[1], pol.total[2], pol.peak[2])
-	if !(pol.total[2] < pol.total[1] && pol.total[1] < pol.total[0]) {
-		t.Errorf("cache rows %v: sharing saves nothing", pol.total)
+	t.Logf("%d Generate calls (%d tasks × G = %d, 4 turns): KV-cache rows in all / of the largest call: copied prompts %d / %d; samples sharing their prompt %d / %d; beginnings shared too %d / %d; those rows growing as they write %d / %d",
+		pol.calls, len(ts), G, pol.total[0], pol.peak[0], pol.total[1], pol.peak[1], pol.total[2], pol.peak[2], pol.total[3], pol.peak[3])
+	if !(pol.total[3] < pol.total[2] && pol.total[2] < pol.total[1] && pol.total[1] < pol.total[0]) {
+		t.Errorf("cache rows %v: sharing or growing slots save nothing", pol.total)
 	}
 }
