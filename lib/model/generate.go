@@ -218,11 +218,12 @@ type GenerateOptions struct {
 	// CacheLimit, when > 0 and below the KV-cache rows the call would
 	// reserve (CacheRows), bounds the cache at that many rows: rows take
 	// their new-token rows as they write them, in slots that grow, and a
-	// row that finds none free is preempted and decoded again later
-	// (kvslots.go). The limit is raised where the call needs more to start
-	// (StartCacheRows) or for its longest row to finish. Tokens are the
-	// same as without a limit where the numbers do not depend on which
-	// rows share a step.
+	// row that finds none free is preempted and goes on later, what it
+	// wrote run again in a prefill (kvslots.go). The limit is raised where
+	// the call needs more to start (StartCacheRows) or for its longest row
+	// to finish. What differs from the call without a limit is float
+	// rounding only (a resumed row's keys come from a prefill, not from its
+	// decoding steps).
 	CacheLimit int
 	// Report, when set, receives the call's KV-cache figures.
 	Report *GenerateReport

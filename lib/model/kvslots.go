@@ -2,7 +2,6 @@ package model
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"slices"
 )
 
@@ -13,12 +12,12 @@ import (
 // starts with a slot of slotFirst new-token rows after its own ids and
 // moves to a slot with twice the new-token rows (its rows copied, one
 // launch a layer for every row that moves in a step) when the next token
-// would not fit, so a row holds at most twice the tokens it has written. When no free run of rows is
-// large enough, the row decoded last among those holding a slot
-// (preemption by priority, the row order) gives its slot back and waits:
-// it is decoded again from its first token (kept with its log-probs, the
-// generator restarted after that token's draw) once rows that finish have
-// freed enough, its own prompt ids, when it has any, prefilled again. The
+// would not fit, so a row holds at most twice the tokens it has written.
+// When no free run of rows is large enough, the row last in the order
+// among those holding a slot (preemption by priority) gives its slot back
+// and waits, its tokens kept; once rows that finish have freed enough it
+// goes on, its own prompt ids and the tokens it wrote run again in a
+// prefill (preemption by recompute: one forward, not a step a token). The
 // first row in the order is never preempted while others hold rows, and
 // alone it always fits (slotCache's limit), so every call ends.
 //
@@ -101,12 +100,11 @@ func (a *rowSpans) release(at, n int) {
 // request's ids after the beginning it reads from a holder) and then its
 // new tokens, from cache row at; held false while the row waits.
 type rowSlot struct {
-	at, n     int
-	own       int // its own prompt ids
-	maxOwn    int // own + MaxTokens: the most the slot needs
-	held      bool
-	waiting   bool // preempted: decoded again once a slot is free
-	restarted int  // times preempted
+	at, n   int
+	own     int // its own prompt ids
+	maxOwn  int // own + MaxTokens: the most the slot needs
+	held    bool
+	waiting bool // preempted: goes on once a slot is free
 }
 
 // slotCache is the state of Generate's growing slots.
@@ -151,19 +149,13 @@ func newSlotCache(lay *cacheLayout, rows []*genRow, opts GenerateOptions) *slotC
 // inUse is the cache rows held now.
 func (sc *slotCache) inUse() int { return sc.fixed + sc.spans.used }
 
-// preempt gives back row i's slot and sets it to be decoded again from its
-// first token.
-func (sc *slotCache) preempt(i int, r *genRow, q Request) {
+// preempt gives back row i's slot; the row waits, its tokens kept, until
+// a slot is free for it again.
+func (sc *slotCache) preempt(i int) {
 	s := &sc.slot[i]
 	sc.spans.release(s.at, s.n)
 	s.held, s.waiting = false, true
-	s.restarted++
 	sc.preempts++
-	g := r.gen
-	g.IDs, g.LogProbs, g.SampleLogProbs, g.Finish = g.IDs[:1], g.LogProbs[:1], g.SampleLogProbs[:1], ""
-	r.rng = rand.New(rand.NewPCG(q.Seed, uint64(r.sample)))
-	r.rng.Float64() // the first token's draw
-	r.text = 0
 }
 
 // beforeStep readies the slots for the next decoding step: rows that are
@@ -202,11 +194,11 @@ func (m *Model) beforeStep(sc *slotCache, lay *cacheLayout, c *kvCache, reqs []R
 			if last == i {
 				break
 			}
-			sc.preempt(last, rows[last], reqs[rows[last].req])
+			sc.preempt(last)
 			at, ok = sc.spans.alloc(n)
 		}
 		if !ok {
-			sc.preempt(i, r, reqs[r.req])
+			sc.preempt(i)
 			continue
 		}
 		moves = append(moves, rowCopy{dst: at, src: s.at, n: need - 1})
@@ -224,20 +216,23 @@ func (m *Model) beforeStep(sc *slotCache, lay *cacheLayout, c *kvCache, reqs []R
 	for _, o := range old {
 		sc.spans.release(o.at, o.n)
 	}
-	// Waiting rows start again, first in the order first.
+	// Waiting rows go on, first in the order first, while slots for what
+	// they hold are free: their own prompt ids and the tokens they wrote
+	// are run again in a prefill.
 	var again []int
-	for i := range rows {
+	for i, r := range rows {
 		s := &sc.slot[i]
 		if !s.waiting {
 			continue
 		}
-		at, ok := sc.spans.alloc(s.own + firstSlot(opts))
+		n := s.own + SlotRows(len(r.gen.IDs), opts)
+		at, ok := sc.spans.alloc(n)
 		if !ok {
 			break
 		}
-		s.at, s.n, s.held, s.waiting = at, s.own+firstSlot(opts), true, false
+		s.at, s.n, s.held, s.waiting = at, n, true, false
 		lay.row[i].K = at - lay.row[i].PN
-		if s.own > 0 {
+		if s.own+len(r.gen.IDs)-1 > 0 {
 			again = append(again, i)
 		}
 	}
@@ -245,9 +240,10 @@ func (m *Model) beforeStep(sc *slotCache, lay *cacheLayout, c *kvCache, reqs []R
 	m.prefillOwn(c, lay, rows, again, opts)
 }
 
-// prefillOwn runs the own prompt ids of the given rows (one-sample requests
-// started again) into their slots, continuing the beginnings they read
-// from the held prompts, in forwards of at most PrefillIDs ids.
+// prefillOwn writes the keys and values of the given rows' own ids (their
+// own prompt ids, then every token they wrote but the last, which the next
+// step feeds) into their slots, continuing the beginnings they read from
+// the held prompts, in forwards of at most PrefillIDs ids.
 func (m *Model) prefillOwn(c *kvCache, lay *cacheLayout, rows []*genRow, which []int, opts GenerateOptions) {
 	budget := opts.PrefillIDs
 	if budget <= 0 {
@@ -262,15 +258,17 @@ func (m *Model) prefillOwn(c *kvCache, lay *cacheLayout, rows []*genRow, which [
 		b = &batch{cache: c}
 	}
 	for _, i := range which {
-		s, prompt := lay.row[i], rows[i].prompt
-		if len(b.ids) > 0 && len(b.ids)+len(prompt)-s.PN > budget {
+		r := rows[i]
+		s, written := lay.row[i], r.gen.IDs[:len(r.gen.IDs)-1]
+		ids := append(slices.Clone(r.prompt[s.PN:]), written...)
+		if len(b.ids) > 0 && len(b.ids)+len(ids) > budget {
 			flush()
 		}
-		s.Q, s.N, s.Past = len(b.ids), len(prompt)-s.PN, s.PN
+		s.Q, s.N, s.Past = len(b.ids), len(ids), s.PN
 		b.seqs = append(b.seqs, s)
-		for t := s.PN; t < len(prompt); t++ {
-			b.ids = append(b.ids, prompt[t])
-			b.pos = append(b.pos, t)
+		for t, id := range ids {
+			b.ids = append(b.ids, id)
+			b.pos = append(b.pos, s.PN+t)
 		}
 	}
 	flush()

@@ -119,7 +119,7 @@ type Options struct {
 	// GenTokensPerCall, when > 0, bounds the KV cache of one Generate call
 	// in rows (each context once, less the beginnings it reads from
 	// another's, and each sample's new tokens): a call's rows take their
-	// new-token rows as they write them and are preempted and decoded again
+	// new-token rows as they write them and are preempted and resumed
 	// when none is free (model.GenerateOptions CacheLimit), and a turn
 	// whose rows cannot all start within it (model.StartCacheRows) is split
 	// into several calls (a request is never split). 0: the whole turn in
@@ -177,7 +177,7 @@ type Stats struct {
 	// GenTokensPerCall makes several), CacheRows the KV-cache rows they
 	// took in all (model.GenerateReport), CacheRowsMax the largest call's,
 	// CacheRowsPeak the most any call had in use at once and Preempted the
-	// rows calls gave back and decoded again to stay within the bound.
+	// times calls' rows gave back their cache to stay within the bound.
 	GenerateCalls int
 	CacheRows     int64
 	CacheRowsMax  int
