@@ -622,11 +622,14 @@ func (e *Engine) generate(reqs []model.Request, opts model.GenerateOptions, stat
 	var out []*model.Generation
 	for lo := 0; lo < len(reqs); {
 		// The most requests from lo that can all start within the limit
-		// (at least one): StartCacheRows grows as requests are added, so a
-		// binary search.
-		hi := lo + max(1, sort.Search(len(reqs)-lo, func(n int) bool {
-			return model.StartCacheRows(reqs[lo:lo+n+1], opts) > limit
-		}))
+		// (at least one): all of them, the usual case, or else
+		// (StartCacheRows grows as requests are added) a binary search.
+		hi := len(reqs)
+		if model.StartCacheRows(reqs[lo:], opts) > limit {
+			hi = lo + max(1, sort.Search(len(reqs)-lo, func(n int) bool {
+				return model.StartCacheRows(reqs[lo:lo+n+1], opts) > limit
+			}))
+		}
 		gens, err := call(reqs[lo:hi])
 		if err != nil {
 			return nil, err
