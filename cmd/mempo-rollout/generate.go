@@ -44,7 +44,7 @@ Example:
 		&ucli.IntFlag{Name: "n", Value: 1, Usage: "samples per input row"},
 		&ucli.BoolFlag{Name: "ignore-eos", Usage: "do not stop at the model's EOS tokens"},
 		&ucli.StringSliceFlag{Name: "stop", Usage: "stop a row when its output text contains this string (repeatable)"},
-		&ucli.Int64Flag{Name: "memory-budget-mb", Usage: "most MiB the KV cache may take (0: 80% of the free GPU memory or of MemAvailable)"},
+		&ucli.Int64Flag{Name: "memory-budget-mb", Usage: "most MiB the KV cache may take; rows take cache as they write tokens, and one that finds none free waits (preempted) and goes on once others finish (0: 80% of the free GPU memory or of MemAvailable)"},
 	}),
 	Action: runGenerate,
 }
@@ -109,7 +109,7 @@ func runGenerate(c *ucli.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := checkGenerateSize(c, m, dir, reqs, opts.MaxTokens); err != nil {
+	if opts.CacheLimit, err = generateCacheLimit(c, m, dir, reqs, opts.MaxTokens); err != nil {
 		return err
 	}
 	gens, err := m.Generate(reqs, opts)

@@ -106,10 +106,20 @@ func TestGenerateSeededAndErrors(t *testing.T) {
 	}
 
 	// The KV cache: the prompt once, the new tokens for each of the 100
-	// samples (3 + 100·100 positions).
+	// samples (3 + 100·100 positions reserved, 256 bytes each); the least
+	// it runs in: a first slot of 64 a sample (3 + 100·64). Under 1 MiB it
+	// cannot run; under 2 MiB (8,192 positions) it runs, rows growing and
+	// preempted, and samples what it does without a bound.
 	err := runGen("--model", fixture, "--in", in, "--out", out, "--max-tokens", "100", "--n", "100", "--memory-budget-mb", "1")
-	if err == nil || !strings.Contains(err.Error(), "the KV cache of 10003 positions (each prompt once, 100 rows × 100 new tokens)") {
+	if err == nil || !strings.Contains(err.Error(), "needs at least 6403 positions (each prompt once, 100 rows × 100 new tokens reserved: 10003)") {
 		t.Errorf("a KV cache over --memory-budget-mb: err = %v", err)
+	}
+	free, bound := run("--seed", "5", "--n", "100", "--max-tokens", "100"), run("--seed", "5", "--n", "100", "--max-tokens", "100", "--memory-budget-mb", "2")
+	if n := len(ints(bound[0]["output_ids"])); n != 100 {
+		t.Fatalf("--max-tokens 100: %d tokens", n)
+	}
+	if len(free) != 100 || !same(free, bound) {
+		t.Errorf("--memory-budget-mb 2: %d rows, samples other than without a bound", len(bound))
 	}
 
 	os.WriteFile(in, []byte("{\"ids\": [1]}\n{\"ids\": [400]}\n"), 0o644)

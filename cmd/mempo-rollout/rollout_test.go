@@ -211,9 +211,9 @@ func TestRolloutCommandTinyModel(t *testing.T) {
 }
 
 // TestRolloutCommandKVBound: a bound below what a call would reserve
-// (--max-batch-tokens 1: every call at the least it may take, its samples
-// growing their KV cache as they write 100-token steps and preempting each
-// other) samples the same trajectories as no bound, and says so in
+// (--max-batch-tokens 1: every call at the least it may take, the first
+// turn's four samples of a task growing their KV cache as they write
+// 100-token steps and preempting each other) samples the same trajectories as no bound, and says so in
 // TensorBoard (rows preempted, the most positions in use below the
 // reservation).
 func TestRolloutCommandKVBound(t *testing.T) {
@@ -221,7 +221,7 @@ func TestRolloutCommandKVBound(t *testing.T) {
 	dir := t.TempDir()
 	run := func(name string, extra ...string) ([]records.Rollout, map[string]float64) {
 		out, tb := filepath.Join(dir, name+".parquet"), filepath.Join(dir, name+"-tb")
-		args := append([]string{"--model", modelDir, "--tasks", tasksFile, "--index", index, "--group", "2", "--limit", "2",
+		args := append([]string{"--model", modelDir, "--tasks", tasksFile, "--index", index, "--group", "4", "--limit", "2",
 			"--max-step-tokens", "100", "--max-turns", "2", "--on-invalid", "correct", "--seed", "5", "--out", out, "--tb", tb}, extra...)
 		if err := runRoot(args...); err != nil {
 			t.Fatal(err)
@@ -237,8 +237,8 @@ func TestRolloutCommandKVBound(t *testing.T) {
 	}
 	want, free := run("free")
 	got, bound := run("bound", "--max-batch-tokens", "1")
-	if len(got) != len(want) || len(want) != 4 {
-		t.Fatalf("%d rows bound, %d free, want 4", len(got), len(want))
+	if len(got) != len(want) || len(want) != 8 {
+		t.Fatalf("%d rows bound, %d free, want 8", len(got), len(want))
 	}
 	long := 0
 	for i := range want {

@@ -59,16 +59,19 @@ func CacheRows(reqs []Request, opts GenerateOptions) int {
 	return layoutCache(reqs, prefillPlan(reqs, opts.NoSharedPrefixes), opts, opts.MaxTokens).rows
 }
 
-// StartCacheRows is the KV-cache rows Generate needs to start every row of
-// reqs when opts.CacheLimit makes rows take their new-token rows as they
-// write them (kvslots.go): every prompt once as CacheRows counts them, and
-// a first slot of slotFirst new-token rows a sample. A call whose
+// StartCacheRows is the fewest KV-cache rows Generate can run reqs in when
+// opts.CacheLimit makes rows take their new-token rows as they write them
+// (kvslots.go): every prompt once as CacheRows counts them, a first slot
+// of slotFirst new-token rows a sample, and room for the longest row to
+// grow to MaxTokens beside the prompts; at most CacheRows. A call whose
 // StartCacheRows is over its CacheLimit still runs, over the limit.
 func StartCacheRows(reqs []Request, opts GenerateOptions) int {
+	plan := prefillPlan(reqs, opts.NoSharedPrefixes)
+	full := layoutCache(reqs, plan, opts, opts.MaxTokens).rows
 	if opts.CopyPrompts {
-		return CacheRows(reqs, opts)
+		return full
 	}
-	return layoutCache(reqs, prefillPlan(reqs, opts.NoSharedPrefixes), opts, firstSlot(opts)).rows
+	return min(full, slotMinimum(reqs, plan, opts))
 }
 
 // layoutCache places reqs' prompts and rows (request-major, as Generate's
@@ -317,8 +320,11 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 	lay := layoutCache(reqs, plan, opts, opts.MaxTokens)
 	var slots *slotCache // growing slots (kvslots.go), when the reservation is over the limit
 	if opts.CacheLimit > 0 && !opts.CopyPrompts && lay.rows > opts.CacheLimit {
-		lay = layoutCache(reqs, plan, opts, firstSlot(opts))
-		slots = newSlotCache(&lay, rows, opts)
+		// Unless the least the slots need is the whole reservation anyway.
+		grow := layoutCache(reqs, plan, opts, firstSlot(opts))
+		if sc := newSlotCache(&grow, reqs, opts); sc.limit < lay.rows {
+			lay, slots = grow, sc
+		}
 	}
 	cacheRows := lay.rows
 	if slots != nil {

@@ -117,20 +117,23 @@ type slotCache struct {
 	preempts int
 }
 
-// newSlotCache lays the rows' first slots as lay placed them (packed, from
-// the held prompts up) and returns the slots and the cache's rows: limit,
-// or more where the call needs more to start every row, or for its
-// longest row to grow to the end beside the held prompts (its old slot and
-// its new one at once).
-func newSlotCache(lay *cacheLayout, rows []*genRow, opts GenerateOptions) *slotCache {
-	sc := &slotCache{slot: make([]rowSlot, len(rows))}
+// newSlotCache lays the rows' first slots as lay (laid out with first
+// slots, request-major rows) placed them, packed from the held prompts up,
+// and returns the slots, the cache's rows being opts.CacheLimit or
+// slotMinimum where that is more.
+func newSlotCache(lay *cacheLayout, reqs []Request, opts GenerateOptions) *slotCache {
+	sc := &slotCache{}
 	sc.fixed = lay.rows
-	for i, r := range rows {
-		s := lay.row[i]
-		own := r.promptLen - s.PN
-		first := s.K + s.PN
-		sc.fixed = min(sc.fixed, first)
-		sc.slot[i] = rowSlot{at: first, n: own + firstSlot(opts), own: own, maxOwn: own + opts.MaxTokens, held: true}
+	i := 0
+	for _, q := range reqs {
+		for range max(q.N, 1) {
+			s := lay.row[i]
+			own := len(q.Prompt) - s.PN
+			first := s.K + s.PN
+			sc.fixed = min(sc.fixed, first)
+			sc.slot = append(sc.slot, rowSlot{at: first, n: own + firstSlot(opts), own: own, maxOwn: own + opts.MaxTokens, held: true})
+			i++
+		}
 	}
 	need := 0
 	for _, s := range sc.slot {
@@ -144,6 +147,16 @@ func newSlotCache(lay *cacheLayout, rows []*genRow, opts GenerateOptions) *slotC
 	}
 	sc.peak = lay.rows
 	return sc
+}
+
+// slotMinimum is the fewest KV-cache rows growing slots can run reqs in:
+// every row started (the held prompts, the one-sample requests' own ids, a
+// first slot a row), and the row that needs most able to grow to
+// MaxTokens beside the held prompts, its old slot and its new one at once
+// (so the first row in the order, alone, always fits).
+func slotMinimum(reqs []Request, plan sharePlan, opts GenerateOptions) int {
+	lay := layoutCache(reqs, plan, opts, firstSlot(opts))
+	return newSlotCache(&lay, reqs, GenerateOptions{MaxTokens: opts.MaxTokens, firstSlot: opts.firstSlot}).limit
 }
 
 // inUse is the cache rows held now.

@@ -60,13 +60,13 @@ func TestGenerateSplitsByCacheRows(t *testing.T) {
 	for k := 0; k < 12; k++ {
 		reqs = append(reqs, model.Request{Prompt: append(slices.Clone(task), 100+k, 200+k, 300+k, 400+k, 500+k)})
 	}
-	opts := model.GenerateOptions{MaxTokens: 200}
+	opts := model.GenerateOptions{MaxTokens: 100}
 	limit := model.StartCacheRows(reqs[:5], opts)
 	if whole := model.StartCacheRows(reqs[:5], model.GenerateOptions{MaxTokens: opts.MaxTokens, NoSharedPrefixes: true}); limit >= whole {
 		t.Fatalf("the bound %d holds five whole contexts (%d): the case shares nothing", limit, whole)
 	}
-	if model.CacheRows(reqs[:2], opts) <= limit {
-		t.Fatalf("the bound %d holds two requests' reservations (%d): the case does not tell the two apart", limit, model.CacheRows(reqs[:2], opts))
+	if model.CacheRows(reqs[:5], opts) <= limit {
+		t.Fatalf("the bound %d holds five requests' reservations (%d): the case does not tell the two apart", limit, model.CacheRows(reqs[:5], opts))
 	}
 	pol := &reportPolicy{rep: model.GenerateReport{CacheRows: 700, PeakRows: 650, Preempted: 3}}
 	log := &callLog{Policy: pol}
@@ -142,8 +142,10 @@ func (c *cacheRowsLog) Generate(reqs []model.Request, o model.GenerateOptions) (
 	}
 	c.calls++
 	gens, err := c.Policy.Generate(reqs, o)
+	// Every row's first slot (the layout with that many new-token rows),
+	// then each row's growth.
 	v := model.GenerateOptions{MaxTokens: o.MaxTokens}
-	n := model.StartCacheRows(reqs, v)
+	n := model.CacheRows(reqs, model.GenerateOptions{MaxTokens: model.SlotRows(0, v)})
 	for _, g := range gens {
 		n += model.SlotRows(len(g.IDs), v) - model.SlotRows(0, v)
 	}
