@@ -423,8 +423,9 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 			seqs[i].Q = i
 		}
 		if st == nil {
-			// Sized for every row: rows preempted at the first step may start again.
-			if st = m.newStepper(cache, len(rows)); st != nil {
+			// The first step's rows are the most at once: rows that are
+			// preempted go on later, rows that end do not come back.
+			if st = m.newStepper(cache, len(active)); st != nil {
 				defer st.free() // before the cache's free
 			}
 		}
