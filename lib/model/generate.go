@@ -404,7 +404,7 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 	var st stepper // the backend's own decoding step, if it has one
 	for {
 		if slots != nil {
-			m.beforeStep(slots, &lay, cache, reqs, rows, opts)
+			m.beforeStep(slots, &lay, cache, rows, opts)
 		}
 		var active []*genRow
 		for _, r := range rows {

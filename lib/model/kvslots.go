@@ -173,11 +173,12 @@ func (sc *slotCache) preempt(i int) {
 
 // beforeStep readies the slots for the next decoding step: rows that are
 // done give theirs back; each running row whose next token falls past its
-// slot moves to one twice as large (rows copied), preempting rows later in
-// the order when no run is free; then waiting rows start again, in order,
-// while first slots are free, those with own prompt ids prefilled again.
-// lay's row placements follow the slots.
-func (m *Model) beforeStep(sc *slotCache, lay *cacheLayout, c *kvCache, reqs []Request, rows []*genRow, opts GenerateOptions) {
+// slot moves to one with twice the new-token rows (rows copied),
+// preempting rows later in the order when no run is free; then waiting
+// rows go on, in order, while slots for what they hold are free, their own
+// ids and the tokens they wrote prefilled again. lay's row placements
+// follow the slots.
+func (m *Model) beforeStep(sc *slotCache, lay *cacheLayout, c *kvCache, rows []*genRow, opts GenerateOptions) {
 	for i, r := range rows {
 		if s := &sc.slot[i]; r.done && s.held {
 			sc.spans.release(s.at, s.n)

@@ -32,6 +32,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"time"
@@ -591,11 +592,19 @@ func (e *Engine) Run(ctx context.Context, jobs []Job, emit func(Job, []records.R
 // when GenTokensPerCall bounds them, renumbering the rows' requests, and
 // adds each call's prefill and KV cache to stats. Under the bound a call's
 // rows take their new-token rows as they write them (model.GenerateOptions
-// CacheLimit): a turn is split only where starting every row would not fit
-// (model.StartCacheRows), not where reserving every row's MaxTokens would.
+// CacheLimit), and a call takes as many requests as fit if each row wrote
+// what the run's steps so far suggest (expectedStepRows; before any step,
+// every row's MaxTokens, as without growing slots): rows that write more
+// than that grow into the room of rows that write less, or are preempted
+// and go on later.
 func (e *Engine) generate(reqs []model.Request, opts model.GenerateOptions, stats *Stats) ([]*model.Generation, error) {
 	limit := e.Opts.GenTokensPerCall
 	opts.CacheLimit = max(limit, 0)
+	packed := opts
+	packed.MaxTokens = expectedStepRows(*stats, opts)
+	fits := func(reqs []model.Request) bool {
+		return model.CacheRows(reqs, packed) <= limit && model.StartCacheRows(reqs, opts) <= limit
+	}
 	call := func(reqs []model.Request) ([]*model.Generation, error) {
 		var rep model.GenerateReport
 		opts.Report = &rep
@@ -621,14 +630,12 @@ func (e *Engine) generate(reqs []model.Request, opts model.GenerateOptions, stat
 	}
 	var out []*model.Generation
 	for lo := 0; lo < len(reqs); {
-		// The most requests from lo that can all start within the limit
-		// (at least one): all of them, the usual case, or else
-		// (StartCacheRows grows as requests are added) a binary search.
+		// The most requests from lo that fit (at least one): all of them,
+		// the usual case, or else (the rows grow as requests are added) a
+		// binary search.
 		hi := len(reqs)
-		if model.StartCacheRows(reqs[lo:], opts) > limit {
-			hi = lo + max(1, sort.Search(len(reqs)-lo, func(n int) bool {
-				return model.StartCacheRows(reqs[lo:lo+n+1], opts) > limit
-			}))
+		if !fits(reqs[lo:]) {
+			hi = lo + max(1, sort.Search(len(reqs)-lo, func(n int) bool { return !fits(reqs[lo : lo+n+1]) }))
 		}
 		gens, err := call(reqs[lo:hi])
 		if err != nil {
@@ -641,6 +648,21 @@ func (e *Engine) generate(reqs []model.Request, opts model.GenerateOptions, stat
 		lo = hi
 	}
 	return out, nil
+}
+
+// expectedStepRows is the new-token KV rows a generation call packs its
+// rows by: the growing slot (model.SlotRows) of one and a half times the
+// mean step the run has generated so far, or every row's MaxTokens before
+// its first step. A policy whose steps stop well short of the budget packs
+// many more rows into a call than the budget would allow; one whose steps
+// run to it (random weights) packs as many as the budget allows, and its
+// calls preempt nothing.
+func expectedStepRows(st Stats, opts model.GenerateOptions) int {
+	if st.Steps == 0 {
+		return opts.MaxTokens
+	}
+	mean := float64(st.GeneratedTokens) / float64(st.Steps)
+	return model.SlotRows(int(math.Ceil(1.5*mean)), opts)
 }
 
 func (e *Engine) admit(j Job) *jobState {

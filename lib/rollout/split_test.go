@@ -45,12 +45,13 @@ func (p *reportPolicy) Generate(reqs []model.Request, o model.GenerateOptions) (
 }
 
 // TestGenerateSplitsByCacheRows: a later turn's contexts, which begin with
-// the same task prompt, split under GenTokensPerCall into calls whose rows
-// can all start within the bound (model.StartCacheRows: the task prompt
-// kept once, a first slot a sample; the calls then grow within it, as their
-// CacheLimit), each as large as fits; counting each context whole, or each
-// sample's MaxTokens reserved, would let fewer into a call. The run's
-// summary adds up what the calls report.
+// the same task prompt, split under GenTokensPerCall into calls, each as
+// large as fits (the task prompt kept once): before the run has generated
+// a step, as if every sample wrote its MaxTokens (model.CacheRows, the
+// calls' reservation); after steps of 10 tokens on average, as if each
+// wrote 15 (a first slot: model.StartCacheRows), five requests where the
+// reservation takes three. Each call gets the bound as its CacheLimit; the
+// run's summary adds up what the calls report.
 func TestGenerateSplitsByCacheRows(t *testing.T) {
 	task := make([]int, 64)
 	for i := range task {
@@ -65,50 +66,57 @@ func TestGenerateSplitsByCacheRows(t *testing.T) {
 	if whole := model.StartCacheRows(reqs[:5], model.GenerateOptions{MaxTokens: opts.MaxTokens, NoSharedPrefixes: true}); limit >= whole {
 		t.Fatalf("the bound %d holds five whole contexts (%d): the case shares nothing", limit, whole)
 	}
-	if model.CacheRows(reqs[:5], opts) <= limit {
-		t.Fatalf("the bound %d holds five requests' reservations (%d): the case does not tell the two apart", limit, model.CacheRows(reqs[:5], opts))
-	}
-	pol := &reportPolicy{rep: model.GenerateReport{CacheRows: 700, PeakRows: 650, Preempted: 3}}
-	log := &callLog{Policy: pol}
-	e := &Engine{Policy: log, Opts: Options{GenTokensPerCall: limit}}
-	var st Stats
-	gens, err := e.generate(reqs, opts, &st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(gens) != len(reqs) {
-		t.Fatalf("%d generations for %d requests", len(gens), len(reqs))
-	}
-	for i, g := range gens {
-		if g.Request != i {
-			t.Errorf("generation %d answers request %d", i, g.Request)
+	first := model.GenerateOptions{MaxTokens: model.SlotRows(0, opts)}
+	for _, c := range []struct {
+		history Stats
+		rows    model.GenerateOptions // what a call is packed by
+		first   int
+	}{{Stats{}, opts, 3}, {Stats{Steps: 12, GeneratedTokens: 120}, first, 5}} {
+		pol := &reportPolicy{rep: model.GenerateReport{CacheRows: 700, PeakRows: 650, Preempted: 3}}
+		log := &callLog{Policy: pol}
+		e := &Engine{Policy: log, Opts: Options{GenTokensPerCall: limit}}
+		st := c.history
+		gens, err := e.generate(reqs, opts, &st)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	lo := 0
-	for c, call := range log.calls {
-		if n := model.StartCacheRows(call, opts); n > limit {
-			t.Errorf("call %d: %d requests, %d cache rows to start > %d", c, len(call), n, limit)
+		if len(gens) != len(reqs) {
+			t.Fatalf("%d generations for %d requests", len(gens), len(reqs))
 		}
-		if end := lo + len(call); end < len(reqs) && model.StartCacheRows(reqs[lo:end+1], opts) <= limit {
-			t.Errorf("call %d: %d requests, one more would fit", c, len(call))
+		for i, g := range gens {
+			if g.Request != i {
+				t.Errorf("generation %d answers request %d", i, g.Request)
+			}
 		}
-		if pol.limits[c] != limit {
-			t.Errorf("call %d: cache limit %d, want the bound %d", c, pol.limits[c], limit)
+		fits := func(call []model.Request) bool {
+			return model.CacheRows(call, c.rows) <= limit && model.StartCacheRows(call, opts) <= limit
 		}
-		lo += len(call)
-	}
-	if len(log.calls[0]) != 5 {
-		t.Errorf("first call: %d requests, want 5", len(log.calls[0]))
-	}
-	n := len(log.calls)
-	if st.GenerateCalls != n || st.CacheRows != int64(700*n) || st.CacheRowsMax != 700 || st.CacheRowsPeak != 650 || st.Preempted != int64(3*n) {
-		t.Errorf("stats: %d calls, %d cache rows, the largest %d, peak %d, %d preempted; %d calls made, each reporting %+v",
-			st.GenerateCalls, st.CacheRows, st.CacheRowsMax, st.CacheRowsPeak, st.Preempted, n, pol.rep)
+		lo := 0
+		for k, call := range log.calls {
+			if !fits(call) {
+				t.Errorf("%d steps before: call %d: %d requests do not fit %d rows", c.history.Steps, k, len(call), limit)
+			}
+			if end := lo + len(call); end < len(reqs) && fits(reqs[lo:end+1]) {
+				t.Errorf("%d steps before: call %d: %d requests, one more would fit", c.history.Steps, k, len(call))
+			}
+			if pol.limits[k] != limit {
+				t.Errorf("call %d: cache limit %d, want the bound %d", k, pol.limits[k], limit)
+			}
+			lo += len(call)
+		}
+		if len(log.calls[0]) != c.first {
+			t.Errorf("%d steps before: first call: %d requests, want %d", c.history.Steps, len(log.calls[0]), c.first)
+		}
+		n := len(log.calls)
+		if st.GenerateCalls != n || st.CacheRows != int64(700*n) || st.CacheRowsMax != 700 || st.CacheRowsPeak != 650 || st.Preempted != int64(3*n) {
+			t.Errorf("stats: %d calls, %d cache rows, the largest %d, peak %d, %d preempted; %d calls made, each reporting %+v",
+				st.GenerateCalls, st.CacheRows, st.CacheRowsMax, st.CacheRowsPeak, st.Preempted, n, pol.rep)
+		}
 	}
 	// A policy that reports nothing is counted at what its calls reserve.
 	log2 := &callLog{Policy: emptyPolicy{}}
-	e = &Engine{Policy: log2, Opts: Options{GenTokensPerCall: limit}}
-	st = Stats{}
+	e := &Engine{Policy: log2, Opts: Options{GenTokensPerCall: limit}}
+	st := Stats{}
 	if _, err := e.generate(reqs, opts, &st); err != nil {
 		t.Fatal(err)
 	}
