@@ -122,11 +122,11 @@ type Options struct {
 	// another's, and each sample's new tokens): a call's rows take their
 	// new-token rows as they write them and are preempted and resumed
 	// when none is free (model.GenerateOptions CacheLimit), and a turn
-	// whose rows cannot all start within it (model.StartCacheRows) is split
-	// into several calls (a request is never split). 0: the whole turn in
-	// one call, every sample's MaxStepTokens reserved. Sampling does not
-	// depend on the split, nor on preemption where the policy's numbers do
-	// not depend on which rows share a step.
+	// over it is split into several calls, packed as if each row wrote
+	// what the run's steps so far suggest (expectedStepRows; a request is
+	// never split). 0: the whole turn in one call, every sample's
+	// MaxStepTokens reserved. What the split and preemption change in the
+	// samples is float rounding only.
 	GenTokensPerCall int
 	// ForceSearchTurns, when > 0, forces the first 1..ForceSearchTurns steps
 	// (drawn per task) of every trajectory to be searches, for benchmarks of the whole loop
