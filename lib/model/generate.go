@@ -219,7 +219,8 @@ type GenerateOptions struct {
 	// ForwardBudget); more prompts take several forwards.
 	PrefillIDs int
 	// CacheLimit, when > 0 and below the KV-cache rows the call would
-	// reserve (CacheRows), bounds the cache at that many rows: rows take
+	// reserve (CacheRows; not with CopyPrompts, which keeps its slots),
+	// bounds the cache at that many rows: rows take
 	// their new-token rows as they write them, in slots that grow, and a
 	// row that finds none free is preempted and goes on later, what it
 	// wrote run again in a prefill (kvslots.go). The limit is raised where
