@@ -151,3 +151,53 @@ func TestEmuGenerateCacheLimit(t *testing.T) {
 func TestCUDAGenerateCacheLimit(t *testing.T) {
 	eachCUDAMode(t, []string{"qwen2-untied-gqa4"}, func(t *testing.T, m *Model, tol float64) { checkCacheLimit(t, m, slotFirst, tol) })
 }
+
+// TestGenerateCacheLimitRandom: random turns (chains and branches of
+// prompts, one to four samples a request, as randomTurn makes them) under
+// random limits between the least a call runs in and its reservation, with
+// first slots of 4 rows so that slots grow and rows are preempted within a
+// few tokens, and rows that end at different lengths: the same greedy
+// generations as without a limit. Greedy, because a resumed row's keys come
+// from a prefill, equal to its decoding steps' to float rounding: a sampled
+// token falling within that rounding of a boundary of the sampler's
+// cumulative sums flips (seen once in 150 sampled turns), an argmax needs a
+// tie that close (none in 150 greedy turns, 1,595 preemptions).
+func TestGenerateCacheLimitRandom(t *testing.T) {
+	const turns = 12
+	m := loadFixture(t, "qwen2-untied-gqa4")
+	rng := rand.New(rand.NewPCG(9, 10))
+	var eos []int
+	for id := 3; id < m.VocabSize(); id += 41 {
+		eos = append(eos, id)
+	}
+	preempted := 0
+	for k := range turns {
+		reqs := randomTurn(rng)
+		for i := range reqs {
+			reqs[i].Seed = uint64(100*k + i)
+		}
+		opts := GenerateOptions{MaxTokens: 9 + rng.IntN(12), EOS: eos, firstSlot: 4}
+		want, err := m.Generate(reqs, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		full, least := CacheRows(reqs, opts), StartCacheRows(reqs, opts)
+		var rep GenerateReport
+		opts.CacheLimit, opts.Report = least+rng.IntN(max(1, full-least)), &rep
+		got, err := m.Generate(reqs, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range want {
+			sameGenerationWithin(t, fmt.Sprintf("case %d (limit %d, least %d, reserved %d), row %d", k, opts.CacheLimit, least, full, i), got[i], want[i], 1e-4)
+		}
+		if rep.PeakRows > rep.CacheRows || rep.CacheRows > max(opts.CacheLimit, least) {
+			t.Fatalf("case %d: report %+v, limit %d, least %d", k, rep, opts.CacheLimit, least)
+		}
+		preempted += rep.Preempted
+	}
+	if preempted == 0 {
+		t.Fatal("no row was preempted in any case")
+	}
+	t.Logf("%d preemptions over %d random turns", preempted, turns)
+}
