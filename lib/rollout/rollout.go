@@ -603,6 +603,9 @@ func (e *Engine) generate(reqs []model.Request, opts model.GenerateOptions, stat
 	packed := opts
 	packed.MaxTokens = expectedStepRows(*stats, opts)
 	fits := func(reqs []model.Request) bool {
+		if model.CacheRows(reqs, opts) <= limit { // the reservation fits: one layout, the usual case
+			return true
+		}
 		return model.CacheRows(reqs, packed) <= limit && model.StartCacheRows(reqs, opts) <= limit
 	}
 	call := func(reqs []model.Request) ([]*model.Generation, error) {
