@@ -220,14 +220,13 @@ type GenerateOptions struct {
 	PrefillIDs int
 	// CacheLimit, when > 0 and below the KV-cache rows the call would
 	// reserve (CacheRows; not with CopyPrompts, which keeps its slots),
-	// bounds the cache at that many rows: rows take
-	// their new-token rows as they write them, in slots that grow, and a
-	// row that finds none free is preempted and goes on later, what it
-	// wrote run again in a prefill (kvslots.go). The limit is raised where
-	// the call needs more to start (StartCacheRows) or for its longest row
-	// to finish. What differs from the call without a limit is float
-	// rounding only (a resumed row's keys come from a prefill, not from its
-	// decoding steps).
+	// bounds the cache at that many rows: rows take their new-token rows
+	// as they write them, in slots that grow, and a row that finds none
+	// free is preempted and goes on later, what it wrote run again in a
+	// prefill (kvslots.go). The limit is raised to StartCacheRows, the
+	// least the call runs in, where that is more. What differs from the
+	// call without a limit is float rounding only (a resumed row's keys
+	// come from a prefill, not from its decoding steps).
 	CacheLimit int
 	// Report, when set, receives the call's KV-cache figures.
 	Report *GenerateReport
@@ -242,8 +241,8 @@ type GenerateOptions struct {
 
 // GenerateReport is what a Generate call's KV cache took: CacheRows its
 // rows, PeakRows the most rows in use at once (CacheRows without a
-// CacheLimit that binds) and Preempted the rows given back and decoded
-// again (GenerateOptions.CacheLimit).
+// CacheLimit that binds) and Preempted the times a row gave back its slot
+// to go on later (GenerateOptions.CacheLimit).
 type GenerateReport struct {
 	CacheRows, PeakRows, Preempted int
 }
