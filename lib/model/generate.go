@@ -344,10 +344,7 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 	// another (in the same forward or an earlier one) reads that one's first
 	// ids where they are kept, or has them copied into its rows, in each
 	// layer (cacheLayout).
-	budget := opts.PrefillIDs
-	if budget <= 0 {
-		budget = m.ForwardBudget()
-	}
+	budget := m.prefillBudget(opts)
 	reqLogits := be.Empty(len(reqs), m.a.vocab)
 	ran, promptIDs := 0, 0
 	b := &batch{cache: cache}
@@ -442,6 +439,15 @@ func (m *Model) Generate(reqs []Request, opts GenerateOptions) ([]*Generation, e
 		}
 	}
 	return out, nil
+}
+
+// prefillBudget is the most ids of one prefill forward: opts.PrefillIDs, or
+// the model's ForwardBudget (what the memory free now holds).
+func (m *Model) prefillBudget(opts GenerateOptions) int {
+	if opts.PrefillIDs > 0 {
+		return opts.PrefillIDs
+	}
+	return m.ForwardBudget()
 }
 
 // stepLogits runs one decoding step op by op: row i feeds ids[i] at

@@ -102,7 +102,6 @@ func (a *rowSpans) release(at, n int) {
 type rowSlot struct {
 	at, n   int
 	own     int // its own prompt ids
-	maxOwn  int // own + MaxTokens: the most the slot needs
 	held    bool
 	waiting bool // preempted: goes on once a slot is free
 }
@@ -131,13 +130,13 @@ func newSlotCache(lay *cacheLayout, reqs []Request, opts GenerateOptions) *slotC
 			own := len(q.Prompt) - s.PN
 			first := s.K + s.PN
 			sc.fixed = min(sc.fixed, first)
-			sc.slot = append(sc.slot, rowSlot{at: first, n: own + firstSlot(opts), own: own, maxOwn: own + opts.MaxTokens, held: true})
+			sc.slot = append(sc.slot, rowSlot{at: first, n: own + firstSlot(opts), own: own, held: true})
 			i++
 		}
 	}
-	need := 0
+	need := 0 // the most a row's old and new slots hold at once: twice its whole own run
 	for _, s := range sc.slot {
-		need = max(need, 2*s.maxOwn)
+		need = max(need, 2*(s.own+opts.MaxTokens))
 	}
 	sc.limit = max(opts.CacheLimit, lay.rows, sc.fixed+need)
 	sc.spans.used = lay.rows - sc.fixed
@@ -251,7 +250,9 @@ func (m *Model) beforeStep(sc *slotCache, lay *cacheLayout, c *kvCache, rows []*
 		}
 	}
 	sc.peak = max(sc.peak, sc.inUse())
-	m.prefillOwn(c, lay, rows, again, opts)
+	if len(again) > 0 {
+		m.prefillOwn(c, lay, rows, again, opts)
+	}
 }
 
 // prefillOwn writes the keys and values of the given rows' own ids (their
@@ -259,10 +260,7 @@ func (m *Model) beforeStep(sc *slotCache, lay *cacheLayout, c *kvCache, rows []*
 // step feeds) into their slots, continuing the beginnings they read from
 // the held prompts, in forwards of at most PrefillIDs ids.
 func (m *Model) prefillOwn(c *kvCache, lay *cacheLayout, rows []*genRow, which []int, opts GenerateOptions) {
-	budget := opts.PrefillIDs
-	if budget <= 0 {
-		budget = m.ForwardBudget()
-	}
+	budget := m.prefillBudget(opts)
 	b := &batch{cache: c}
 	flush := func() {
 		if len(b.ids) > 0 {
