@@ -619,7 +619,8 @@ func (e *Engine) generate(reqs []model.Request, opts model.GenerateOptions, stat
 		}
 		gens, err := e.Policy.Generate(reqs, opts)
 		if rep.CacheRows == 0 { // a policy that does not report: what the call reserves
-			rep.CacheRows, rep.PeakRows = model.CacheRows(reqs, opts), model.CacheRows(reqs, opts)
+			n := model.CacheRows(reqs, opts)
+			rep.CacheRows, rep.PeakRows = n, n
 		}
 		stats.GenerateCalls++
 		stats.CacheRows += int64(rep.CacheRows)
